@@ -1,0 +1,404 @@
+"""Conversation: the in-memory history with write-through to MEMORY.md.
+
+A drop-in for the reference's ``Conversation`` memory surface (design sections
+1-3, reference-behaviour A-B), with its defects D2-D8 and D11 fixed. Which
+methods touch disk:
+
+==============================  ==============================================
+method                          disk
+==============================  ==============================================
+``__init__``                    creates folder + MEMORY.md if missing, reads it
+``add``                         appends one block (unless content is blank)
+``compact``                     archives MEMORY.md, then replaces it atomically
+``delete``/``update``/``clear`` none: in-memory only, as in the reference; use
+                                erasure to remove records from disk
+everything else                 none
+==============================  ==============================================
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ._clock import Clock, SystemClock
+from ._errors import ConfigurationError, EmptySummaryError
+from ._format import (
+    PRELOAD_PREFIX,
+    parse_memory,
+    render_block,
+    render_header,
+    to_disk_text,
+)
+from ._stores import AgentStore, PlaintextAgentStore
+from ._tokens import TokenCounter, TokenLedger, full_count
+
+__all__ = ["Conversation", "bounded_preload_text"]
+
+Message = dict[str, Any]
+StoreFactory = Callable[[Path, Callable[[], str]], AgentStore]
+
+
+def _check_role(role: object) -> str:
+    if not isinstance(role, str) or role == "":
+        raise ConfigurationError(f"role {role!r} must be a non-empty string, e.g. 'Human'")
+    if "\n" in role or "\r" in role:
+        raise ConfigurationError(
+            f"role {role!r} contains a line break, which would forge a record header "
+            "in MEMORY.md; use a single-line role name"
+        )
+    return role
+
+
+def bounded_preload_text(text: str, max_chars: int | None) -> str:
+    """``text`` cut to at most ``max_chars`` by dropping the oldest whole records.
+
+    The header is always kept; records are never cut in the middle (D11).
+    """
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    parsed = parse_memory(text)
+    budget = max_chars - len(parsed.preamble)
+    kept: list[str] = []
+    for record in reversed(parsed.records):
+        if len(record.raw) > budget:
+            break
+        kept.append(record.raw)
+        budget -= len(record.raw)
+    return parsed.preamble + "".join(reversed(kept))
+
+
+class Conversation:
+    """An agent's message history, written through to MEMORY.md.
+
+    Keyword arguments mirror the reference (``name``, ``system_prompt``,
+    ``rules``, ``custom_rules_prompt``, ``user``, ``time_enabled``,
+    ``memory_md_path``, ``context_length``); the rest are extensions.
+
+    Args:
+        memory_md_path: MEMORY.md to write through to; None keeps memory
+            in-process only. Use :func:`governed_memory.memory_md_path` to
+            derive it safely from an agent name.
+        preload_max_chars: bound on how much of MEMORY.md is preloaded; the
+            newest whole records are kept. None (default) preloads all of it.
+        subject_id: the data subject of messages added without their own.
+        clock: source of timestamps (default: the system clock).
+        store_factory: builds the store for a MEMORY.md path (default: the
+            plaintext store).
+        token_counter: counts tokens of a string (default: tiktoken for
+            ``tokenizer_model_name``, offline).
+
+    Raises:
+        StorageError: MEMORY.md could not be created or read.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str = "conversation-test",
+        system_prompt: str | None = None,
+        time_enabled: bool = False,
+        context_length: int = 8192,
+        rules: str | None = None,
+        custom_rules_prompt: str | None = None,
+        user: str = "User",
+        memory_md_path: str | os.PathLike[str] | None = None,
+        id: str | None = None,
+        preload_max_chars: int | None = None,
+        subject_id: str | None = None,
+        clock: Clock | None = None,
+        store_factory: StoreFactory | None = None,
+        token_counter: TokenCounter | None = None,
+        tokenizer_model_name: str | None = None,
+    ) -> None:
+        if preload_max_chars is not None and preload_max_chars < 0:
+            raise ConfigurationError(
+                f"preload_max_chars={preload_max_chars} is negative; use None for no bound or a size >= 0"
+            )
+        self.id = id
+        self.name = name
+        self.system_prompt = system_prompt
+        self.time_enabled = time_enabled
+        self.context_length = context_length
+        self.rules = rules
+        self.custom_rules_prompt = custom_rules_prompt
+        self.user = user
+        self.subject_id = subject_id
+        self.preload_max_chars = preload_max_chars
+        self.tokenizer_model_name = tokenizer_model_name
+        self._clock: Clock = clock or SystemClock()
+        self._store_factory = store_factory or self._plaintext_store
+        self._token_counter = token_counter
+        self._ledger: TokenLedger | None = None
+        self._memory_md_path: str | os.PathLike[str] | None = None
+        self._store: AgentStore | None = None
+
+        self.conversation_history: list[Message] = self._static_messages(timestamps=time_enabled)
+        if memory_md_path is not None:
+            self.memory_md_path = memory_md_path
+            assert self._store is not None
+            self._store.ensure()
+            self._preload(self._store)
+
+    # -- persistence ---------------------------------------------------
+
+    def _plaintext_store(self, path: Path, header: Callable[[], str]) -> AgentStore:
+        return PlaintextAgentStore(path, header, clock=self._clock)
+
+    def _header(self) -> str:
+        return render_header(self.name, self._clock.now().isoformat())
+
+    @property
+    def memory_md_path(self) -> str | os.PathLike[str] | None:
+        """The MEMORY.md written through to; assign None to stop persisting."""
+        return self._memory_md_path
+
+    @memory_md_path.setter
+    def memory_md_path(self, value: str | os.PathLike[str] | None) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        self._memory_md_path = value
+        if value is not None and str(value) != "":
+            self._store = self._store_factory(Path(value), self._header)
+
+    @property
+    def store(self) -> AgentStore | None:
+        """The store behind :attr:`memory_md_path` (None when not persisting)."""
+        return self._store
+
+    def _preload(self, store: AgentStore) -> None:
+        text = store.read_memory()
+        if text is None or not parse_memory(text).records:
+            return
+        text = bounded_preload_text(text, self.preload_max_chars)
+        # The reference reads MEMORY.md in text mode: universal newlines.
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        self.conversation_history.append({"role": "System", "content": PRELOAD_PREFIX + text})
+
+    # -- building messages ---------------------------------------------
+
+    def _static_messages(self, *, timestamps: bool) -> list[Message]:
+        messages: list[Message] = []
+        role = self.user or "User"
+        for msg_role, content in (
+            ("System", self.system_prompt),
+            (role, self.rules),
+            (role, self.custom_rules_prompt),
+        ):
+            if content is not None:
+                message: Message = {"role": msg_role, "content": content}
+                if timestamps:
+                    message["timestamp"] = self._clock.now().isoformat()
+                messages.append(message)
+        return messages
+
+    def _message(
+        self,
+        role: str,
+        content: Any,
+        timestamp: str,
+        metadata: dict[str, Any] | None,
+        subject_id: str | None,
+    ) -> Message:
+        message: Message = {"role": role, "content": content}
+        if self.time_enabled:
+            message["timestamp"] = timestamp
+        if metadata is not None:
+            message["metadata"] = metadata
+        if subject_id is not None:
+            message["subject_id"] = subject_id
+        return message
+
+    def _block(self, role: str, content: Any, timestamp: str, subject_id: str | None) -> str | None:
+        text = to_disk_text(content)
+        if text is None:
+            return None
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ConfigurationError(
+                f"content of the {role!r} message holds {text[exc.start : exc.end]!r}, which "
+                "is not encodable as UTF-8 (a lone surrogate); decode the text it came from "
+                "with errors='replace'"
+            ) from exc
+        meta = {"subject": subject_id} if subject_id is not None else None
+        return render_block(role, timestamp, text, meta)
+
+    # -- the reference's surface ---------------------------------------
+
+    def add(
+        self,
+        role: str,
+        content: Any,
+        metadata: dict[str, Any] | None = None,
+        *,
+        subject_id: str | None = None,
+    ) -> Message:
+        """Append a message to the history and write it through to MEMORY.md.
+
+        ``None``, empty and whitespace-only content stay in memory only (A5).
+        The disk write happens first: if it fails, the history is unchanged
+        and :class:`StorageError` propagates.
+        """
+        role = _check_role(role)
+        subject = subject_id if subject_id is not None else self.subject_id
+        timestamp = self._clock.now().isoformat()
+        message = self._message(role, content, timestamp, metadata, subject)
+        if self._store is not None:
+            block = self._block(role, content, timestamp, subject)
+            if block is not None:
+                self._store.append(block)
+        self.conversation_history.append(message)
+        return message
+
+    def compact(self, summary: str, summary_role: str = "System") -> None:
+        """Replace the history with the static context plus ``summary`` (B12).
+
+        On disk: MEMORY.md is archived to ``archive/history_<ts>.md`` (durably),
+        then atomically replaced by a fresh header and the summary block.
+
+        Raises:
+            EmptySummaryError: ``summary`` is None, empty or blank; nothing changed.
+            StorageError: archiving or replacing failed; nothing changed.
+        """
+        if summary is None or not str(summary).strip():
+            raise EmptySummaryError(
+                f"compact() got summary={summary!r}; a blank summary would wipe the history. "
+                "Pass the text that should replace it"
+            )
+        summary_role = _check_role(summary_role)
+        timestamp = self._clock.now().isoformat()
+        message = self._message(summary_role, summary, timestamp, None, None)
+        history = [*self._static_messages(timestamps=False), message]
+        if self._store is not None:
+            self._store.compact(self._block(summary_role, summary, timestamp, None))
+        self.conversation_history = history
+        self._reset_tokens()
+
+    def return_history_as_string(self) -> str:
+        """Each message as ``[{timestamp}] {role}: {content}`` (or without the stamp), joined by blank lines."""
+        parts = []
+        for message in self.conversation_history:
+            timestamp = message.get("timestamp")
+            if timestamp:
+                parts.append(f"[{timestamp}] {message['role']}: {message['content']}")
+            else:
+                parts.append(f"{message['role']}: {message['content']}")
+        return "\n\n".join(parts)
+
+    def get_str(self) -> str:
+        """Alias of :meth:`return_history_as_string`."""
+        return self.return_history_as_string()
+
+    def to_dict(self) -> list[Message]:
+        """The history itself (the reference returns the list, not a copy)."""
+        return self.conversation_history
+
+    def to_list(self) -> list[Message]:
+        """The history itself."""
+        return self.conversation_history
+
+    def to_json(self, indent: int | None = None) -> str:
+        """The history as JSON; non-JSON content is rendered with ``str``."""
+        return json.dumps(self.conversation_history, indent=indent, default=str, ensure_ascii=False)
+
+    def export_json(self, path: str | os.PathLike[str]) -> None:
+        """Write the history as JSON to ``path`` atomically, mode 0600."""
+        from ._fsutil import atomic_write
+
+        atomic_write(Path(path), (self.to_json(indent=2) + "\n").encode("utf-8"))
+
+    def count_messages_by_role(self) -> dict[str, int]:
+        """Message counts per role, starting from the reference's four OpenAI roles at 0."""
+        counts = {"system": 0, "user": 0, "assistant": 0, "function": 0}
+        for message in self.conversation_history:
+            counts[message["role"]] = counts.get(message["role"], 0) + 1
+        return counts
+
+    def query(self, index: int) -> Message | None:
+        """The message at ``index``, or None."""
+        i = int(index)
+        return self.conversation_history[i] if 0 <= i < len(self.conversation_history) else None
+
+    def search(self, keyword: str) -> list[Message]:
+        """Messages whose content contains ``keyword``."""
+        return [m for m in self.conversation_history if keyword in str(m["content"])]
+
+    def get_last_message_as_string(self) -> str:
+        """``"{role}: {content}"`` of the last message, or ``""``."""
+        if not self.conversation_history:
+            return ""
+        last = self.conversation_history[-1]
+        return f"{last['role']}: {last['content']}"
+
+    def get_final_message_content(self) -> Any:
+        """The content of the last message, or ``""``."""
+        return self.conversation_history[-1]["content"] if self.conversation_history else ""
+
+    def delete(self, index: int) -> None:
+        """Remove message ``index`` from the in-memory history (not from disk)."""
+        i = int(index)
+        self.conversation_history.pop(i)
+        if self._ledger is not None:
+            self._ledger.removed(i if i >= 0 else len(self.conversation_history) + 1 + i)
+
+    def update(self, index: int, role: str, content: Any) -> None:
+        """Change message ``index`` in memory (not on disk).
+
+        Raises:
+            IndexError: no message at ``index`` (the reference only logs).
+        """
+        i = int(index)
+        if not 0 <= i < len(self.conversation_history):
+            raise IndexError(
+                f"update index {i} is out of range for {len(self.conversation_history)} messages"
+            )
+        message = self.conversation_history[i]
+        message["role"] = _check_role(role)
+        message["content"] = content
+        if self._ledger is not None:
+            self._ledger.changed(i, message)
+
+    def clear(self) -> None:
+        """Empty the in-memory history (MEMORY.md is kept, as in the reference)."""
+        self.conversation_history = []
+        self._reset_tokens()
+
+    # -- token accounting ----------------------------------------------
+
+    def _counter(self) -> TokenCounter:
+        if self._token_counter is None:
+            from ._tokenizer import counter_for
+
+            self._token_counter = counter_for(self.tokenizer_model_name)
+        return self._token_counter
+
+    @property
+    def token_count(self) -> int:
+        """Tokens of the history, kept as a running total (O(new messages) per call)."""
+        if self._ledger is None:
+            self._ledger = TokenLedger(self._counter())
+        return self._ledger.total(self.conversation_history)
+
+    def recount_tokens(self) -> int:
+        """Count from scratch; call after editing ``conversation_history`` directly."""
+        self._reset_tokens()
+        return self.token_count
+
+    def full_token_count(self) -> int:
+        """The total computed without the running sum (for checks)."""
+        return full_count(self.conversation_history, self._counter())
+
+    def _reset_tokens(self) -> None:
+        if self._ledger is not None:
+            self._ledger.reset()
+
+    def __repr__(self) -> str:
+        return (
+            f"Conversation(name={self.name!r}, messages={len(self.conversation_history)}, "
+            f"memory_md_path={self._memory_md_path!r})"
+        )

@@ -1,0 +1,189 @@
+"""The MEMORY.md format: header, message blocks, escaping and the parser.
+
+Byte for byte the reference's format (reference-behaviour A2, A4)::
+
+    # Agent Memory\\n\\n**Conversation:** {name}\\n**Created:** {iso}\\n\\n---\\n\\n## Interaction Log\\n\\n
+    ### {role} — {iso}\\n\\n{content stripped}\\n\\n---\\n\\n      (one block per message)
+
+Two additions, both invisible for ordinary content:
+
+* Escaping (fixes D6, forged records). A content line that has the shape of a
+  block header (``### … — …``, optionally after backslashes) is written with
+  one more leading backslash, and the parser removes exactly one. Markdown
+  renders ``\\###`` as the literal text ``###``, so the file stays readable.
+  Line boundaries are ``\\n``, ``\\r\\n`` and ``\\r``, the same ones a
+  text-mode reader (and so the preload) sees. See docs/format.md.
+* An optional metadata line right under a block header,
+  ``<!-- gm {"subject": "…"} -->``, written only in governed mode. The
+  default mode never writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "HEADER_MARKER",
+    "PRELOAD_PREFIX",
+    "SEPARATOR",
+    "MemoryFile",
+    "Record",
+    "escape_content",
+    "has_records",
+    "parse_memory",
+    "render_block",
+    "render_header",
+    "to_disk_text",
+    "unescape_content",
+]
+
+EM_DASH = "\u2014"
+SEPARATOR = "\n\n---\n\n"
+HEADER_MARKER = "## Interaction Log\n\n"
+PRELOAD_PREFIX = (
+    f"[Persistent Memory {EM_DASH} MEMORY.md]\n"
+    "The following is this conversation's persistent memory from prior sessions. "
+    "Use it to continue context coherently.\n\n"
+)
+META_OPEN = "<!-- gm "
+META_CLOSE = " -->"
+
+# A line with the shape of a block header, after any number of backslashes.
+_LINE_START = r"(?:(?<=\n)|(?<=\r)|\A)"
+_ESCAPE_RE = re.compile(_LINE_START + r"(?=\\*### [^\r\n]* " + EM_DASH + " )")
+_UNESCAPE_RE = re.compile(_LINE_START + r"\\(?=\\*### [^\r\n]* " + EM_DASH + " )")
+_BLOCK_HEADER_RE = re.compile(r"^### (.*) " + EM_DASH + r" ([^\n]*)\n", re.MULTILINE)
+_CONV_RE = re.compile(r"^\*\*Conversation:\*\* ([^\n]*)$", re.MULTILINE)
+_CREATED_RE = re.compile(r"^\*\*Created:\*\* ([^\n]*)$", re.MULTILINE)
+
+
+def render_header(conversation_name: str, created_iso: str) -> str:
+    """The header of a new MEMORY.md (A2)."""
+    return (
+        f"# Agent Memory\n\n**Conversation:** {conversation_name}\n"
+        f"**Created:** {created_iso}\n\n---\n\n{HEADER_MARKER}"
+    )
+
+
+def to_disk_text(content: Any) -> str | None:
+    """The text a message contributes to disk, or None when nothing is written (A5)."""
+    if content is None:
+        return None
+    text = content if isinstance(content, str) else str(content)
+    text = text.strip()
+    return text or None
+
+
+def escape_content(text: str) -> str:
+    """Add one backslash before every header-shaped line (reversible)."""
+    return _ESCAPE_RE.sub("\\\\", text)
+
+
+def unescape_content(text: str) -> str:
+    """Invert :func:`escape_content`."""
+    return _UNESCAPE_RE.sub("", text)
+
+
+def render_block(role: str, timestamp: str, text: str, meta: dict[str, Any] | None = None) -> str:
+    """One message block (A4); ``text`` is the stripped disk text."""
+    meta_line = ""
+    if meta:
+        encoded = json.dumps(meta, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+        meta_line = f"{META_OPEN}{encoded}{META_CLOSE}\n"
+    return f"### {role} {EM_DASH} {timestamp}\n{meta_line}\n{escape_content(text)}{SEPARATOR}"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One message block read back from a memory file.
+
+    ``raw`` is the block exactly as stored (for bounded preloads and
+    rewrites); ``meta`` is the governed-mode metadata, empty in default mode.
+    """
+
+    role: str
+    timestamp: str
+    content: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    raw: str = field(default="", repr=False, compare=False)
+
+    @property
+    def subject_id(self) -> str | None:
+        value = self.meta.get("subject")
+        return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class MemoryFile:
+    """A parsed MEMORY.md or archive: its header fields, preamble and records."""
+
+    conversation: str | None
+    created: str | None
+    preamble: str
+    records: list[Record]
+
+
+def has_records(text: str) -> bool:
+    """Whether ``text`` holds at least one message block."""
+    return _find_headers(text, 0) != []
+
+
+def _find_headers(text: str, start: int) -> list[re.Match[str]]:
+    # Content lines of this shape are escaped on write, so every unescaped
+    # header-shaped line is a real block boundary.
+    return list(_BLOCK_HEADER_RE.finditer(text, start))
+
+
+def parse_memory(text: str) -> MemoryFile:
+    """Parse a MEMORY.md or archive written by governed_memory or the reference.
+
+    Files the reference wrote are read as it wrote them: a header-shaped line
+    it failed to escape is, unavoidably, a record boundary.
+    """
+    marker = text.find(HEADER_MARKER)
+    body_start = marker + len(HEADER_MARKER) if marker >= 0 else 0
+    preamble = text[:body_start]
+    conv = _CONV_RE.search(preamble)
+    created = _CREATED_RE.search(preamble)
+    headers = _find_headers(text, body_start)
+    records: list[Record] = []
+    for i, match in enumerate(headers):
+        end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
+        raw = text[match.start() : end]
+        body = text[match.end() : end]
+        meta: dict[str, Any] = {}
+        if body.startswith(META_OPEN):
+            line_end = body.find("\n")
+            line = body[: line_end if line_end >= 0 else len(body)]
+            if line.endswith(META_CLOSE):
+                try:
+                    loaded = json.loads(line[len(META_OPEN) : -len(META_CLOSE)])
+                except ValueError:
+                    loaded = None
+                if isinstance(loaded, dict):
+                    meta = loaded
+                    body = body[len(line) + 1 :]
+        if body.startswith("\n"):
+            body = body[1:]
+        if body.endswith(SEPARATOR):
+            body = body[: -len(SEPARATOR)]
+        elif body.endswith("\n\n---\n"):
+            body = body[: -len("\n\n---\n")]
+        records.append(
+            Record(
+                role=match.group(1),
+                timestamp=match.group(2),
+                content=unescape_content(body),
+                meta=meta,
+                raw=raw,
+            )
+        )
+    return MemoryFile(
+        conversation=conv.group(1) if conv else None,
+        created=created.group(1) if created else None,
+        preamble=preamble if headers or marker >= 0 else text,
+        records=records,
+    )

@@ -1,0 +1,74 @@
+"""The interface every agent-folder store implements."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Protocol
+
+__all__ = ["AgentStore", "StoreFactory"]
+
+
+class AgentStore(Protocol):
+    """Durable memory of one agent folder, in MEMORY.md text form.
+
+    Implementations keep the text exactly: what :meth:`append` and
+    :meth:`compact` were given is what :meth:`read_memory` and
+    :meth:`read_archive` return, whatever the bytes on disk look like. Every
+    method is safe across threads and processes (an inter-process lock per
+    agent folder), and a crash at any point leaves the previous state or the
+    new one, never a mix.
+    """
+
+    @property
+    def folder(self) -> Path:
+        """The agent folder."""
+        ...
+
+    @property
+    def memory_path(self) -> Path:
+        """The file that holds the active memory."""
+        ...
+
+    def ensure(self) -> None:
+        """Create the folder and a memory file with a fresh header if missing."""
+        ...
+
+    def read_memory(self) -> str | None:
+        """The active memory's text, or None when there is no memory file."""
+        ...
+
+    def append(self, block: str) -> None:
+        """Append one message block to the active memory."""
+        ...
+
+    def compact(self, first_block: str | None) -> Path | None:
+        """Archive the active memory, then replace it with a fresh header + ``first_block``.
+
+        The archive is complete and durable before the memory is replaced,
+        and is skipped when the memory holds no message block. Returns the
+        archive path, or None when none was written. On failure nothing has
+        changed and the error propagates.
+        """
+        ...
+
+    def list_archives(self) -> list[Path]:
+        """Archive files, oldest first."""
+        ...
+
+    def read_archive(self, path: Path) -> str:
+        """The text of one archive."""
+        ...
+
+    def lock(self) -> AbstractContextManager[None]:
+        """Hold the agent folder's exclusive inter-process lock."""
+        ...
+
+    def close(self) -> None:
+        """Release file descriptors. The store may be reopened by using it again."""
+        ...
+
+
+StoreFactory = Callable[[Path, Callable[[], str]], AgentStore]
+"""Builds a store from (memory file path, header factory)."""

@@ -1,0 +1,268 @@
+"""The plaintext agent-folder store: MEMORY.md exactly as the reference writes it.
+
+Locking: an ``flock`` on the agent folder itself (an open descriptor of the
+directory), so no lock file appears beside MEMORY.md and the lock survives
+MEMORY.md being replaced by a compaction in another process. A
+``threading.Lock`` serialises threads sharing one store, since flock locks
+belong to the open file description, not the thread. Appends reuse one
+O_APPEND descriptor; after taking the lock a ``stat`` tells whether another
+process replaced or removed MEMORY.md, in which case it is reopened.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fcntl
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from .._clock import Clock, SystemClock
+from .._errors import StorageError
+from .._format import has_records
+from .._fsutil import (
+    TMP_PREFIX,
+    atomic_write,
+    ensure_private_dir,
+    link_exclusive,
+    open_private,
+    remove_stale_temps,
+    write_all,
+)
+from .._workspace import ARCHIVE_DIR
+
+__all__ = ["PlaintextAgentStore", "archive_names"]
+
+ARCHIVE_STAMP = "%Y-%m-%d_%H-%M-%S"
+
+
+def archive_names(when: _dt.datetime) -> Iterator[str]:
+    """Candidate archive names for a compaction at ``when``, in claim order.
+
+    ``history_<stamp>.md`` first (the reference's name), then
+    ``history_<stamp>_000001.md`` and so on for further compactions within the
+    same second (defect D2). ``.`` sorts before ``_`` and the counter is
+    zero-padded, so names sort chronologically.
+    """
+    stamp = when.strftime(ARCHIVE_STAMP)
+    yield f"history_{stamp}.md"
+    for seq in range(1, 1_000_000):
+        yield f"history_{stamp}_{seq:06d}.md"
+
+
+class PlaintextAgentStore:
+    """MEMORY.md and ``archive/`` in the reference's plaintext format.
+
+    Args:
+        memory_path: the MEMORY.md file.
+        header: builds the header of a new MEMORY.md (called under the lock).
+        clock: names archives.
+        fsync_appends: fsync after every append. Off by default, as in the
+            reference: an acknowledged add survives a crash of the process
+            (the kernel holds the write) but not a power cut. Compactions
+            always fsync.
+    """
+
+    def __init__(
+        self,
+        memory_path: Path,
+        header: Callable[[], str],
+        *,
+        clock: Clock | None = None,
+        fsync_appends: bool = False,
+    ) -> None:
+        self._memory_path = Path(memory_path)
+        self._folder = self._memory_path.parent
+        self._header = header
+        self._clock: Clock = clock or SystemClock()
+        self._fsync_appends = fsync_appends
+        self._mutex = threading.RLock()
+        self._dirfd: int | None = None
+        self._fd: int | None = None
+        self._ident: tuple[int, int] | None = None
+
+    @property
+    def folder(self) -> Path:
+        return self._folder
+
+    @property
+    def memory_path(self) -> Path:
+        return self._memory_path
+
+    @property
+    def archive_dir(self) -> Path:
+        return self._folder / ARCHIVE_DIR
+
+    # -- locking ---------------------------------------------------------
+
+    def _open_dir(self) -> int:
+        if self._dirfd is None:
+            ensure_private_dir(self._folder)
+            self._dirfd = os.open(self._folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        return self._dirfd
+
+    def _dir_is_current(self, dirfd: int) -> bool:
+        try:
+            st = os.stat(self._folder)
+        except FileNotFoundError:
+            return False
+        fst = os.fstat(dirfd)
+        return (st.st_dev, st.st_ino) == (fst.st_dev, fst.st_ino)
+
+    @contextmanager
+    def _locked(self, mode: int = fcntl.LOCK_EX) -> Iterator[None]:
+        with self._mutex:
+            while True:
+                dirfd = self._open_dir()
+                fcntl.flock(dirfd, mode)
+                if self._dir_is_current(dirfd):
+                    break
+                # The folder was removed (or replaced) while we waited: lock
+                # the folder that now stands at the path instead.
+                fcntl.flock(dirfd, fcntl.LOCK_UN)
+                self._drop_fds()
+            try:
+                yield
+            finally:
+                fcntl.flock(dirfd, fcntl.LOCK_UN)
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        try:
+            with self._locked():
+                yield
+        except OSError as exc:
+            raise StorageError(f"cannot lock agent folder {self._folder}: {exc}") from exc
+
+    # -- the active memory ---------------------------------------------
+
+    def _create_memory(self) -> None:
+        atomic_write(self._memory_path, self._header().encode("utf-8"))
+
+    def _memory_fd(self) -> int:
+        """The append descriptor of the current MEMORY.md (lock held)."""
+        try:
+            st = os.stat(self._memory_path)
+        except FileNotFoundError:
+            st = None
+        if st is not None and self._fd is not None and self._ident == (st.st_dev, st.st_ino):
+            return self._fd
+        self._close_file()
+        if st is None:
+            self._create_memory()
+        fd = open_private(self._memory_path, os.O_WRONLY | os.O_APPEND)
+        fst = os.fstat(fd)
+        self._fd, self._ident = fd, (fst.st_dev, fst.st_ino)
+        return fd
+
+    def ensure(self) -> None:
+        try:
+            with self._locked():
+                self._memory_fd()
+        except OSError as exc:
+            raise StorageError(f"cannot create {self._memory_path}: {exc}") from exc
+
+    def read_memory(self) -> str | None:
+        try:
+            with self._locked(fcntl.LOCK_SH):
+                try:
+                    data = self._memory_path.read_bytes()
+                except FileNotFoundError:
+                    return None
+        except StorageError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"cannot read {self._memory_path}: {exc}") from exc
+        return _decode(data, self._memory_path)
+
+    def append(self, block: str) -> None:
+        data = block.encode("utf-8")
+        try:
+            with self._locked():
+                fd = self._memory_fd()
+                write_all(fd, data)
+                if self._fsync_appends:
+                    os.fsync(fd)
+        except OSError as exc:
+            raise StorageError(f"cannot append to {self._memory_path}: {exc}") from exc
+
+    def compact(self, first_block: str | None) -> Path | None:
+        try:
+            with self._locked():
+                remove_stale_temps(self._folder)
+                remove_stale_temps(self.archive_dir)
+                archive = self._archive_current()
+                fresh = self._header() + (first_block or "")
+                atomic_write(self._memory_path, fresh.encode("utf-8"))
+                self._close_file()
+                return archive
+        except StorageError:
+            raise
+        except OSError as exc:
+            raise StorageError(
+                f"compaction of {self._memory_path} failed, memory left unchanged: {exc}"
+            ) from exc
+
+    def _archive_current(self) -> Path | None:
+        try:
+            current = self._memory_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if not has_records(_decode(current, self._memory_path)):
+            return None
+        ensure_private_dir(self.archive_dir)
+        return link_exclusive(self.archive_dir, current, archive_names(self._clock.now()))
+
+    # -- archives ----------------------------------------------------------
+
+    def list_archives(self) -> list[Path]:
+        try:
+            names = os.listdir(self.archive_dir)
+        except FileNotFoundError:
+            return []
+        return [
+            self.archive_dir / name
+            for name in sorted(names)
+            if name.startswith("history_")
+            and name.endswith(".md")
+            and not name.startswith(TMP_PREFIX)
+        ]
+
+    def read_archive(self, path: Path) -> str:
+        try:
+            return _decode(Path(path).read_bytes(), Path(path))
+        except OSError as exc:
+            raise StorageError(f"cannot read archive {path}: {exc}") from exc
+
+    # -- descriptors -------------------------------------------------------
+
+    def _close_file(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd, self._ident = None, None
+
+    def _drop_fds(self) -> None:
+        self._close_file()
+        if self._dirfd is not None:
+            os.close(self._dirfd)
+            self._dirfd = None
+
+    def close(self) -> None:
+        with self._mutex:
+            self._drop_fds()
+
+    def __del__(self) -> None:
+        with suppress(Exception):
+            self._drop_fds()
+
+
+def _decode(data: bytes, path: Path) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StorageError(
+            f"{path} is not valid UTF-8 at byte {exc.start}; it was not written by "
+            "governed_memory or the reference, or it is damaged"
+        ) from exc
