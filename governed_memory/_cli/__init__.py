@@ -1,0 +1,64 @@
+"""The ``governed-memory`` command line: a thin layer over the public API.
+
+Each command group lives in its own module here and is registered below. A
+command builds settings, calls the library, and renders a table (or JSON with
+``--json``). :class:`GovernedMemoryError` becomes a one-line message and exit
+status 1; usage errors exit 2 (click's convention).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .._errors import GovernedMemoryError
+from ._context import CliContext
+
+__all__ = ["main"]
+
+
+class _Group(click.Group):
+    """Turns library errors into one line on stderr and exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except GovernedMemoryError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--workspace",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Workspace folder (default: $WORKSPACE_DIR, else ./agent_workspace).",
+)
+@click.option(
+    "--policy",
+    "policy_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Policy file (default: $GOVERNED_MEMORY_POLICY, else the built-in default policy).",
+)
+@click.version_option(package_name="governed-memory")
+@click.pass_context
+def main(ctx: click.Context, workspace: Path | None, policy_path: Path | None) -> None:
+    """Governed persistent memory for LLM agents."""
+    ctx.obj = CliContext(workspace_arg=workspace, policy_arg=policy_path)
+
+
+def _register() -> None:
+    # One import per command module; each defines ``commands``.
+    from . import _memory
+
+    for module in (_memory,):
+        for command in module.commands:
+            main.add_command(command)
+
+
+_register()

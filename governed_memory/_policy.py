@@ -1,0 +1,239 @@
+"""The policy: what is kept, for how long, under which consent, and who may read it.
+
+A policy is a TOML file an admin reviews (see policies/ and docs/policies.md).
+Loading validates every key: unknown keys, wrong types, out-of-range values
+and contradictions are refused with an error naming the file, the key and the
+fix. A policy's ``id`` and ``version`` travel with every decision made under it.
+
+With no policy configured the built-in :data:`DEFAULT_POLICY` applies: the
+reference's behaviour, byte for byte.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import tomllib
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ._duration import Duration, OptionalDuration
+from ._errors import ConfigurationError
+
+__all__ = [
+    "BUILTIN_PURPOSES",
+    "DEFAULT_POLICY",
+    "AuditPolicy",
+    "ConsentPolicy",
+    "EncryptionPolicy",
+    "MissingConsent",
+    "Policy",
+    "PolicyError",
+    "RetentionPolicy",
+    "SchedulePolicy",
+    "SummarizationFallback",
+    "SummarizationPolicy",
+    "WithdrawalAction",
+    "load_policy",
+]
+
+BUILTIN_PURPOSES = ("persist", "summarize")
+
+
+class PolicyError(ConfigurationError):
+    """A policy file cannot be loaded; the message names file, key and fix."""
+
+
+class MissingConsent(StrEnum):
+    """What happens to a write for a subject without the needed consent."""
+
+    MEMORY_ONLY = "memory_only"
+    DENY = "deny"
+
+
+class WithdrawalAction(StrEnum):
+    """What a consent withdrawal does to data already stored."""
+
+    STOP = "stop"
+    ERASE = "erase"
+
+
+class SummarizationFallback(StrEnum):
+    """What compression does when the configured summarizer may not be used."""
+
+    LOCAL = "local"
+    SKIP = "skip"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class PolicyMeta(_Section):
+    """``[policy]``: identity of the policy."""
+
+    id: str = Field(default="default", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    version: str = Field(default="1", min_length=1)
+    description: str = ""
+
+
+class ConsentPolicy(_Section):
+    """``[consent]``: which purposes need consent and what happens without it."""
+
+    required_for: tuple[str, ...] = ()
+    purposes: tuple[str, ...] = BUILTIN_PURPOSES
+    on_missing: MissingConsent = MissingConsent.MEMORY_ONLY
+    on_withdraw: WithdrawalAction = WithdrawalAction.STOP
+    erase_grace: Duration = _dt.timedelta(0)
+
+    @model_validator(mode="after")
+    def _purposes_known(self) -> Self:
+        unknown = [p for p in self.required_for if p not in self.purposes]
+        if unknown:
+            raise ValueError(
+                f"consent.required_for names {unknown}, which are not in consent.purposes "
+                f"{list(self.purposes)}; add them to purposes or remove them"
+            )
+        missing = [p for p in BUILTIN_PURPOSES if p not in self.purposes]
+        if missing:
+            raise ValueError(f"consent.purposes must keep the built-in purposes {missing}")
+        return self
+
+
+class EncryptionPolicy(_Section):
+    """``[encryption]``: encryption at rest."""
+
+    enabled: bool = False
+
+
+class SummarizationPolicy(_Section):
+    """``[summarization]``: which summarizers may see transcripts."""
+
+    external_allowed: bool = True
+    allowed_models: tuple[str, ...] = ("*",)
+    fallback: SummarizationFallback = SummarizationFallback.LOCAL
+
+
+class RetentionPolicy(_Section):
+    """``[retention]``: how long each kind of artefact is kept (``forever`` = no limit)."""
+
+    archives_max_age: OptionalDuration = None
+    archives_max_count: int | None = Field(default=None, ge=1)
+    idle_memory_max_age: OptionalDuration = None
+    exports_max_age: OptionalDuration = None
+    audit_min_age: Duration = _dt.timedelta(0)
+    audit_max_age: OptionalDuration = None
+    consent_records_max_age: OptionalDuration = None
+    tombstones_max_age: OptionalDuration = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.audit_max_age is not None and self.audit_max_age < self.audit_min_age:
+            raise ValueError(
+                "retention.audit_max_age is shorter than retention.audit_min_age; "
+                "raise audit_max_age or lower audit_min_age"
+            )
+        for name in (
+            "archives_max_age",
+            "idle_memory_max_age",
+            "exports_max_age",
+            "audit_max_age",
+            "consent_records_max_age",
+            "tombstones_max_age",
+        ):
+            value = getattr(self, name)
+            if value is not None and value < _dt.timedelta(hours=1):
+                raise ValueError(
+                    f"retention.{name} = {value} is under one hour, which would purge data "
+                    "while it is in use; use at least '1h' or 'forever'"
+                )
+        return self
+
+
+class SchedulePolicy(_Section):
+    """``[schedule]``: when purges run (a cron expression or an interval)."""
+
+    purge_cron: str | None = None
+    purge_interval: OptionalDuration = None
+    timezone: str = "UTC"
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> Self:
+        if self.purge_cron and self.purge_interval:
+            raise ValueError("set schedule.purge_cron or schedule.purge_interval, not both")
+        return self
+
+
+class AuditPolicy(_Section):
+    """``[audit]``: the local audit log and trace content."""
+
+    enabled: bool = False
+    log_dir: str | None = None
+    include_content: bool = False
+    include_subject_ids: bool = False
+
+
+class Policy(_Section):
+    """A complete, validated policy."""
+
+    policy: PolicyMeta = PolicyMeta()
+    consent: ConsentPolicy = ConsentPolicy()
+    encryption: EncryptionPolicy = EncryptionPolicy()
+    summarization: SummarizationPolicy = SummarizationPolicy()
+    retention: RetentionPolicy = RetentionPolicy()
+    schedule: SchedulePolicy = SchedulePolicy()
+    audit: AuditPolicy = AuditPolicy()
+    source: str = Field(default="<built-in default>", exclude=True)
+
+    @property
+    def id(self) -> str:
+        return self.policy.id
+
+    @property
+    def version(self) -> str:
+        return self.policy.version
+
+    @property
+    def is_default(self) -> bool:
+        """True when the policy behaves exactly like the reference (no governed features)."""
+        return (
+            not self.consent.required_for and not self.encryption.enabled and not self.audit.enabled
+        )
+
+
+DEFAULT_POLICY = Policy()
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read and validate a policy file.
+
+    Raises:
+        PolicyError: the file is missing, not TOML, or breaks a rule.
+    """
+    file = Path(path)
+    try:
+        raw: dict[str, Any] = tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise PolicyError(f"policy file {file} does not exist; check the path") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError(f"policy file {file} cannot be read: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyError(f"policy file {file} is not valid TOML: {exc}") from exc
+    try:
+        return Policy.model_validate({**raw, "source": str(file)})
+    except ValidationError as exc:
+        raise PolicyError(_describe(file, exc)) from exc
+
+
+def _describe(file: Path, exc: ValidationError) -> str:
+    lines = [f"policy file {file} is not valid:"]
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key; remove it or check its spelling against docs/policies.md"
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"  {key}: {msg} (got {err.get('input')!r})")
+    return "\n".join(lines)

@@ -1,0 +1,47 @@
+"""Shared fixtures. No test touches the network or the real workspace."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from governed_memory import FixedClock
+
+FIXTURES = Path(__file__).parent / "fixtures" / "swarms-16.0.3"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Keep tests off the developer's workspace, settings and network."""
+    for name in (
+        "WORKSPACE_DIR",
+        "GOVERNED_MEMORY_POLICY",
+        "GOVERNED_MEMORY_MASTER_KEY",
+        "GOVERNED_MEMORY_MASTER_KEY_FILE",
+        "OPENAI_API_KEY",
+        "OPENAI_API_BASE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """An empty workspace folder."""
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    """A clock at 2026-11-30 10:00 that ticks 1 ms per reading."""
+    return FixedClock(dt.datetime(2026, 11, 30, 10, 0, 0), tick=dt.timedelta(milliseconds=1))
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    """Files the reference implementation (swarms 16.0.3) wrote."""
+    return FIXTURES
