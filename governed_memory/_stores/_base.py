@@ -53,6 +53,18 @@ class AgentStore(Protocol):
         """
         ...
 
+    def rewrite(self, path: Path, text: str) -> None:
+        """Atomically replace the text of :attr:`memory_path` or one archive.
+
+        For erasure: the caller reads a file, drops records and writes the
+        rest back, all inside :meth:`lock` (which is re-entrant for the
+        store's own methods). Stale temporary files in the file's folder are
+        removed first, since they may hold the text being removed. Any other
+        path is refused with :class:`StorageError`; on failure the file is
+        unchanged.
+        """
+        ...
+
     def list_archives(self) -> list[Path]:
         """Archive files, oldest first."""
         ...
@@ -62,7 +74,11 @@ class AgentStore(Protocol):
         ...
 
     def lock(self) -> AbstractContextManager[None]:
-        """Hold the agent folder's exclusive inter-process lock."""
+        """Hold the agent folder's exclusive inter-process lock.
+
+        Re-entrant: the store's own methods called inside it (reads,
+        :meth:`rewrite`) keep the lock rather than taking it again.
+        """
         ...
 
     def close(self) -> None:

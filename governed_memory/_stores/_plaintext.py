@@ -79,6 +79,7 @@ class PlaintextAgentStore:
         self._clock: Clock = clock or SystemClock()
         self._fsync_appends = fsync_appends
         self._mutex = threading.RLock()
+        self._depth = 0  # nesting of _locked() in the thread holding _mutex
         self._dirfd: int | None = None
         self._fd: int | None = None
         self._ident: tuple[int, int] | None = None
@@ -114,6 +115,16 @@ class PlaintextAgentStore:
     @contextmanager
     def _locked(self, mode: int = fcntl.LOCK_EX) -> Iterator[None]:
         with self._mutex:
+            if self._depth:
+                # Re-entered from inside lock() (e.g. an erasure reading and
+                # rewriting under one lock): a second flock on the same
+                # descriptor would convert, then release, the outer lock.
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
             while True:
                 dirfd = self._open_dir()
                 fcntl.flock(dirfd, mode)
@@ -123,9 +134,11 @@ class PlaintextAgentStore:
                 # the folder that now stands at the path instead.
                 fcntl.flock(dirfd, fcntl.LOCK_UN)
                 self._drop_fds()
+            self._depth = 1
             try:
                 yield
             finally:
+                self._depth = 0
                 fcntl.flock(dirfd, fcntl.LOCK_UN)
 
     @contextmanager
@@ -214,6 +227,29 @@ class PlaintextAgentStore:
             return None
         ensure_private_dir(self.archive_dir)
         return link_exclusive(self.archive_dir, current, archive_names(self._clock.now()))
+
+    # -- rewriting (erasure) -----------------------------------------------
+
+    def rewrite(self, path: Path, text: str) -> None:
+        target = Path(path)
+        if target != self._memory_path and target.parent != self.archive_dir:
+            raise StorageError(
+                f"rewrite of {target} refused: only {self._memory_path} and files in "
+                f"{self.archive_dir} belong to this store"
+            )
+        try:
+            with self._locked():
+                if not target.exists():
+                    raise StorageError(f"rewrite of {target} refused: the file does not exist")
+                # A crashed writer's temp file may hold the text being removed.
+                remove_stale_temps(target.parent)
+                atomic_write(target, text.encode("utf-8"))
+                if target == self._memory_path:
+                    self._close_file()
+        except StorageError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"rewrite of {target} failed, file left unchanged: {exc}") from exc
 
     # -- archives ----------------------------------------------------------
 
