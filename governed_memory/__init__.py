@@ -6,9 +6,11 @@ The public names are re-exported here; everything else is internal.
 from __future__ import annotations
 
 from ._clock import Clock, FixedClock, SystemClock
+from ._consent import ConsentEvent, ConsentRegistry
 from ._conversation import Conversation
 from ._errors import (
     ConfigurationError,
+    ConsentRequiredError,
     EmptySummaryError,
     FormatVersionError,
     GovernedMemoryError,
@@ -17,27 +19,58 @@ from ._errors import (
     StorageError,
 )
 from ._format import MemoryFile, Record, parse_memory
+from ._governance import (
+    Allowed,
+    AuditSink,
+    Decision,
+    Governance,
+    NullAuditSink,
+    Outcome,
+    Skip,
+    SummarizerDecision,
+    UseLocal,
+)
+from ._policy import Policy, PolicyError, ResolvedPolicy, load_policy, resolve_policy
+from ._settings import Settings
 from ._stores import AgentStore, PlaintextAgentStore
 from ._workspace import memory_md_path, resolve_workspace
 
 __all__ = [
     "AgentStore",
+    "Allowed",
+    "AuditSink",
     "Clock",
     "ConfigurationError",
+    "ConsentEvent",
+    "ConsentRegistry",
+    "ConsentRequiredError",
     "Conversation",
+    "Decision",
     "EmptySummaryError",
     "FixedClock",
     "FormatVersionError",
+    "Governance",
     "GovernedMemoryError",
     "InvalidAgentNameError",
     "MemoryFile",
     "NotFoundError",
+    "NullAuditSink",
+    "Outcome",
     "PlaintextAgentStore",
+    "Policy",
+    "PolicyError",
     "Record",
+    "ResolvedPolicy",
+    "Settings",
+    "Skip",
     "StorageError",
+    "SummarizerDecision",
     "SystemClock",
+    "UseLocal",
+    "load_policy",
     "memory_md_path",
     "parse_memory",
+    "resolve_policy",
     "resolve_workspace",
 ]
 

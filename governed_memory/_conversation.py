@@ -22,7 +22,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._clock import Clock, SystemClock
 from ._errors import ConfigurationError, EmptySummaryError
@@ -35,6 +35,9 @@ from ._format import (
 )
 from ._stores import AgentStore, PlaintextAgentStore
 from ._tokens import TokenCounter, TokenLedger, full_count
+
+if TYPE_CHECKING:
+    from ._governance import Governance
 
 __all__ = ["Conversation", "bounded_preload_text"]
 
@@ -90,6 +93,9 @@ class Conversation:
             plaintext store).
         token_counter: counts tokens of a string (default: tiktoken for
             ``tokenizer_model_name``, offline).
+        governance: the policy layer (consent gate, store, audit); its clock
+            and store factory are the defaults. None (default mode) behaves
+            exactly like the reference, byte for byte.
 
     Raises:
         StorageError: MEMORY.md could not be created or read.
@@ -113,6 +119,7 @@ class Conversation:
         store_factory: StoreFactory | None = None,
         token_counter: TokenCounter | None = None,
         tokenizer_model_name: str | None = None,
+        governance: Governance | None = None,
     ) -> None:
         if preload_max_chars is not None and preload_max_chars < 0:
             raise ConfigurationError(
@@ -129,8 +136,11 @@ class Conversation:
         self.subject_id = subject_id
         self.preload_max_chars = preload_max_chars
         self.tokenizer_model_name = tokenizer_model_name
-        self._clock: Clock = clock or SystemClock()
-        self._store_factory = store_factory or self._plaintext_store
+        self.governance = governance
+        self._clock: Clock = clock or (governance.clock if governance else SystemClock())
+        self._store_factory = store_factory or (
+            governance.store_factory if governance else self._plaintext_store
+        )
         self._token_counter = token_counter
         self._ledger: TokenLedger | None = None
         self._memory_md_path: str | os.PathLike[str] | None = None
@@ -174,6 +184,11 @@ class Conversation:
         text = store.read_memory()
         if text is None or not parse_memory(text).records:
             return
+        if self.governance is not None:
+            governed = self.governance.preload_text(text, agent=store.folder.name)
+            if governed is None:
+                return
+            text = governed
         text = bounded_preload_text(text, self.preload_max_chars)
         # The reference reads MEMORY.md in text mode: universal newlines.
         text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -250,7 +265,11 @@ class Conversation:
         message = self._message(role, content, timestamp, metadata, subject)
         if self._store is not None:
             block = self._block(role, content, timestamp, subject)
-            if block is not None:
+            if block is not None and self.governance is not None:
+                self.governance.persist(
+                    self._store, block, agent=self._store.folder.name, subject_id=subject
+                )
+            elif block is not None:
                 self._store.append(block)
         self.conversation_history.append(message)
         return message
@@ -274,7 +293,15 @@ class Conversation:
         timestamp = self._clock.now().isoformat()
         message = self._message(summary_role, summary, timestamp, None, None)
         history = [*self._static_messages(timestamps=False), message]
-        if self._store is not None:
+        if self._store is not None and self.governance is not None:
+            # Governed: the summary is attributed to the conversation's subject.
+            self.governance.compact(
+                self._store,
+                self._block(summary_role, summary, timestamp, self.subject_id),
+                agent=self._store.folder.name,
+                subject_id=self.subject_id,
+            )
+        elif self._store is not None:
             self._store.compact(self._block(summary_role, summary, timestamp, None))
         self.conversation_history = history
         self._reset_tokens()

@@ -12,15 +12,20 @@ reference's behaviour, byte for byte.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import tomllib
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ._duration import Duration, OptionalDuration
 from ._errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from ._settings import Settings
 
 __all__ = [
     "BUILTIN_PURPOSES",
@@ -31,12 +36,16 @@ __all__ = [
     "MissingConsent",
     "Policy",
     "PolicyError",
+    "ResolvedPolicy",
     "RetentionPolicy",
     "SchedulePolicy",
     "SummarizationFallback",
     "SummarizationPolicy",
     "WithdrawalAction",
+    "find_policy",
     "load_policy",
+    "resolve_policy",
+    "shipped_policies",
 ]
 
 BUILTIN_PURPOSES = ("persist", "summarize")
@@ -206,34 +215,133 @@ class Policy(_Section):
 DEFAULT_POLICY = Policy()
 
 
+SHIPPED_DIR = Path(__file__).parent / "policies"
+"""The ready policies shipped inside the package (also in the repository's policies/)."""
+
+BUILT_IN = "built-in default"
+
+
+def shipped_policies() -> dict[str, Path]:
+    """Name -> file of every policy shipped with the package (``default``, ``regulated``, ...)."""
+    return {p.stem: p for p in sorted(SHIPPED_DIR.glob("*.toml"))}
+
+
+def find_policy(name_or_path: str | Path) -> Path:
+    """The file for a policy path, or for a shipped policy's name (``regulated``).
+
+    An existing file wins over a shipped name.
+
+    Raises:
+        PolicyError: neither a file nor a shipped name.
+    """
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    shipped = shipped_policies()
+    if str(name_or_path) in shipped:
+        return shipped[str(name_or_path)]
+    raise PolicyError(
+        f"policy file {path} does not exist and is not a shipped policy name; "
+        f"check the path or use one of {sorted(shipped)}"
+    )
+
+
 def load_policy(path: str | Path) -> Policy:
-    """Read and validate a policy file.
+    """Read and validate a policy file (or a shipped policy by name).
 
     Raises:
         PolicyError: the file is missing, not TOML, or breaks a rule.
     """
-    file = Path(path)
+    file = find_policy(path)
+    return _validate(_read_toml(file), file, {})
+
+
+@dataclass(frozen=True)
+class ResolvedPolicy:
+    """The effective policy and, per ``section.key``, where its value came from.
+
+    Sources: ``built-in default``, ``policy file <path>``, ``environment``
+    (a ``GOVERNED_MEMORY_<SECTION>__<KEY>`` variable) or ``argument``.
+    """
+
+    policy: Policy
+    sources: dict[str, str]
+
+
+def resolve_policy(settings: Settings) -> ResolvedPolicy:
+    """Build the effective policy: argument > environment > policy file > built-in default.
+
+    Raises:
+        PolicyError: the file or an override breaks a rule; the message names
+            the file or variable, the key and the fix.
+    """
+    file = find_policy(settings.policy) if settings.policy is not None else None
+    raw: dict[str, Any] = _read_toml(file) if file is not None else {}
+    sources: dict[str, str] = {}
+    for section, values in raw.items():
+        if isinstance(values, dict):
+            sources.update({f"{section}.{key}": f"policy file {file}" for key in values})
+    overrides = settings.policy_overrides()
+    origins: dict[str, str] = {}
+    for section, values in overrides.items():
+        merged = dict(raw.get(section) or {}) if isinstance(raw.get(section), dict) else {}
+        for key, value in values.items():
+            merged[key] = value
+            origin = settings.source_of(f"{section}.{key}")
+            sources[f"{section}.{key}"] = origin
+            origins[f"{section}.{key}"] = (
+                f"environment variable GOVERNED_MEMORY_{section.upper()}__{key.upper()}"
+                if origin == "environment"
+                else f"argument {section}={{{key!r}: ...}}"
+            )
+        raw[section] = merged
+    policy = _validate(raw, file, origins)
+    for name, section_field in Policy.model_fields.items():
+        if name == "source":
+            continue
+        section_model = section_field.annotation
+        for key in getattr(section_model, "model_fields", {}):
+            sources.setdefault(f"{name}.{key}", BUILT_IN)
+    return ResolvedPolicy(policy=policy, sources=dict(sorted(sources.items())))
+
+
+def _read_toml(file: Path) -> dict[str, Any]:
     try:
-        raw: dict[str, Any] = tomllib.loads(file.read_text(encoding="utf-8"))
+        return tomllib.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise PolicyError(f"policy file {file} does not exist; check the path") from exc
+    except IsADirectoryError as exc:
+        raise PolicyError(f"policy file {file} is a folder; give the path of a .toml file") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise PolicyError(f"policy file {file} cannot be read: {exc}") from exc
     except tomllib.TOMLDecodeError as exc:
-        raise PolicyError(f"policy file {file} is not valid TOML: {exc}") from exc
+        raise PolicyError(
+            f"policy file {file} is not valid TOML: {exc}; fix the syntax (see docs/policies.md)"
+        ) from exc
+
+
+def _validate(raw: dict[str, Any], file: Path | None, origins: dict[str, str]) -> Policy:
+    """Validate strictly: TOML has types, so ``enabled = "yes"`` is an error, not ``True``."""
     try:
-        return Policy.model_validate({**raw, "source": str(file)})
+        policy = Policy.model_validate_json(json.dumps(raw, default=str), strict=True)
     except ValidationError as exc:
-        raise PolicyError(_describe(file, exc)) from exc
+        raise PolicyError(_describe(file, exc, origins)) from exc
+    return policy.model_copy(update={"source": str(file) if file is not None else BUILT_IN})
 
 
-def _describe(file: Path, exc: ValidationError) -> str:
-    lines = [f"policy file {file} is not valid:"]
+def _describe(file: Path | None, exc: ValidationError, origins: dict[str, str]) -> str:
+    where = f"policy file {file}" if file is not None else "the built-in default policy"
+    lines = [
+        f"{where} is not valid (with the overrides applied):"
+        if origins
+        else f"{where} is not valid:"
+    ]
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
         if err["type"] == "extra_forbidden":
             msg = "unknown key; remove it or check its spelling against docs/policies.md"
         else:
             msg = err["msg"].removeprefix("Value error, ")
-        lines.append(f"  {key}: {msg} (got {err.get('input')!r})")
+        origin = f" [set by {origins[key]}]" if key in origins else ""
+        lines.append(f"  {key}: {msg} (got {err.get('input')!r}){origin}")
     return "\n".join(lines)
