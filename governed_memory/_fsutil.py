@@ -134,12 +134,15 @@ def link_exclusive(folder: Path, data: bytes, names: Iterable[str]) -> Path:
             except OSError as exc:  # filesystems without hard links
                 if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
                     raise
-                fd = open_private(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+                # Claim the name with an empty placeholder, then rename the
+                # complete file over it: a crash leaves an empty file or the
+                # whole one, never a torn archive, and never overwrites a
+                # file another writer claimed.
                 try:
-                    write_all(fd, data)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                    os.close(open_private(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+                except FileExistsError:
+                    continue
+                os.replace(tmp, target)
             fsync_dir(folder)
             return target
         raise FileExistsError(f"no free name left in {folder}")

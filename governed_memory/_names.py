@@ -36,11 +36,16 @@ def validate_agent_name(agent_name: object) -> str:
         rule = "contains a path separator"
     elif agent_name in (".", ".."):
         rule = "is a relative path component ('.' or '..')"
-    elif len(agent_name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
-        size = len(agent_name.encode("utf-8", "surrogatepass"))
+    elif any(0xD800 <= ord(ch) <= 0xDFFF for ch in agent_name):
+        rule = "contains a lone surrogate (text decoded with errors='surrogateescape')"
+    elif len(agent_name.encode("utf-8")) > MAX_NAME_BYTES:
+        size = len(agent_name.encode("utf-8"))
         rule = f"is {size} bytes long, over the {MAX_NAME_BYTES}-byte limit of a folder name"
-    elif agent_name != agent_name.strip() or any(ch in agent_name for ch in "\r\n\t"):
-        rule = "has leading/trailing whitespace or a control character"
+    elif any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in agent_name):
+        # A line break would also end the header line it is written into.
+        rule = "contains a control character (line break, tab, escape, ...)"
+    elif agent_name != agent_name.strip():
+        rule = "has leading or trailing whitespace"
     if rule is not None:
         raise InvalidAgentNameError(f"agent_name {agent_name!r} {rule}; {_FIX}")
     return agent_name
