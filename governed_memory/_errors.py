@@ -6,25 +6,38 @@ reference (``except ValueError``) keeps working::
 
     GovernedMemoryError
     ├── ConfigurationError (ValueError)       bad argument, setting or policy
-    │   └── InvalidAgentNameError             agent_name breaks a path rule
+    │   ├── InvalidAgentNameError             agent_name breaks a path rule
+    │   └── KeyProviderError                  master key missing, malformed or exposed
     ├── EmptySummaryError (ValueError)        compact() without a summary
     ├── ModelCallError (RuntimeError)         a model call failed (after retries)
     ├── TokenizerError (RuntimeError)         a tokenizer vocabulary is missing or corrupt
     ├── StorageError (OSError)                a read or write on disk failed
-    │   └── FormatVersionError                a file written by a newer version
+    │   ├── FormatVersionError                a file written by a newer version
+    │   └── DecryptionError                   encrypted data fails to decrypt (detail-free)
+    │       └── IntegrityError                an encrypted file's structure is damaged
+    ├── KeyUnavailableError (LookupError)     a master or data key is not available
+    │   └── KeyShreddedError                  the data key was destroyed (crypto-shredded)
     ├── NotFoundError (LookupError)           no such agent, record or file
     └── ConsentRequiredError (PermissionError) the policy refuses an operation without consent
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 __all__ = [
     "ConfigurationError",
     "ConsentRequiredError",
+    "DecryptionError",
     "EmptySummaryError",
     "FormatVersionError",
     "GovernedMemoryError",
+    "IntegrityError",
     "InvalidAgentNameError",
+    "KeyProviderError",
+    "KeyShreddedError",
+    "KeyUnavailableError",
     "ModelCallError",
     "NotFoundError",
     "StorageError",
@@ -82,3 +95,49 @@ class ConsentRequiredError(GovernedMemoryError, PermissionError):
         self.subject_id = subject_id
         self.purpose = purpose
         self.operation = operation
+
+
+class KeyProviderError(ConfigurationError):
+    """The master key is missing, malformed, or stored where others can read it."""
+
+
+class DecryptionError(StorageError):
+    """Encrypted data cannot be decrypted or authenticated.
+
+    Deliberately detail-free, like Fernet's ``InvalidToken``: a wrong key, a
+    flipped byte and a frame moved from another file look the same. The file
+    is named and was not modified.
+
+    Attributes:
+        path: the file (None for data not read from a file).
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None, what: str = "") -> None:
+        self.path = Path(path) if path is not None else None
+        where = str(path) if path is not None else (what or "encrypted data")
+        super().__init__(
+            f"{where} cannot be decrypted: the key is wrong, or the data was altered, "
+            "truncated, or moved from another file, agent or workspace. Nothing was changed; "
+            "check the master key and keyring folder, or restore the file from a backup"
+        )
+
+
+class IntegrityError(DecryptionError):
+    """An encrypted file's structure is damaged (bad header, a broken frame mid-file)."""
+
+    def __init__(self, path: str | os.PathLike[str] | None, what: str = "") -> None:
+        super().__init__(path, what)
+        where = str(path) if path is not None else (what or "encrypted data")
+        self.args = (
+            f"{where} is damaged or not a governed_memory encrypted file of this kind: its "
+            "header or frame structure is broken before the end. Nothing was changed; restore "
+            "it from a backup",
+        )
+
+
+class KeyUnavailableError(GovernedMemoryError, LookupError):
+    """A master key or data key needed for an operation is not available."""
+
+
+class KeyShreddedError(KeyUnavailableError):
+    """The data key was destroyed on purpose (crypto-shredding): the data is gone."""
