@@ -55,7 +55,12 @@ META_CLOSE = " -->"
 _LINE_START = r"(?:(?<=\n)|(?<=\r)|\A)"
 _ESCAPE_RE = re.compile(_LINE_START + r"(?=\\*### [^\r\n]* " + EM_DASH + " )")
 _UNESCAPE_RE = re.compile(_LINE_START + r"\\(?=\\*### [^\r\n]* " + EM_DASH + " )")
-_BLOCK_HEADER_RE = re.compile(r"^### (.*) " + EM_DASH + r" ([^\n]*)\n", re.MULTILINE)
+# The role excludes \r as the escape rule does: a content line "### a\r — b" is
+# not escaped, so it must not read as a header. A header torn by a crash at
+# the end of the file still ends the record before it.
+_BLOCK_HEADER_RE = re.compile(r"^### ([^\r\n]*) " + EM_DASH + r" ([^\n]*)(?:\n|\Z)", re.MULTILINE)
+# Endings of a last record whose separator was cut short (hand edit, power cut).
+_CUT_SEPARATORS = ("\n\n---\n", "\n\n---")
 _CONV_RE = re.compile(r"^\*\*Conversation:\*\* ([^\n]*)$", re.MULTILINE)
 _CREATED_RE = re.compile(r"^\*\*Created:\*\* ([^\n]*)$", re.MULTILINE)
 
@@ -92,6 +97,9 @@ def render_block(role: str, timestamp: str, text: str, meta: dict[str, Any] | No
     meta_line = ""
     if meta:
         encoded = json.dumps(meta, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+        # ">" only occurs inside JSON strings; \u003e keeps "-->" in a value
+        # from closing the HTML comment when the file is rendered.
+        encoded = encoded.replace(">", "\\u003e")
         meta_line = f"{META_OPEN}{encoded}{META_CLOSE}\n"
     return f"### {role} {EM_DASH} {timestamp}\n{meta_line}\n{escape_content(text)}{SEPARATOR}"
 
@@ -141,7 +149,9 @@ def parse_memory(text: str) -> MemoryFile:
     """Parse a MEMORY.md or archive written by governed_memory or the reference.
 
     Files the reference wrote are read as it wrote them: a header-shaped line
-    it failed to escape is, unavoidably, a record boundary.
+    it failed to escape is, unavoidably, a record boundary. The split is
+    lossless: ``preamble`` (everything before the first record) followed by
+    every record's ``raw`` is ``text``.
     """
     marker = text.find(HEADER_MARKER)
     body_start = marker + len(HEADER_MARKER) if marker >= 0 else 0
@@ -170,8 +180,15 @@ def parse_memory(text: str) -> MemoryFile:
             body = body[1:]
         if body.endswith(SEPARATOR):
             body = body[: -len(SEPARATOR)]
-        elif body.endswith("\n\n---\n"):
-            body = body[: -len("\n\n---\n")]
+        else:
+            # Only a last record can lack its separator. Content is stripped
+            # before it is written, so trailing newlines are never content.
+            for cut in _CUT_SEPARATORS:
+                if body.endswith(cut):
+                    body = body[: -len(cut)]
+                    break
+            else:
+                body = body.rstrip("\n")
         records.append(
             Record(
                 role=match.group(1),
@@ -184,6 +201,6 @@ def parse_memory(text: str) -> MemoryFile:
     return MemoryFile(
         conversation=conv.group(1) if conv else None,
         created=created.group(1) if created else None,
-        preamble=preamble if headers or marker >= 0 else text,
+        preamble=text[: headers[0].start()] if headers else text,
         records=records,
     )
