@@ -45,7 +45,7 @@ from typing import Any, Protocol
 from ._clock import Clock, SystemClock
 from ._consent import ConsentAction, ConsentEvent, ConsentRegistry, validate_subject_id
 from ._errors import ConfigurationError, ConsentRequiredError
-from ._policy import MissingConsent, Policy, SummarizationFallback
+from ._policy import LOCAL_PREFIX, LOCAL_SUMMARIZER, MissingConsent, Policy, SummarizationFallback
 from ._settings import Settings
 from ._stores import AgentStore, PlaintextAgentStore
 from ._workspace import GOVERNANCE_DIR, resolve_workspace
@@ -66,9 +66,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("governed_memory")
-
-LOCAL_SUMMARIZER = "local/extractive"
-"""The built-in summarizer that never leaves the process."""
 
 
 class Operation(StrEnum):
@@ -195,7 +192,7 @@ SummarizerDecision = Allowed | UseLocal | Skip
 
 def is_local_model(model: str) -> bool:
     """Whether a summarizer model runs in-process (``local/...``)."""
-    return model.startswith("local/")
+    return model.startswith(LOCAL_PREFIX)
 
 
 @dataclass

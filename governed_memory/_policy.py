@@ -12,16 +12,18 @@ reference's behaviour, byte for byte.
 from __future__ import annotations
 
 import datetime as _dt
+import fnmatch
 import json
 import tomllib
+import zoneinfo
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ._duration import Duration, OptionalDuration
+from ._duration import Duration, OptionalDuration, format_duration
 from ._errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -49,6 +51,9 @@ __all__ = [
 ]
 
 BUILTIN_PURPOSES = ("persist", "summarize")
+LOCAL_PREFIX = "local/"
+LOCAL_SUMMARIZER = "local/extractive"
+"""The built-in summarizer that never leaves the process."""
 
 
 class PolicyError(ConfigurationError):
@@ -76,6 +81,16 @@ class SummarizationFallback(StrEnum):
     SKIP = "skip"
 
 
+_Purpose = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,63}$")]
+_ModelPattern = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+def _no_duplicates(name: str, values: tuple[str, ...]) -> None:
+    dupes = sorted({v for v in values if values.count(v) > 1})
+    if dupes:
+        raise ValueError(f"{name} lists {dupes} more than once; list each once")
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
@@ -91,8 +106,8 @@ class PolicyMeta(_Section):
 class ConsentPolicy(_Section):
     """``[consent]``: which purposes need consent and what happens without it."""
 
-    required_for: tuple[str, ...] = ()
-    purposes: tuple[str, ...] = BUILTIN_PURPOSES
+    required_for: tuple[_Purpose, ...] = ()
+    purposes: tuple[_Purpose, ...] = BUILTIN_PURPOSES
     on_missing: MissingConsent = MissingConsent.MEMORY_ONLY
     on_withdraw: WithdrawalAction = WithdrawalAction.STOP
     erase_grace: Duration = _dt.timedelta(0)
@@ -107,7 +122,17 @@ class ConsentPolicy(_Section):
             )
         missing = [p for p in BUILTIN_PURPOSES if p not in self.purposes]
         if missing:
-            raise ValueError(f"consent.purposes must keep the built-in purposes {missing}")
+            raise ValueError(
+                f"consent.purposes must keep the built-in purposes {missing}; add them back"
+            )
+        _no_duplicates("consent.purposes", self.purposes)
+        _no_duplicates("consent.required_for", self.required_for)
+        if self.erase_grace > _dt.timedelta(0) and self.on_withdraw is WithdrawalAction.STOP:
+            raise ValueError(
+                f"consent.erase_grace = {format_duration(self.erase_grace)} has no effect while "
+                "consent.on_withdraw = 'stop' (nothing is erased); set on_withdraw = 'erase' "
+                "or remove erase_grace"
+            )
         return self
 
 
@@ -121,8 +146,27 @@ class SummarizationPolicy(_Section):
     """``[summarization]``: which summarizers may see transcripts."""
 
     external_allowed: bool = True
-    allowed_models: tuple[str, ...] = ("*",)
+    allowed_models: tuple[_ModelPattern, ...] = ("*",)
     fallback: SummarizationFallback = SummarizationFallback.LOCAL
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        external = [m for m in self.allowed_models if not m.startswith(LOCAL_PREFIX)]
+        if not self.external_allowed and external:
+            raise ValueError(
+                f"summarization.allowed_models lists {external}, which match external models, "
+                "while summarization.external_allowed = false; list only 'local/...' models "
+                "(e.g. ['local/*']) or set external_allowed = true"
+            )
+        if self.fallback is SummarizationFallback.LOCAL and not any(
+            fnmatch.fnmatchcase(LOCAL_SUMMARIZER, m) for m in self.allowed_models
+        ):
+            raise ValueError(
+                f"summarization.fallback = 'local' falls back to {LOCAL_SUMMARIZER!r}, which "
+                f"summarization.allowed_models {list(self.allowed_models)} does not allow; "
+                "add 'local/*' to allowed_models or set fallback = 'skip'"
+            )
+        return self
 
 
 class RetentionPolicy(_Section):
@@ -172,6 +216,30 @@ class SchedulePolicy(_Section):
     def _one_trigger(self) -> Self:
         if self.purge_cron and self.purge_interval:
             raise ValueError("set schedule.purge_cron or schedule.purge_interval, not both")
+        try:
+            zone = zoneinfo.ZoneInfo(self.timezone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(
+                f"schedule.timezone {self.timezone!r} is not a known time zone; use an IANA "
+                "name such as 'UTC' or 'Europe/Berlin'"
+            ) from exc
+        if self.purge_cron is not None:
+            from apscheduler.triggers.cron import (  # type: ignore[import-untyped,unused-ignore]
+                CronTrigger,
+            )
+
+            try:
+                CronTrigger.from_crontab(self.purge_cron, timezone=zone)
+            except ValueError as exc:
+                raise ValueError(
+                    f"schedule.purge_cron {self.purge_cron!r} is not a valid crontab "
+                    f"expression ({exc}); write five fields, e.g. '0 3 * * *' for 03:00 daily"
+                ) from exc
+        if self.purge_interval is not None and self.purge_interval < _dt.timedelta(minutes=1):
+            raise ValueError(
+                f"schedule.purge_interval = {format_duration(self.purge_interval)} is under one "
+                "minute; use at least '1m' (e.g. '1h')"
+            )
         return self
 
 
@@ -194,7 +262,31 @@ class Policy(_Section):
     retention: RetentionPolicy = RetentionPolicy()
     schedule: SchedulePolicy = SchedulePolicy()
     audit: AuditPolicy = AuditPolicy()
-    source: str = Field(default="<built-in default>", exclude=True)
+    source: str = Field(default="built-in default", exclude=True)
+
+    @model_validator(mode="after")
+    def _no_contradictions(self) -> Self:
+        audit, retention = self.audit, self.retention
+        if not audit.enabled:
+            on = [k for k in ("include_content", "include_subject_ids") if getattr(audit, k)]
+            if on:
+                raise ValueError(
+                    f"contradiction: audit.{on[0]} = true while audit.enabled = false (nothing is "
+                    f"audited); set audit.enabled = true or remove audit.{on[0]}"
+                )
+            if retention.audit_min_age > _dt.timedelta(0) or retention.audit_max_age is not None:
+                raise ValueError(
+                    "contradiction: retention.audit_min_age/audit_max_age govern audit records "
+                    "while audit.enabled = false (none are written); set audit.enabled = true "
+                    "or remove the audit retention keys"
+                )
+        if audit.include_content and self.encryption.enabled:
+            raise ValueError(
+                "contradiction: audit.include_content = true would copy message content in "
+                "clear into the audit trail while encryption.enabled = true protects it at rest; "
+                "set audit.include_content = false"
+            )
+        return self
 
     @property
     def id(self) -> str:
@@ -219,6 +311,7 @@ SHIPPED_DIR = Path(__file__).parent / "policies"
 """The ready policies shipped inside the package (also in the repository's policies/)."""
 
 BUILT_IN = "built-in default"
+POLICY_FILE = "policy file"
 
 
 def shipped_policies() -> dict[str, Path]:
@@ -260,8 +353,9 @@ def load_policy(path: str | Path) -> Policy:
 class ResolvedPolicy:
     """The effective policy and, per ``section.key``, where its value came from.
 
-    Sources: ``built-in default``, ``policy file <path>``, ``environment``
-    (a ``GOVERNED_MEMORY_<SECTION>__<KEY>`` variable) or ``argument``.
+    Sources: ``built-in default``, ``policy file`` (``policy.source`` names
+    it), ``environment`` (a ``GOVERNED_MEMORY_<SECTION>__<KEY>`` variable) or
+    ``argument``.
     """
 
     policy: Policy
@@ -280,7 +374,7 @@ def resolve_policy(settings: Settings) -> ResolvedPolicy:
     sources: dict[str, str] = {}
     for section, values in raw.items():
         if isinstance(values, dict):
-            sources.update({f"{section}.{key}": f"policy file {file}" for key in values})
+            sources.update({f"{section}.{key}": POLICY_FILE for key in values})
     overrides = settings.policy_overrides()
     origins: dict[str, str] = {}
     for section, values in overrides.items():
@@ -322,11 +416,30 @@ def _read_toml(file: Path) -> dict[str, Any]:
 
 def _validate(raw: dict[str, Any], file: Path | None, origins: dict[str, str]) -> Policy:
     """Validate strictly: TOML has types, so ``enabled = "yes"`` is an error, not ``True``."""
+    if "source" in raw:
+        raw = {k: v for k, v in raw.items() if k != "source"}
+        where = f"policy file {file}" if file is not None else "the policy"
+        raise PolicyError(
+            f"{where} is not valid:\n  source: unknown key; remove it (the source of a policy "
+            "is where it was loaded from)"
+        )
     try:
         policy = Policy.model_validate_json(json.dumps(raw, default=str), strict=True)
     except ValidationError as exc:
         raise PolicyError(_describe(file, exc, origins)) from exc
     return policy.model_copy(update={"source": str(file) if file is not None else BUILT_IN})
+
+
+_TYPE_FIXES = {
+    "bool_type": "; write true or false, without quotes",
+    "int_type": "; write a whole number, without quotes",
+    "int_from_float": "; write a whole number, without a fraction",
+    "string_type": '; write a quoted string, e.g. "UTC"',
+    "tuple_type": '; write a list, e.g. ["persist", "summarize"]',
+    "list_type": '; write a list, e.g. ["persist", "summarize"]',
+    "string_pattern_mismatch": " (see docs/policies.md for the allowed characters)",
+    "missing": "; add the key",
+}
 
 
 def _describe(file: Path | None, exc: ValidationError, origins: dict[str, str]) -> str:
@@ -337,11 +450,16 @@ def _describe(file: Path | None, exc: ValidationError, origins: dict[str, str]) 
         else f"{where} is not valid:"
     ]
     for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        key = ".".join(str(p) for p in err["loc"])
+        if not key:  # a rule across sections: the message names the keys
+            lines.append(f"  {err['msg'].removeprefix('Value error, ')}")
+            continue
         if err["type"] == "extra_forbidden":
             msg = "unknown key; remove it or check its spelling against docs/policies.md"
         else:
-            msg = err["msg"].removeprefix("Value error, ")
+            msg = err["msg"].removeprefix("Value error, ") + _TYPE_FIXES.get(err["type"], "")
         origin = f" [set by {origins[key]}]" if key in origins else ""
-        lines.append(f"  {key}: {msg} (got {err.get('input')!r}){origin}")
+        given = err.get("input")
+        got = "" if isinstance(given, dict) else f" (got {given!r})"
+        lines.append(f"  {key}: {msg}{got}{origin}")
     return "\n".join(lines)

@@ -43,7 +43,10 @@ class _Group(click.Group):
     "policy_path",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="Policy file (default: $GOVERNED_MEMORY_POLICY, else the built-in default policy).",
+    help=(
+        "Policy file, or a shipped policy's name: default, regulated, hipaa "
+        "(default: $GOVERNED_MEMORY_POLICY, else the built-in default policy)."
+    ),
 )
 @click.version_option(package_name="governed-memory")
 @click.pass_context
@@ -54,9 +57,9 @@ def main(ctx: click.Context, workspace: Path | None, policy_path: Path | None) -
 
 def _register() -> None:
     # One import per command module; each defines ``commands``.
-    from . import _memory
+    from . import _consent, _memory, _policy
 
-    for module in (_memory,):
+    for module in (_memory, _policy, _consent):
         for command in module.commands:
             main.add_command(command)
 

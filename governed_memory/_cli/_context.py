@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .._workspace import resolve_workspace
+
+if TYPE_CHECKING:
+    from .._governance import Governance
+    from .._settings import Settings
 
 __all__ = ["CliContext"]
 
@@ -21,3 +26,20 @@ class CliContext:
     def workspace(self) -> Path:
         """The workspace folder, resolved as the library does."""
         return resolve_workspace(self.workspace_arg)
+
+    def settings(self, **arguments: Any) -> Settings:
+        """Settings from the environment, with ``--policy``/``--workspace`` (and ``arguments``) on top."""
+        from .._settings import Settings
+
+        given: dict[str, Any] = dict(arguments)
+        if self.policy_arg is not None:
+            given.setdefault("policy", self.policy_arg)
+        if self.workspace_arg is not None:
+            given.setdefault("workspace_dir", self.workspace_arg)
+        return Settings(**given)
+
+    def governance(self, settings: Settings | None = None, **kwargs: Any) -> Governance:
+        """The Governance every command runs under (policy, consent registry, audit)."""
+        from .._governance import Governance
+
+        return Governance(settings=settings or self.settings(), **kwargs)
