@@ -13,12 +13,14 @@ reference (``except ValueError``) keeps working::
     ├── TokenizerError (RuntimeError)         a tokenizer vocabulary is missing or corrupt
     ├── StorageError (OSError)                a read or write on disk failed
     │   ├── FormatVersionError                a file written by a newer version
+    │   ├── AuditWriteError                   the audit log could not be appended to
     │   └── DecryptionError                   encrypted data fails to decrypt (detail-free)
     │       └── IntegrityError                an encrypted file's structure is damaged
     ├── KeyUnavailableError (LookupError)     a master or data key is not available
     │   └── KeyShreddedError                  the data key was destroyed (crypto-shredded)
     ├── NotFoundError (LookupError)           no such agent, record or file
-    └── ConsentRequiredError (PermissionError) the policy refuses an operation without consent
+    ├── ConsentRequiredError (PermissionError) the policy refuses an operation without consent
+    └── AuditVerificationError                the audit log fails verification (tampering)
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import os
 from pathlib import Path
 
 __all__ = [
+    "AuditVerificationError",
+    "AuditWriteError",
     "ConfigurationError",
     "ConsentRequiredError",
     "DecryptionError",
@@ -141,3 +145,15 @@ class KeyUnavailableError(GovernedMemoryError, LookupError):
 
 class KeyShreddedError(KeyUnavailableError):
     """The data key was destroyed on purpose (crypto-shredding): the data is gone."""
+
+
+class AuditWriteError(StorageError):
+    """The audit log could not be appended to, so the operation reports failure.
+
+    The operation's own change may already be on disk (the audit entry is
+    written after it, before success is reported); it is not reported as done.
+    """
+
+
+class AuditVerificationError(GovernedMemoryError):
+    """The audit log fails verification: an entry was altered, removed, inserted or reordered."""
