@@ -34,10 +34,12 @@ from ._format import (
     to_disk_text,
 )
 from ._stores import AgentStore, PlaintextAgentStore
+from ._subjects._lineage import LINEAGE_KEY, history_lineage, subjects_in_text
 from ._tokens import TokenCounter, TokenLedger, full_count
 
 if TYPE_CHECKING:
     from ._governance import Governance
+    from ._subjects._guard import ErasureGuard
 
 __all__ = ["Conversation", "bounded_preload_text"]
 
@@ -145,11 +147,23 @@ class Conversation:
         self._ledger: TokenLedger | None = None
         self._memory_md_path: str | os.PathLike[str] | None = None
         self._store: AgentStore | None = None
+        self._erasure_guard: ErasureGuard | None = None
+        self._preload_subjects: set[str] = set()
+        self._last_erased: set[str] = set()
 
         self.conversation_history: list[Message] = self._static_messages(timestamps=time_enabled)
         if memory_md_path is not None:
             self.memory_md_path = memory_md_path
             assert self._store is not None
+            if governance is not None:
+                # Finish interrupted erasures of this agent before anything is preloaded.
+                from ._subjects import subject_context
+                from ._subjects._guard import ErasureGuard
+
+                self._erasure_guard = ErasureGuard(
+                    subject_context(governance), self._store.folder.name
+                )
+                self._erasure_guard.on_open()
             self._store.ensure()
             self._preload(self._store)
 
@@ -180,7 +194,7 @@ class Conversation:
         """The store behind :attr:`memory_md_path` (None when not persisting)."""
         return self._store
 
-    def _preload(self, store: AgentStore) -> None:
+    def _preload(self, store: AgentStore, at: int | None = None) -> None:
         text = store.read_memory()
         if text is None or not parse_memory(text).records:
             return
@@ -190,9 +204,13 @@ class Conversation:
                 return
             text = governed
         text = bounded_preload_text(text, self.preload_max_chars)
+        self._preload_subjects = subjects_in_text(text)  # lineage of a later summary
         # The reference reads MEMORY.md in text mode: universal newlines.
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-        self.conversation_history.append({"role": "System", "content": PRELOAD_PREFIX + text})
+        message = {"role": "System", "content": PRELOAD_PREFIX + text}
+        self.conversation_history.insert(
+            len(self.conversation_history) if at is None else at, message
+        )
 
     # -- building messages ---------------------------------------------
 
@@ -228,20 +246,30 @@ class Conversation:
             message["subject_id"] = subject_id
         return message
 
-    def _block(self, role: str, content: Any, timestamp: str, subject_id: str | None) -> str | None:
+    def _block(
+        self,
+        role: str,
+        content: Any,
+        timestamp: str,
+        subject_id: str | None,
+        lineage: list[str] | None = None,
+    ) -> str | None:
         text = to_disk_text(content)
         if text is None:
             return None
         try:
-            text.encode("utf-8")
+            if not text.isascii():  # ASCII needs no check (and is most content)
+                text.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise ConfigurationError(
                 f"content of the {role!r} message holds {text[exc.start : exc.end]!r}, which "
                 "is not encodable as UTF-8 (a lone surrogate); decode the text it came from "
                 "with errors='replace'"
             ) from exc
-        meta = {"subject": subject_id} if subject_id is not None else None
-        return render_block(role, timestamp, text, meta)
+        meta: dict[str, Any] = {"subject": subject_id} if subject_id is not None else {}
+        if lineage:
+            meta[LINEAGE_KEY] = lineage
+        return render_block(role, timestamp, text, meta or None)
 
     # -- the reference's surface ---------------------------------------
 
@@ -280,8 +308,15 @@ class Conversation:
         On disk: MEMORY.md is archived to ``archive/history_<ts>.md`` (durably),
         then atomically replaced by a fresh header and the summary block.
 
+        The summary records its lineage (the subjects of the messages and the
+        preloaded records it was built from) in its metadata, so erasing one
+        of them removes it; see docs/subject-requests.md.
+
         Raises:
             EmptySummaryError: ``summary`` is None, empty or blank; nothing changed.
+            ErasedDuringCompactionError: a subject whose messages the summary
+                was built from has been erased since; their messages are now
+                dropped, nothing was written: summarise again.
             StorageError: archiving or replacing failed; nothing changed.
         """
         if summary is None or not str(summary).strip():
@@ -290,21 +325,60 @@ class Conversation:
                 "Pass the text that should replace it"
             )
         summary_role = _check_role(summary_role)
+        if self.drop_erased():
+            from ._subjects import ErasedDuringCompactionError
+
+            raise ErasedDuringCompactionError(sorted(self._last_erased))
+        lineage = history_lineage(self.conversation_history, self._preload_subjects)
         timestamp = self._clock.now().isoformat()
         message = self._message(summary_role, summary, timestamp, None, None)
+        if lineage:
+            message[LINEAGE_KEY] = lineage
         history = [*self._static_messages(timestamps=False), message]
         if self._store is not None and self.governance is not None:
             # Governed: the summary is attributed to the conversation's subject.
             self.governance.compact(
                 self._store,
-                self._block(summary_role, summary, timestamp, self.subject_id),
+                self._block(summary_role, summary, timestamp, self.subject_id, lineage),
                 agent=self._store.folder.name,
                 subject_id=self.subject_id,
             )
         elif self._store is not None:
-            self._store.compact(self._block(summary_role, summary, timestamp, None))
+            self._store.compact(self._block(summary_role, summary, timestamp, None, lineage))
         self.conversation_history = history
+        self._preload_subjects = set()
         self._reset_tokens()
+
+    def drop_erased(self) -> int:
+        """Drop from the history what erasures since this conversation loaded removed from disk.
+
+        Governed mode only (0 otherwise). Messages of erased subjects and
+        summaries whose lineage names them go; the preload is re-read from
+        the cleaned MEMORY.md if it held their records. Call it before
+        summarising the history; :meth:`compact` calls it too. Returns how
+        many messages were dropped.
+        """
+        if self._erasure_guard is None:
+            return 0
+        erased = self._erasure_guard.new_erasures()
+        if not erased:
+            return 0
+        from ._subjects._guard import filter_history
+
+        kept, dropped, preload_at = filter_history(
+            self.conversation_history,
+            erased,
+            static_count=len(self._static_messages(timestamps=False)),
+            preload_subjects=self._preload_subjects,
+        )
+        if dropped:
+            self.conversation_history = kept
+            self._last_erased = set(erased.subjects) or {"<agent>"}
+            if preload_at is not None and self._store is not None:
+                self._preload_subjects = set()
+                self._preload(self._store, at=preload_at)
+            self._reset_tokens()
+        return dropped
 
     def return_history_as_string(self) -> str:
         """Each message as ``[{timestamp}] {role}: {content}`` (or without the stamp), joined by blank lines."""

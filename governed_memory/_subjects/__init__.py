@@ -1,0 +1,49 @@
+"""Data-subject requests: export (GDPR Art. 15/20) and erasure (Art. 17).
+
+Modules, one concept each:
+
+* ``_context``    what a request needs from a workspace (Governance or path)
+* ``_lineage``    which subjects a compaction summary was derived from
+* ``_redact``     a memory file's text without one subject (pure)
+* ``_tombstones`` durable erasure state: tombstones, progress, schedules
+* ``_receipt``    the erasure receipt (counts, never content)
+* ``_erasure``    erase, resume, schedule, run due erasures
+* ``_guard``      what a live governed Conversation does about erasures
+* ``_export``     the subject access export (JSON + Markdown + manifest)
+"""
+
+from __future__ import annotations
+
+from ._context import SubjectContext, subject_context
+from ._erasure import (
+    blocking_holds,
+    cancel_scheduled_erasure,
+    erase,
+    erasure_receipts,
+    resume_erasures,
+    run_due_erasures,
+    schedule_erasure,
+)
+from ._errors import ErasedDuringCompactionError, ErasureBlockedError
+from ._receipt import ErasureReceipt, FileRemoval
+from ._tombstones import ErasureScope, ScheduledErasure, Tombstone, TombstoneStore
+
+__all__ = [
+    "ErasedDuringCompactionError",
+    "ErasureBlockedError",
+    "ErasureReceipt",
+    "ErasureScope",
+    "FileRemoval",
+    "ScheduledErasure",
+    "SubjectContext",
+    "Tombstone",
+    "TombstoneStore",
+    "blocking_holds",
+    "cancel_scheduled_erasure",
+    "erase",
+    "erasure_receipts",
+    "resume_erasures",
+    "run_due_erasures",
+    "schedule_erasure",
+    "subject_context",
+]

@@ -1,0 +1,169 @@
+"""What subject requests need from a workspace, from a Governance or a bare path.
+
+Export and erasure run from the CLI, from the scheduler and from a governed
+Conversation. They all go through a :class:`SubjectContext`: the workspace,
+the governance folder, the store factory (plaintext or encrypted, so every
+read and rewrite goes through the :class:`~governed_memory.AgentStore`
+protocol), the clock, the policy, the audit sink, and the optional
+collaborators that exist only in some deployments: the consent registry, the
+legal-hold registry, the key ring (crypto-shredding) and the audit log reader.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .._clock import Clock, SystemClock
+from .._errors import ConfigurationError
+from .._format import render_header
+from .._holds import HoldRegistry
+from .._names import validate_agent_name
+from .._policy import DEFAULT_POLICY, Policy
+from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
+from .._workspace import AGENTS_DIR, GOVERNANCE_DIR, MEMORY_FILE, resolve_workspace
+
+if TYPE_CHECKING:
+    from .._governance import AuditSink, Governance
+
+__all__ = ["KeyShredder", "SubjectContext", "subject_context"]
+
+
+class KeyShredder(Protocol):
+    """Destroys data keys (crypto-shredding) in an encrypted workspace."""
+
+    def shred_subject(self, subject: str) -> Any:
+        """Destroy every key of ``subject``."""
+        ...
+
+    def shred_agent(self, agent: str) -> Any:
+        """Destroy every key of ``agent``."""
+        ...
+
+
+class _NullAudit:
+    def record(
+        self,
+        operation: str,
+        *,
+        agent: str | None,
+        subject_id: str | None,
+        outcome: str,
+        **attrs: Any,
+    ) -> None:
+        return None
+
+
+@dataclass
+class SubjectContext:
+    """Everything export and erasure use; build it with :func:`subject_context`."""
+
+    workspace: Path
+    governance_dir: Path
+    clock: Clock
+    policy: Policy
+    store_factory: StoreFactory
+    audit: AuditSink
+    consent: Any = None
+    holds: HoldRegistry | None = None
+    keys: KeyShredder | None = None
+    audit_entries: Callable[[str | None, str | None], list[dict[str, Any]]] | None = None
+    encrypted: bool = False
+
+    @property
+    def agents_dir(self) -> Path:
+        return self.workspace / AGENTS_DIR
+
+    def agent_names(self) -> list[str]:
+        """Agent folders of the workspace, sorted (folders with invalid names are skipped)."""
+        try:
+            entries = list(os.scandir(self.agents_dir))
+        except FileNotFoundError:
+            return []
+        names = []
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False) or entry.name.startswith("."):
+                continue
+            try:
+                names.append(validate_agent_name(entry.name))
+            except ConfigurationError:
+                continue
+        return sorted(names)
+
+    def open_store(self, agent: str) -> AgentStore:
+        """The store of one agent folder (opening it creates nothing)."""
+        path = self.agents_dir / validate_agent_name(agent) / MEMORY_FILE
+        return self.store_factory(path, lambda: render_header(f"{agent}_conversation", self._now()))
+
+    def stores(self, only: str | None = None) -> Iterator[tuple[str, AgentStore]]:
+        """(name, store) for every agent, or for ``only``; each store is closed after use."""
+        names = self.agent_names() if only is None else [validate_agent_name(only)]
+        for name in names:
+            if not (self.agents_dir / name).is_dir():
+                continue
+            store = self.open_store(name)
+            try:
+                yield name, store
+            finally:
+                store.close()
+
+    def _now(self) -> str:
+        return self.clock.now().isoformat()
+
+    def relative(self, path: Path) -> str:
+        """``path`` relative to the workspace, with ``/`` separators."""
+        try:
+            return Path(path).relative_to(self.workspace).as_posix()
+        except ValueError:
+            return Path(path).as_posix()
+
+
+def subject_context(target: Governance | SubjectContext | str | os.PathLike[str]) -> SubjectContext:
+    """A :class:`SubjectContext` for a Governance, or for a plain workspace folder.
+
+    A plain folder gets the default policy, the system clock and the plaintext
+    store; an encrypted workspace needs a Governance (it holds the keys).
+    """
+    if isinstance(target, SubjectContext):
+        return target
+    if isinstance(target, str | os.PathLike):
+        workspace = resolve_workspace(target)
+        clock = SystemClock()
+
+        def plaintext(path: Path, header: Callable[[], str]) -> AgentStore:
+            return PlaintextAgentStore(path, header, clock=clock)
+
+        return SubjectContext(
+            workspace=workspace,
+            governance_dir=workspace / GOVERNANCE_DIR,
+            clock=clock,
+            policy=DEFAULT_POLICY,
+            store_factory=plaintext,
+            audit=_NullAudit(),
+            consent=_consent_registry(workspace / GOVERNANCE_DIR),
+            holds=HoldRegistry(workspace / GOVERNANCE_DIR, clock=clock),
+        )
+    return _from_governance(target)
+
+
+def _consent_registry(governance_dir: Path) -> Any:
+    from .._consent import ConsentRegistry
+
+    return ConsentRegistry(governance_dir)
+
+
+def _from_governance(gov: Governance) -> SubjectContext:
+    return SubjectContext(
+        workspace=gov.workspace,
+        governance_dir=gov.governance_dir,
+        clock=gov.clock,
+        policy=gov.policy,
+        store_factory=gov.store_factory,
+        audit=gov.audit,
+        consent=gov.consent,
+        holds=getattr(gov, "holds", None) or HoldRegistry(gov.governance_dir, clock=gov.clock),
+        encrypted=gov.policy.encryption.enabled,
+    )

@@ -1,0 +1,478 @@
+"""Erasure (GDPR Art. 17): a subject's or an agent's data out of every file.
+
+The steps of one erasure, each durable before the next::
+
+    1. legal holds are checked              -> ErasureBlockedError, nothing written
+    2. a tombstone is written (pending)     <governance>/tombstones/<id>.json
+    3. per agent, under the folder's lock:  plan logged (counts, fsynced), then each
+                                            affected file rewritten atomically
+    4. data keys destroyed (encrypted workspaces: crypto-shredding)
+    5. the tombstone becomes the receipt    state complete, counts per agent and file
+
+A crash anywhere leaves a pending tombstone; the next ``erase``,
+``resume_erasures``, scheduler run or governed open of an affected agent
+finishes it (each step is idempotent: a file without the subject's data is
+not touched again). One process at a time works on a tombstone (an flock on
+``.<id>.lock`` beside it); whoever comes second finds it complete.
+
+What is removed: records whose subject is the subject, and summaries whose
+lineage names the subject (replaced by a marker record). With ``agent``
+alone, the whole agent folder. With both, the subject's data in that agent
+only (keys are then kept: they also protect the subject's data elsewhere).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fcntl
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from .._consent import validate_subject_id
+from .._duration import format_duration, parse_duration
+from .._errors import ConfigurationError, NotFoundError
+from .._fsutil import ensure_private_dir, fsync_dir, open_private
+from .._holds import Hold
+from .._names import validate_agent_name
+from .._stores import AgentStore
+from ._context import SubjectContext, subject_context
+from ._errors import ErasureBlockedError
+from ._lineage import subjects_in_text
+from ._receipt import ErasureReceipt, FileRemoval
+from ._redact import count_records, strip_subject
+from ._tombstones import (
+    COMPLETE,
+    ErasureScope,
+    ScheduledErasure,
+    Tombstone,
+    TombstoneStore,
+    new_erasure_id,
+)
+
+if TYPE_CHECKING:
+    from .._governance import Governance
+
+    Target = Governance | SubjectContext | str | os.PathLike[str]
+
+__all__ = [
+    "blocking_holds",
+    "cancel_scheduled_erasure",
+    "check_holds",
+    "erase",
+    "erasure_receipts",
+    "resume_erasures",
+    "run_due_erasures",
+    "schedule_erasure",
+]
+
+DEFAULT_ACTOR = "api"
+
+
+def _scope(subject: str | None, agent: str | None) -> ErasureScope:
+    return ErasureScope(
+        subject=validate_subject_id(subject) if subject is not None else None,
+        agent=validate_agent_name(agent) if agent is not None else None,
+    )
+
+
+def _aware_now(ctx: SubjectContext) -> _dt.datetime:
+    return ctx.clock.now().astimezone()
+
+
+def blocking_holds(ctx: SubjectContext, scope: ErasureScope) -> list[Hold]:
+    """The active legal holds that forbid erasing ``scope`` (empty: go ahead).
+
+    A hold on the subject always blocks. A hold on an agent blocks when the
+    erasure would delete something in it: the whole agent, or the subject's
+    records there. A hold on another subject blocks a whole-agent erasure of
+    an agent holding that subject's records.
+    """
+    registry = ctx.holds
+    if registry is None:
+        return []
+    active = registry.active()
+    found: dict[str, Hold] = {}
+
+    def add(holds: list[Hold]) -> None:
+        found.update((h.id, h) for h in holds)
+
+    if scope.subject is not None:
+        add(registry.holds_for(subject=scope.subject))
+        held_agents = [scope.agent] if scope.agent is not None else sorted(active.agents)
+        for name in held_agents:
+            if active.for_agent(name) and scope.subject in _agent_subjects(ctx, name):
+                add(registry.holds_for(agent=name))
+    elif scope.agent is not None:
+        add(registry.holds_for(agent=scope.agent))
+        if active.has_subject_holds:
+            for subject in sorted(_agent_subjects(ctx, scope.agent)):
+                add(registry.holds_for(subject=subject))
+    return sorted(found.values(), key=lambda h: h.id)
+
+
+def _agent_subjects(ctx: SubjectContext, agent: str) -> set[str]:
+    subjects: set[str] = set()
+    for _name, store in ctx.stores(only=agent):
+        with store.lock():
+            texts = [store.read_memory()] + [store.read_archive(p) for p in store.list_archives()]
+        for text in texts:
+            if text is not None:
+                subjects |= subjects_in_text(text)
+    return subjects
+
+
+def check_holds(ctx: SubjectContext, scope: ErasureScope) -> None:
+    """Raise :class:`ErasureBlockedError` when a legal hold covers ``scope``."""
+    holds = blocking_holds(ctx, scope)
+    if holds:
+        ctx.audit.record(
+            "erase",
+            agent=scope.agent,
+            subject_id=scope.subject,
+            outcome="blocked",
+            holds=",".join(h.id for h in holds),
+            policy_id=ctx.policy.id,
+            policy_version=ctx.policy.version,
+        )
+        raise ErasureBlockedError(scope.describe(), holds)
+
+
+def erase(
+    target: Target,
+    *,
+    subject: str | None = None,
+    agent: str | None = None,
+    reason: str = "",
+    actor: str = DEFAULT_ACTOR,
+) -> ErasureReceipt:
+    """Erase ``subject`` (everywhere, or in ``agent`` only) or the whole ``agent``.
+
+    Args:
+        target: a :class:`~governed_memory.Governance` or a workspace folder.
+        subject: the data subject to erase.
+        agent: restrict to this agent; alone, erase the whole agent folder.
+        reason: why (stored in the receipt, e.g. a ticket number).
+        actor: who asked (stored in the receipt).
+
+    Returns:
+        The receipt, also stored with the tombstone.
+
+    Raises:
+        ErasureBlockedError: a legal hold applies; nothing was erased.
+        NotFoundError: ``agent`` has no folder in the workspace.
+        StorageError: a file could not be rewritten; the pending tombstone
+            makes the next run finish the job.
+    """
+    ctx = subject_context(target)
+    scope = _scope(subject, agent)
+    if scope.agent is not None and not (ctx.agents_dir / scope.agent).is_dir():
+        raise NotFoundError(
+            f"agent {scope.agent!r} has no folder in {ctx.agents_dir}; check the name "
+            "(governed-memory agents lists them)"
+        )
+    check_holds(ctx, scope)
+    return _start(ctx, scope, reason=reason, actor=actor, erasure_id=None)
+
+
+def _start(
+    ctx: SubjectContext, scope: ErasureScope, *, reason: str, actor: str, erasure_id: str | None
+) -> ErasureReceipt:
+    now = _aware_now(ctx)
+    tombstone = Tombstone(
+        id=erasure_id or new_erasure_id(now),
+        scope=scope,
+        requested_at=now.isoformat(),
+        requested_by=actor,
+        reason=reason,
+        policy_id=ctx.policy.id,
+        policy_version=ctx.policy.version,
+    )
+    TombstoneStore(ctx.governance_dir).write(tombstone)
+    return complete_tombstone(ctx, tombstone, resumed=False)
+
+
+@contextmanager
+def _tombstone_lock(ctx: SubjectContext, erasure_id: str) -> Iterator[None]:
+    folder = TombstoneStore(ctx.governance_dir).tombstone_dir
+    ensure_private_dir(folder)
+    fd = open_private(folder / f".{erasure_id}.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def complete_tombstone(
+    ctx: SubjectContext, tombstone: Tombstone, *, resumed: bool
+) -> ErasureReceipt:
+    """Carry out (or finish) the erasure ``tombstone`` describes; return its receipt."""
+    tombs = TombstoneStore(ctx.governance_dir)
+    with _tombstone_lock(ctx, tombstone.id):
+        current = tombs.get(tombstone.id) or tombstone
+        if current.state == COMPLETE and current.receipt is not None:
+            return ErasureReceipt.from_dict(current.receipt)
+        resumed = resumed or bool(tombs.progress(tombstone.id))
+        day = ctx.clock.now().date()
+        for name, store in ctx.stores(only=current.scope.agent):
+            _erase_in_agent(ctx, tombs, current, name, store, day)
+        shredded = _shred(ctx, current.scope)
+        receipt = ErasureReceipt(
+            id=current.id,
+            scope=current.scope,
+            requested_at=current.requested_at,
+            requested_by=current.requested_by,
+            reason=current.reason,
+            completed_at=_aware_now(ctx).isoformat(),
+            policy_id=current.policy_id,
+            policy_version=current.policy_version,
+            files=_aggregate(tombs.progress(current.id)),
+            keys_shredded=shredded,
+            resumed=resumed,
+        )
+        tombs.write(
+            replace(
+                current,
+                state=COMPLETE,
+                completed_at=receipt.completed_at,
+                receipt=receipt.to_dict(),
+            )
+        )
+        tombs.drop_progress(current.id)
+    ctx.audit.record(
+        "erase",
+        agent=current.scope.agent,
+        subject_id=current.scope.subject,
+        outcome="ok",
+        erasure_id=current.id,
+        files=len(receipt.files),
+        records=receipt.records,
+        summaries=receipt.summaries,
+        keys_shredded=len(shredded),
+        resumed=resumed,
+        policy_id=current.policy_id,
+        policy_version=current.policy_version,
+    )
+    return receipt
+
+
+def _erase_in_agent(
+    ctx: SubjectContext,
+    tombs: TombstoneStore,
+    tombstone: Tombstone,
+    name: str,
+    store: AgentStore,
+    day: _dt.date,
+) -> None:
+    subject = tombstone.scope.subject
+    with store.lock():
+        sources: list[tuple[Any, str | None]] = [(store.memory_path, store.read_memory())]
+        sources += [(p, store.read_archive(p)) for p in store.list_archives()]
+        if subject is None:
+            _delete_agent(ctx, tombs, tombstone, name, store, sources)
+            return
+        edits = []
+        for path, text in sources:
+            if text is None:
+                continue
+            edit = strip_subject(text, subject, erasure_id=tombstone.id, day=day)
+            if edit is not None:
+                edits.append((path, edit))
+        if not edits:
+            return
+        files = [
+            FileRemoval(
+                agent=name,
+                file=ctx.relative(path),
+                records=edit.records,
+                summaries=edit.summaries,
+                bytes_removed=edit.bytes_removed,
+                bytes_written=len(edit.text.encode("utf-8")),
+            )
+            for path, edit in edits
+        ]
+        tombs.log_progress(tombstone.id, {"agent": name, "files": [f.to_dict() for f in files]})
+        for path, edit in edits:
+            store.rewrite(path, edit.text)
+
+
+def _delete_agent(
+    ctx: SubjectContext,
+    tombs: TombstoneStore,
+    tombstone: Tombstone,
+    name: str,
+    store: AgentStore,
+    sources: list[tuple[Any, str | None]],
+) -> None:
+    files = []
+    for path, text in sources:
+        if text is None:
+            continue
+        records, summaries, size = count_records(text)
+        files.append(
+            FileRemoval(
+                agent=name,
+                file=ctx.relative(path),
+                records=records,
+                summaries=summaries,
+                bytes_removed=size,
+                bytes_written=0,
+                deleted=True,
+            )
+        )
+    if files:
+        tombs.log_progress(tombstone.id, {"agent": name, "files": [f.to_dict() for f in files]})
+    # Still under the folder's lock: a waiting writer finds the folder gone
+    # and starts a new, empty one (see PlaintextAgentStore locking).
+    shutil.rmtree(store.folder)
+    fsync_dir(store.folder.parent)
+
+
+def _shred(ctx: SubjectContext, scope: ErasureScope) -> tuple[str, ...]:
+    if ctx.keys is None:
+        return ()
+    if scope.agent is None and scope.subject is not None:
+        ctx.keys.shred_subject(scope.subject)
+        return ("subject",)
+    if scope.subject is None and scope.agent is not None:
+        ctx.keys.shred_agent(scope.agent)
+        return ("agent",)
+    return ()
+
+
+def _aggregate(entries: list[dict[str, Any]]) -> tuple[FileRemoval, ...]:
+    # The last plan for a file wins: a resumed run re-plans only what the
+    # interrupted run had not rewritten yet.
+    latest: dict[tuple[str, str], FileRemoval] = {}
+    for entry in entries:
+        for item in entry.get("files", []):
+            removal = FileRemoval.from_dict(item)
+            latest[(removal.agent, removal.file)] = removal
+    return tuple(latest[k] for k in sorted(latest))
+
+
+# -- resuming and scheduling ------------------------------------------------
+
+
+def resume_erasures(target: Target, *, agent: str | None = None) -> list[ErasureReceipt]:
+    """Finish every pending erasure (or those covering ``agent``); return their receipts."""
+    ctx = subject_context(target)
+    receipts = []
+    for tombstone in TombstoneStore(ctx.governance_dir).pending():
+        if agent is None or tombstone.scope.covers_agent(agent):
+            receipts.append(complete_tombstone(ctx, tombstone, resumed=True))
+    return receipts
+
+
+def schedule_erasure(
+    target: Target,
+    *,
+    subject: str | None = None,
+    agent: str | None = None,
+    grace: Any,
+    reason: str = "",
+    actor: str = DEFAULT_ACTOR,
+) -> ScheduledErasure:
+    """Record an erasure that runs once ``grace`` (``30d``, a timedelta, ...) has passed.
+
+    Holds are checked now (to fail early) and again when it falls due.
+    """
+    ctx = subject_context(target)
+    scope = _scope(subject, agent)
+    try:
+        delay = parse_duration(grace)
+    except ValueError as exc:
+        raise ConfigurationError(f"erase grace: {exc}") from exc
+    if delay is None:
+        raise ConfigurationError(
+            f"erase grace {grace!r} means never; give a finite delay such as '30d'"
+        )
+    check_holds(ctx, scope)
+    now = _aware_now(ctx)
+    item = ScheduledErasure(
+        id=new_erasure_id(now),
+        scope=scope,
+        due_at=(now + delay).isoformat(),
+        requested_at=now.isoformat(),
+        requested_by=actor,
+        reason=reason,
+    )
+    TombstoneStore(ctx.governance_dir).schedule(item)
+    ctx.audit.record(
+        "erase",
+        agent=scope.agent,
+        subject_id=scope.subject,
+        outcome="scheduled",
+        erasure_id=item.id,
+        grace=format_duration(delay),
+        policy_id=ctx.policy.id,
+        policy_version=ctx.policy.version,
+    )
+    return item
+
+
+def cancel_scheduled_erasure(target: Target, erasure_id: str) -> None:
+    """Drop a scheduled erasure that has not run yet.
+
+    Raises:
+        NotFoundError: no scheduled erasure has that id (it may have run).
+    """
+    ctx = subject_context(target)
+    if not TombstoneStore(ctx.governance_dir).unschedule(erasure_id):
+        raise NotFoundError(
+            f"no scheduled erasure {erasure_id!r}; it may have run already "
+            "(governed-memory erasures lists them)"
+        )
+
+
+def run_due_erasures(
+    target: Target, now: _dt.datetime | None = None
+) -> list[ErasureReceipt | ErasureBlockedError]:
+    """Run every scheduled erasure due at ``now`` (default: the clock), and resume pending ones.
+
+    A due erasure blocked by a legal hold stays scheduled and is reported as
+    its :class:`ErasureBlockedError`; the others run. Safe to call from
+    several processes: a scheduled erasure becomes a tombstone with the same
+    id before its schedule entry is removed.
+    """
+    ctx = subject_context(target)
+    when = now if now is not None else ctx.clock.now()
+    tombs = TombstoneStore(ctx.governance_dir)
+    results: list[ErasureReceipt | ErasureBlockedError] = list(resume_erasures(ctx))
+    for item in tombs.scheduled():
+        if not item.due(when):
+            continue
+        existing = tombs.get(item.id)
+        try:
+            if existing is not None:
+                results.append(complete_tombstone(ctx, existing, resumed=True))
+            else:
+                check_holds(ctx, item.scope)
+                results.append(
+                    _start(
+                        ctx,
+                        item.scope,
+                        reason=item.reason,
+                        actor=item.requested_by,
+                        erasure_id=item.id,
+                    )
+                )
+        except ErasureBlockedError as exc:
+            results.append(exc)
+            continue
+        tombs.unschedule(item.id)
+    return results
+
+
+def erasure_receipts(target: Target) -> list[ErasureReceipt]:
+    """Receipts of every completed erasure still kept, oldest first."""
+    ctx = subject_context(target)
+    return [
+        ErasureReceipt.from_dict(t.receipt)
+        for t in TombstoneStore(ctx.governance_dir).all()
+        if t.state == COMPLETE and t.receipt is not None
+    ]

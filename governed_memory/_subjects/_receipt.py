@@ -1,0 +1,143 @@
+"""The erasure receipt: what was removed, when, under which policy; never content."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ._tombstones import ErasureScope
+
+__all__ = ["ErasureReceipt", "FileRemoval"]
+
+
+@dataclass(frozen=True)
+class FileRemoval:
+    """What one erasure removed from one file (sizes and counts only).
+
+    ``file`` is relative to the workspace. ``deleted`` is true when the whole
+    file went (whole-agent erasure); ``bytes_written`` is the size of the
+    rewritten file (0 when deleted).
+    """
+
+    agent: str
+    file: str
+    records: int
+    summaries: int
+    bytes_removed: int
+    bytes_written: int
+    deleted: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "file": self.file,
+            "records": self.records,
+            "summaries": self.summaries,
+            "bytes_removed": self.bytes_removed,
+            "bytes_written": self.bytes_written,
+            "deleted": self.deleted,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FileRemoval:
+        return cls(
+            agent=str(data["agent"]),
+            file=str(data["file"]),
+            records=int(data["records"]),
+            summaries=int(data["summaries"]),
+            bytes_removed=int(data["bytes_removed"]),
+            bytes_written=int(data["bytes_written"]),
+            deleted=bool(data.get("deleted", False)),
+        )
+
+
+@dataclass(frozen=True)
+class ErasureReceipt:
+    """Proof of one completed erasure, stored with its tombstone.
+
+    Counts are per agent and file. ``resumed`` is true when the erasure was
+    interrupted and finished by a later run; the counts are still exact,
+    since each agent's plan is logged durably before its files are rewritten.
+    """
+
+    id: str
+    scope: ErasureScope
+    requested_at: str
+    requested_by: str
+    reason: str
+    completed_at: str
+    policy_id: str
+    policy_version: str
+    files: tuple[FileRemoval, ...]
+    keys_shredded: tuple[str, ...]
+    resumed: bool
+
+    @property
+    def records(self) -> int:
+        return sum(f.records for f in self.files)
+
+    @property
+    def summaries(self) -> int:
+        return sum(f.summaries for f in self.files)
+
+    @property
+    def agents(self) -> list[str]:
+        return sorted({f.agent for f in self.files})
+
+    @property
+    def bytes_removed(self) -> int:
+        return sum(f.bytes_removed for f in self.files)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(f.bytes_written for f in self.files)
+
+    def per_agent(self) -> dict[str, dict[str, int]]:
+        """Totals per agent: files, records, summaries."""
+        totals: dict[str, dict[str, int]] = {}
+        for f in self.files:
+            row = totals.setdefault(f.agent, {"files": 0, "records": 0, "summaries": 0})
+            row["files"] += 1
+            row["records"] += f.records
+            row["summaries"] += f.summaries
+        return totals
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "scope": self.scope.to_dict(),
+            "requested_at": self.requested_at,
+            "requested_by": self.requested_by,
+            "reason": self.reason,
+            "completed_at": self.completed_at,
+            "policy_id": self.policy_id,
+            "policy_version": self.policy_version,
+            "files": [f.to_dict() for f in self.files],
+            "keys_shredded": list(self.keys_shredded),
+            "resumed": self.resumed,
+            "totals": {
+                "agents": len(self.agents),
+                "files": len(self.files),
+                "records": self.records,
+                "summaries": self.summaries,
+                "bytes_removed": self.bytes_removed,
+                "bytes_written": self.bytes_written,
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ErasureReceipt:
+        scope = data["scope"]
+        return cls(
+            id=str(data["id"]),
+            scope=ErasureScope(subject=scope.get("subject"), agent=scope.get("agent")),
+            requested_at=str(data["requested_at"]),
+            requested_by=str(data["requested_by"]),
+            reason=str(data["reason"]),
+            completed_at=str(data["completed_at"]),
+            policy_id=str(data["policy_id"]),
+            policy_version=str(data["policy_version"]),
+            files=tuple(FileRemoval.from_dict(f) for f in data.get("files", [])),
+            keys_shredded=tuple(str(k) for k in data.get("keys_shredded", [])),
+            resumed=bool(data.get("resumed", False)),
+        )
