@@ -31,6 +31,7 @@ __all__ = [
     "ARCHIVE_FILE_KINDS",
     "ARCHIVE_STAMP",
     "AUDIT_DIR",
+    "AUDIT_FILE_KINDS",
     "EXPORTS_DIR",
     "TOMBSTONES_DIR",
     "ArtefactKind",
@@ -102,6 +103,10 @@ ARCHIVE_FILE_KINDS: tuple[FileKind, ...] = (
 """Files in an agent's ``archive/`` folder."""
 
 
+AUDIT_FILE_KINDS: tuple[FileKind, ...] = (FileKind(ArtefactKind.AUDIT, r"[^.].*\.jsonl"),)
+"""Segments of the audit log (JSON Lines) in the audit folder."""
+
+
 def is_hidden(name: str) -> bool:
     """Temporary files, trash and dotfiles are never artefacts."""
     return name.startswith(".")
@@ -128,9 +133,20 @@ def classify_archive(name: str) -> tuple[FileKind, _dt.datetime | None] | None:
     for kind in ARCHIVE_FILE_KINDS:
         found = kind.match(name)
         if found:
-            try:
-                stamp = _dt.datetime.strptime(found.group("stamp"), ARCHIVE_STAMP)
-            except ValueError:
-                stamp = None
-            return kind, stamp
+            return kind, _stamp_time(found.group("stamp"))
     return None
+
+
+def _stamp_time(stamp: str) -> _dt.datetime | None:
+    # By hand: strptime costs ~10x more and scans run over every archive.
+    try:
+        return _dt.datetime(
+            int(stamp[0:4]),
+            int(stamp[5:7]),
+            int(stamp[8:10]),
+            int(stamp[11:13]),
+            int(stamp[14:16]),
+            int(stamp[17:19]),
+        )
+    except ValueError:
+        return None

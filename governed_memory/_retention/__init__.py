@@ -1,0 +1,35 @@
+"""Retention: scanning a workspace, the pure planner, the journaled executor.
+
+``_state`` (plain values) -> ``_plan`` (pure rules) -> ``_journal`` (the plan
+on disk) -> ``_execute`` (deletions under locks); ``_scan`` reads the disk
+into state and ``_purge`` is the shell that wires them for one workspace.
+"""
+
+from __future__ import annotations
+
+from ._execute import Executor, Tally
+from ._journal import Journal, JournalError
+from ._plan import Plan, PlanItem, Rule, iter_plan, plan
+from ._purge import PurgeInProgressError, PurgeReport, Retention, to_local
+from ._scan import scan_workspace
+from ._state import AgentState, Artefact, WorkspaceState
+
+__all__ = [
+    "AgentState",
+    "Artefact",
+    "Executor",
+    "Journal",
+    "JournalError",
+    "Plan",
+    "PlanItem",
+    "PurgeInProgressError",
+    "PurgeReport",
+    "Retention",
+    "Rule",
+    "Tally",
+    "WorkspaceState",
+    "iter_plan",
+    "plan",
+    "scan_workspace",
+    "to_local",
+]

@@ -1,0 +1,330 @@
+"""The executor: applies a purge journal, idempotently, under the right locks.
+
+Before deleting an entry it checks, at that moment:
+
+* the path is one the journal may name (an artefact of its kind, inside the
+  workspace's layout): a damaged or edited journal cannot delete anything else;
+* the file is the one planned (same inode and mtime): an agent that wrote
+  again since the plan, or a file replaced by a restore, is left alone (``c``);
+* no hold covers it now: a hold placed after the plan still wins (``h``).
+
+Files in an agent folder are deleted while holding that folder's store lock
+(the ``flock`` every writer of the agent takes), so a purge never races an
+append or a compaction. Consent records are removed by one atomic rewrite of
+the consent log under its own lock. Deleted entries' folders are fsynced
+before their progress bytes are written.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import json
+import os
+import secrets
+import shutil
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .._artefacts import (
+    AUDIT_FILE_KINDS,
+    EXPORTS_DIR,
+    TOMBSTONES_DIR,
+    ArtefactKind,
+    FileKind,
+    classify_agent_file,
+    classify_archive,
+)
+from .._consent import CONSENT_LOCK, CONSENT_LOG
+from .._errors import InvalidAgentNameError
+from .._fsutil import atomic_write, fsync_dir, open_private, write_all
+from .._holds import HoldRegistry, HoldSet
+from .._names import validate_agent_name
+from .._stores import StoreFactory
+from .._workspace import AGENTS_DIR, ARCHIVE_DIR
+from ._journal import Entry, Journal, JournalError
+from ._scan import agent_store, artefact_subjects, consent_digest
+
+__all__ = ["Executor", "Tally"]
+
+TRASH_PREFIX = ".gm-trash-"
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class Tally:
+    """What a purge did, per outcome (deletions also per rule)."""
+
+    deleted: Counter[str] = field(default_factory=Counter)
+    bytes_freed: int = 0
+    held: Counter[str] = field(default_factory=Counter)
+    held_bytes: int = 0
+    gone: int = 0
+    changed: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, entry: Entry, outcome: bytes) -> None:
+        if outcome == b"d":
+            self.deleted[entry.rule.value] += 1
+            self.bytes_freed += entry.size
+        elif outcome == b"h":
+            self.held[entry.rule.value] += 1
+            self.held_bytes += entry.size
+        elif outcome == b"g":
+            self.gone += 1
+        elif outcome == b"c":
+            self.changed += 1
+        else:
+            self.failed += 1
+
+
+class Executor:
+    """Applies journals for one workspace.
+
+    Args:
+        workspace: the workspace the journal's relative paths start from.
+        governance_dir: where consent, exports and tombstones live.
+        audit_dir: the audit log's folder.
+        holds: consulted again before each deletion.
+        store_factory: builds the agent stores whose lock is taken (and that
+            read encrypted files when a subject hold needs their subjects).
+    """
+
+    def __init__(
+        self,
+        workspace: Path,
+        governance_dir: Path,
+        audit_dir: Path,
+        holds: HoldRegistry,
+        store_factory: StoreFactory | None = None,
+    ) -> None:
+        self.workspace = Path(workspace)
+        self.governance_dir = Path(governance_dir)
+        self.audit_dir = Path(audit_dir)
+        self.holds = holds
+        self.store_factory = store_factory
+
+    def run(self, journal: Journal, tally: Tally, on_progress: Progress | None = None) -> None:
+        """Apply every entry of ``journal`` not done yet, adding outcomes to ``tally``."""
+        done = journal.outcomes()
+        total = journal.total
+        _empty_trash(self.governance_dir / EXPORTS_DIR)
+        fd = journal.open_progress()
+        try:
+            position = 0
+            for (agent, kind), group in itertools.groupby(
+                journal.entries(), key=lambda e: (e.agent, e.kind is ArtefactKind.CONSENT)
+            ):
+                batch = list(group)
+                todo = [e for e in batch if e.n >= len(done)]
+                for entry in batch:
+                    if entry.n < len(done):
+                        tally.add(entry, done[entry.n : entry.n + 1])
+                if todo:
+                    outcomes = self._apply(agent, kind, todo, tally)
+                    write_all(fd, outcomes)
+                position += len(batch)
+                if on_progress is not None:
+                    on_progress(position, total)
+        finally:
+            os.close(fd)
+
+    def _apply(self, agent: str | None, consent: bool, batch: list[Entry], tally: Tally) -> bytes:
+        holds = self.holds.active()
+        if consent:
+            outcomes = self._consent(batch, holds)
+        elif agent is not None:
+            outcomes = self._agent(agent, batch, holds)
+        else:
+            outcomes = b"".join(self._other(e, holds) for e in batch)
+        for i, entry in enumerate(batch):
+            outcome = outcomes[i : i + 1]
+            if outcome == b"e" and len(tally.errors) < 20:
+                tally.errors.append(f"{entry.path}: could not be deleted")
+            tally.add(entry, outcome)
+        return outcomes
+
+    # -- agent folders ---------------------------------------------------
+
+    def _agent(self, agent: str, batch: list[Entry], holds: HoldSet) -> bytes:
+        try:
+            validate_agent_name(agent)
+        except InvalidAgentNameError as exc:
+            raise JournalError(f"purge journal names agent {agent!r}: {exc}") from exc
+        folder = self.workspace / AGENTS_DIR / agent
+        if not folder.is_dir():
+            return b"g" * len(batch)
+        store = agent_store(folder, self.store_factory)
+        outcomes = bytearray()
+        touched: set[Path] = set()
+        try:
+            with store.lock():
+                for entry in batch:
+                    path, kind = self._agent_path(entry, agent)
+                    outcome = _verify(path, entry)
+                    if outcome is None:
+                        held = holds.for_agent(agent)
+                        if not held and holds.has_subject_holds:
+                            subjects = artefact_subjects(path, kind, store)
+                            held = (
+                                holds.all_subject_holds()
+                                if subjects is None
+                                else holds.for_subjects(subjects)
+                            )
+                        outcome = b"h" if held else _unlink(path)
+                        if outcome == b"d":
+                            touched.add(path.parent)
+                    outcomes += outcome
+                for parent in touched:
+                    fsync_dir(parent)
+        finally:
+            store.close()
+        return bytes(outcomes)
+
+    def _agent_path(self, entry: Entry, agent: str) -> tuple[Path, FileKind]:
+        parts = entry.path.split("/")
+        kind: FileKind | None = None
+        if parts[:2] == [AGENTS_DIR, agent]:
+            if entry.kind is ArtefactKind.MEMORY and len(parts) == 3:
+                kind = classify_agent_file(parts[2])
+            elif entry.kind is ArtefactKind.ARCHIVE and len(parts) == 4 and parts[2] == ARCHIVE_DIR:
+                found = classify_archive(parts[3])
+                kind = found[0] if found else None
+        if kind is None or kind.kind is not entry.kind:
+            raise _not_purgeable(entry)
+        return self.workspace / entry.path, kind
+
+    # -- governance data -------------------------------------------------
+
+    def _other(self, entry: Entry, holds: HoldSet) -> bytes:
+        path = self._other_path(entry)
+        outcome = _verify(path, entry)
+        if outcome is not None:
+            return outcome
+        if entry.kind is ArtefactKind.EXPORT and holds.has_subject_holds:
+            return b"h"  # whose data an export holds is not known: keep it
+        if path.is_dir():
+            return _remove_tree(path)
+        outcome = _unlink(path)
+        if outcome == b"d":
+            fsync_dir(path.parent)
+        return outcome
+
+    def _other_path(self, entry: Entry) -> Path:
+        path = self.workspace / entry.path
+        name = path.name
+        parent = path.parent
+        ok = (
+            (entry.kind is ArtefactKind.EXPORT and parent == self.governance_dir / EXPORTS_DIR)
+            or (
+                entry.kind is ArtefactKind.TOMBSTONE
+                and parent == self.governance_dir / TOMBSTONES_DIR
+                and name.endswith(".json")
+            )
+            or (
+                entry.kind is ArtefactKind.AUDIT
+                and parent == self.audit_dir
+                and any(k.match(name) for k in AUDIT_FILE_KINDS)
+            )
+        )
+        if not ok or name.startswith("."):
+            raise _not_purgeable(entry)
+        return path
+
+    def _consent(self, batch: list[Entry], holds: HoldSet) -> bytes:
+        log = self.governance_dir / CONSENT_LOG
+        wanted: dict[str, Entry] = {}
+        for entry in batch:
+            base, _, digest = entry.path.rpartition("#")
+            if (self.workspace / base) != log or not digest:
+                raise _not_purgeable(entry)
+            wanted[digest] = entry
+        outcome = dict.fromkeys(wanted, b"g")
+        fd = open_private(self.governance_dir / CONSENT_LOCK, os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                data = log.read_bytes()
+            except FileNotFoundError:
+                data = b""
+            kept: list[bytes] = []
+            for raw in data[: data.rfind(b"\n") + 1].splitlines():
+                digest = consent_digest(raw)
+                if digest not in wanted:
+                    kept.append(raw)
+                elif _consent_subject(raw) in holds.subjects:
+                    kept.append(raw)
+                    outcome[digest] = b"h"
+                else:
+                    outcome[digest] = b"d"
+            if any(o == b"d" for o in outcome.values()):
+                atomic_write(log, b"".join(line + b"\n" for line in kept))
+        finally:
+            os.close(fd)
+        return b"".join(outcome[e.path.rpartition("#")[2]] for e in batch)
+
+
+def _consent_subject(raw: bytes) -> str | None:
+    try:
+        subject = json.loads(raw).get("subject")
+    except (ValueError, AttributeError):
+        return None
+    return subject if isinstance(subject, str) else None
+
+
+def _not_purgeable(entry: Entry) -> JournalError:
+    return JournalError(
+        f"purge journal entry {entry.n} names {entry.path!r} as a {entry.kind.value}, which is "
+        "not a purgeable artefact there; the journal is damaged or was edited. Remove "
+        "<governance>/purge/journal.jsonl to discard the interrupted purge"
+    )
+
+
+def _verify(path: Path, entry: Entry) -> bytes | None:
+    """``g`` or ``c`` when the planned file is no longer there as planned; else None."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return b"g"
+    except OSError:
+        return b"e"
+    if (st.st_ino, st.st_mtime_ns) != entry.ident:
+        return b"c"
+    return None
+
+
+def _unlink(path: Path) -> bytes:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return b"g"
+    except OSError:
+        return b"e"
+    return b"d"
+
+
+def _remove_tree(path: Path) -> bytes:
+    """Rename a folder out of sight (atomic), then delete it; a crash leaves only trash."""
+    trash = path.with_name(f"{TRASH_PREFIX}{secrets.token_hex(8)}")
+    try:
+        os.rename(path, trash)
+        fsync_dir(path.parent)
+        shutil.rmtree(trash)
+    except FileNotFoundError:
+        return b"g"
+    except OSError:
+        return b"e"
+    return b"d"
+
+
+def _empty_trash(folder: Path) -> None:
+    try:
+        names: Iterable[str] = os.listdir(folder)
+    except FileNotFoundError:
+        return
+    for name in names:
+        if name.startswith(TRASH_PREFIX):
+            shutil.rmtree(folder / name, ignore_errors=True)

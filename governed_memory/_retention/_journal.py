@@ -1,0 +1,212 @@
+"""The purge journal: a plan written down before anything is deleted.
+
+Layout, in ``<governance>/purge/`` (folder 0700, files 0600)::
+
+    lock              flock: one purge at a time per workspace
+    journal.jsonl     the plan being applied (format version 1)
+    progress          one byte per journal entry done, in order
+    receipts/<id>.json  one per finished purge: counts, bytes, policy; no paths
+
+``journal.jsonl`` is a header line, one line per deletion and a footer line
+with the totals. It is written to a temporary file, fsynced and renamed into
+place, so it exists only complete. The executor then deletes entry by entry,
+in journal order, and appends one outcome byte per entry to ``progress``
+(``d`` deleted, ``g`` already gone, ``c`` changed since planned, ``h`` held,
+``e`` failed). A purge killed at any point leaves the journal; the next purge
+resumes it from the first entry without a byte, and re-checking each file
+makes the entries in flight at the kill harmless (a file already deleted is
+``g``). When the journal is done, a receipt is written and the journal and
+progress are removed. Holding the plan on disk instead of in memory also
+keeps a purge of millions of files in bounded memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._artefacts import ArtefactKind
+from .._errors import FormatVersionError, StorageError
+from .._fsutil import TMP_PREFIX, ensure_private_dir, fsync_dir, open_private
+from ._plan import PlanItem, Rule
+
+__all__ = [
+    "JOURNAL_FORMAT_VERSION",
+    "Entry",
+    "Journal",
+    "JournalError",
+    "write_journal",
+]
+
+JOURNAL_FORMAT_VERSION = 1
+JOURNAL = "journal.jsonl"
+PROGRESS = "progress"
+OUTCOMES = {b"d": "deleted", b"g": "gone", b"c": "changed", b"h": "held", b"e": "failed"}
+
+
+class JournalError(StorageError):
+    """The purge journal is damaged or names something that is not purgeable."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One deletion, as journaled."""
+
+    n: int
+    kind: ArtefactKind
+    path: str
+    rule: Rule
+    size: int
+    agent: str | None
+    ident: tuple[int, int]
+
+
+def write_journal(
+    folder: Path, header: dict[str, Any], items: Iterable[PlanItem]
+) -> dict[str, Any]:
+    """Write the deletions of ``items`` as the journal; return its footer (the totals).
+
+    Held items are counted in the footer, not journaled. When nothing is to
+    be deleted (``footer["end"] == 0``) no file is written at all, so a purge
+    that finds nothing leaves nothing behind.
+    """
+    tmp: Path | None = None
+    handle = None
+    count = size = held_bytes = 0
+    held: Counter[str] = Counter()
+    deleting: Counter[str] = Counter()
+    try:
+        for item in items:
+            a = item.artefact
+            if item.held:
+                held[item.rule.value] += 1
+                held_bytes += a.size
+                continue
+            if handle is None:
+                ensure_private_dir(folder)
+                tmp = folder / f"{TMP_PREFIX}journal"
+                handle = os.fdopen(
+                    open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w", encoding="utf-8"
+                )
+                handle.write(json.dumps({"v": JOURNAL_FORMAT_VERSION, **header}) + "\n")
+            line = [count, a.kind.value, a.path, item.rule.value, a.size, a.agent, *a.ident]
+            handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+            count += 1
+            size += a.size
+            deleting[item.rule.value] += 1
+        footer = {
+            "end": count,
+            "bytes": size,
+            "rules": dict(deleting),
+            "held": dict(held),
+            "held_bytes": held_bytes,
+        }
+        if handle is None:
+            return footer
+        handle.write(json.dumps(footer) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+        handle.close()
+        handle = None
+        assert tmp is not None
+        os.replace(tmp, folder / JOURNAL)
+        fsync_dir(folder)
+        return footer
+    finally:
+        if handle is not None:
+            handle.close()
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+
+
+class Journal:
+    """A complete journal on disk, with its progress.
+
+    Raises (on open):
+        FormatVersionError: written by another format version.
+        JournalError: not a journal (damaged).
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / JOURNAL
+        with open(self.path, "rb") as handle:
+            first = handle.readline()
+            handle.seek(0, os.SEEK_END)
+            end = handle.tell()
+            handle.seek(max(0, end - 65536))
+            last = handle.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        try:
+            self.header: dict[str, Any] = json.loads(first)
+            self.footer: dict[str, Any] = json.loads(last)
+        except ValueError as exc:
+            raise JournalError(f"purge journal {self.path} is damaged ({exc})") from exc
+        version = self.header.get("v")
+        if version != JOURNAL_FORMAT_VERSION:
+            raise FormatVersionError(
+                f"purge journal {self.path} has format version {version!r}; this release "
+                f"reads version {JOURNAL_FORMAT_VERSION}. Finish it with the release that "
+                "wrote it, or remove it to discard that purge"
+            )
+        if not isinstance(self.footer.get("end"), int):
+            raise JournalError(f"purge journal {self.path} has no footer; it is damaged")
+
+    @classmethod
+    def find(cls, folder: Path) -> Journal | None:
+        """The unfinished journal in ``folder``, or None."""
+        if not (Path(folder) / JOURNAL).exists():
+            return None
+        return cls(folder)
+
+    @property
+    def total(self) -> int:
+        return int(self.footer["end"])
+
+    def outcomes(self) -> bytes:
+        """The outcome byte of every entry done so far, in order."""
+        try:
+            return (self.folder / PROGRESS).read_bytes()
+        except FileNotFoundError:
+            return b""
+
+    def entries(self) -> Iterator[Entry]:
+        """Every entry, in order (streamed)."""
+        with open(self.path, encoding="utf-8") as handle:
+            handle.readline()
+            for number, line in enumerate(handle):
+                if number >= self.total:
+                    return
+                try:
+                    n, kind, path, rule, size, agent, ino, mtime_ns = json.loads(line)
+                    entry = Entry(
+                        n, ArtefactKind(kind), path, Rule(rule), size, agent, (ino, mtime_ns)
+                    )
+                except (ValueError, TypeError) as exc:
+                    raise JournalError(
+                        f"purge journal {self.path} line {number + 2} is damaged ({exc}); "
+                        "remove the journal to discard the interrupted purge"
+                    ) from exc
+                if n != number:
+                    raise JournalError(f"purge journal {self.path} is out of order at entry {n}")
+                yield entry
+
+    def open_progress(self) -> int:
+        """An append descriptor on the progress file (caller closes)."""
+        return open_private(self.folder / PROGRESS, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+
+    def remove(self) -> None:
+        """Forget the journal once applied (journal first: progress alone means nothing)."""
+        self.path.unlink(missing_ok=True)
+        (self.folder / PROGRESS).unlink(missing_ok=True)
+        fsync_dir(self.folder)
+
+
+def remove_stale_progress(folder: Path) -> None:
+    """Drop a progress file left without its journal (crash between the two unlinks)."""
+    if not (folder / JOURNAL).exists():
+        (folder / PROGRESS).unlink(missing_ok=True)

@@ -1,0 +1,187 @@
+"""The retention planner: which artefacts the policy requires deleting at a given time.
+
+``plan(state, policy, now) -> Plan`` is pure: no disk, no clock. The shell
+scans the workspace once, reads the clock once (or takes ``--as-of``) and
+hands both in. Rules, one per kind of artefact (``forever`` disables one):
+
+======================  ========================================================
+rule                    deletes
+======================  ========================================================
+archives_max_age        archives older than the age
+archives_max_count      archives beyond the newest N of each agent
+idle_memory_max_age     an agent's active memory not written for longer
+exports_max_age         exports older than the age
+audit_max_age           whole audit segments whose newest entry is older
+consent_records_max_age consent records older than the age and no longer in
+                        force (the latest grant of a subject and purpose stays)
+tombstones_max_age      tombstones of completed erasures older than the age
+======================  ========================================================
+
+"Older than" is strict: under a 30-day rule an archive of exactly 30 days is
+kept, one of 30 days and one second is deleted. An artefact's age runs from
+the time in its name (archives: ``history_<ts>``; consent records and
+tombstones: their recorded time) and falls back to its mtime. Artefacts
+marked ``current`` are never deleted by age.
+
+Holds: an artefact in a held agent's folder, or holding a record of a held
+subject, is listed as held (with the hold ids) instead of deleted. When a
+subject hold exists and an artefact's subjects are unknown (not read, or
+encrypted without a reader) it is held: a hold errs on the side of keeping.
+Audit segments and tombstones carry no message content and are not held.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .._artefacts import ArtefactKind
+from .._duration import format_duration
+from .._holds import HoldSet
+from .._policy import Policy, RetentionPolicy
+from ._state import AgentState, Artefact, WorkspaceState
+
+__all__ = ["Plan", "PlanItem", "Rule", "iter_plan", "plan"]
+
+
+class Rule(StrEnum):
+    """The retention rule that requires a deletion (named as in the policy)."""
+
+    ARCHIVES_MAX_AGE = "archives_max_age"
+    ARCHIVES_MAX_COUNT = "archives_max_count"
+    IDLE_MEMORY_MAX_AGE = "idle_memory_max_age"
+    EXPORTS_MAX_AGE = "exports_max_age"
+    AUDIT_MAX_AGE = "audit_max_age"
+    CONSENT_RECORDS_MAX_AGE = "consent_records_max_age"
+    TOMBSTONES_MAX_AGE = "tombstones_max_age"
+
+
+_AGE_RULES = {
+    ArtefactKind.EXPORT: Rule.EXPORTS_MAX_AGE,
+    ArtefactKind.AUDIT: Rule.AUDIT_MAX_AGE,
+    ArtefactKind.CONSENT: Rule.CONSENT_RECORDS_MAX_AGE,
+    ArtefactKind.TOMBSTONE: Rule.TOMBSTONES_MAX_AGE,
+}
+_HOLDABLE = frozenset(
+    {ArtefactKind.MEMORY, ArtefactKind.ARCHIVE, ArtefactKind.EXPORT, ArtefactKind.CONSENT}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanItem:
+    """One artefact a rule requires deleting; ``held_by`` names the holds that keep it."""
+
+    artefact: Artefact
+    rule: Rule
+    detail: str
+    held_by: tuple[str, ...] = ()
+
+    @property
+    def held(self) -> bool:
+        return bool(self.held_by)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the policy requires at ``as_of``: deletions, and held artefacts skipped."""
+
+    as_of: _dt.datetime
+    policy_id: str
+    policy_version: str
+    items: tuple[PlanItem, ...]
+
+    @property
+    def deletions(self) -> tuple[PlanItem, ...]:
+        return tuple(i for i in self.items if not i.held)
+
+    @property
+    def held(self) -> tuple[PlanItem, ...]:
+        return tuple(i for i in self.items if i.held)
+
+    @property
+    def bytes_to_free(self) -> int:
+        return sum(i.artefact.size for i in self.items if not i.held)
+
+    def counts(self) -> dict[str, int]:
+        """Deletions per rule."""
+        return dict(Counter(i.rule.value for i in self.items if not i.held))
+
+
+def plan(state: WorkspaceState, policy: Policy, now: _dt.datetime) -> Plan:
+    """Every deletion ``policy`` requires in ``state`` at ``now`` (naive local time)."""
+    return Plan(
+        as_of=now,
+        policy_id=policy.id,
+        policy_version=policy.version,
+        items=tuple(iter_plan(state, policy.retention, now)),
+    )
+
+
+def iter_plan(
+    state: WorkspaceState, retention: RetentionPolicy, now: _dt.datetime
+) -> Iterator[PlanItem]:
+    """:func:`plan`'s items one by one, consuming ``state`` lazily (agents in order)."""
+    holds = state.holds
+    for agent in state.agents:
+        yield from _agent_items(agent, retention, now, holds)
+    for artefact in state.others:
+        rule = _AGE_RULES.get(artefact.kind)
+        if rule is None:
+            continue
+        limit: _dt.timedelta | None = getattr(retention, rule.value)
+        if limit is not None and rule is Rule.AUDIT_MAX_AGE:
+            limit = max(limit, retention.audit_min_age)  # never under the minimum
+        if limit is not None and not artefact.current and now - artefact.when > limit:
+            yield _item(artefact, rule, _age_detail(artefact, now, limit), holds)
+
+
+def _agent_items(
+    agent: AgentState, retention: RetentionPolicy, now: _dt.datetime, holds: HoldSet
+) -> Iterator[PlanItem]:
+    max_age, max_count = retention.archives_max_age, retention.archives_max_count
+    if max_age is not None or max_count is not None:
+        newest_first = sorted(agent.archives, key=lambda a: (a.when, a.path), reverse=True)
+        for rank, archive in enumerate(newest_first, start=1):
+            if max_age is not None and now - archive.when > max_age:
+                detail = _age_detail(archive, now, max_age)
+                yield _item(archive, Rule.ARCHIVES_MAX_AGE, detail, holds)
+            elif max_count is not None and rank > max_count:
+                detail = f"archive {rank} of {len(newest_first)}, over the {max_count} kept"
+                yield _item(archive, Rule.ARCHIVES_MAX_COUNT, detail, holds)
+    idle = retention.idle_memory_max_age
+    if idle is not None:
+        for memory in agent.memory:
+            if now - memory.when > idle:
+                detail = f"not written for {_span(now - memory.when)}, over {format_duration(idle)}"
+                yield _item(memory, Rule.IDLE_MEMORY_MAX_AGE, detail, holds)
+
+
+def _item(artefact: Artefact, rule: Rule, detail: str, holds: HoldSet) -> PlanItem:
+    return PlanItem(artefact, rule, detail, _held_by(artefact, holds))
+
+
+def _held_by(artefact: Artefact, holds: HoldSet) -> tuple[str, ...]:
+    if artefact.kind not in _HOLDABLE:
+        return ()
+    ids = holds.for_agent(artefact.agent)
+    if holds.has_subject_holds:
+        if artefact.subjects is None:
+            ids += holds.all_subject_holds()
+        else:
+            ids += holds.for_subjects(sorted(artefact.subjects))
+    return ids
+
+
+def _age_detail(artefact: Artefact, now: _dt.datetime, limit: _dt.timedelta) -> str:
+    source = "named" if artefact.named_at is not None else "modified"
+    return (
+        f"{source} {artefact.when:%Y-%m-%d %H:%M:%S}, {_span(now - artefact.when)} old, "
+        f"over {format_duration(limit)}"
+    )
+
+
+def _span(delta: _dt.timedelta) -> str:
+    return format_duration(_dt.timedelta(seconds=int(delta.total_seconds())))

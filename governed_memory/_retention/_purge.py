@@ -1,0 +1,342 @@
+"""Retention for one workspace: plan, purge (journaled), dry runs and ``as_of``.
+
+:class:`Retention` is the shell around the pure planner: it reads the clock
+once (or takes ``as_of``), scans the workspace once, and applies the plan
+through a journal (see ``_journal``) under a per-workspace purge lock::
+
+    Retention(governance).purge()                      # what the policy requires now
+    Retention(governance).purge(dry_run=True)          # the same, nothing deleted
+    Retention(governance).purge(as_of=dt.datetime(2027, 1, 1))
+
+A purge that finds nothing to delete writes nothing at all (the default
+policy keeps everything forever, and a default workspace stays as the
+reference leaves it).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fcntl
+import json
+import os
+import secrets
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._artefacts import AUDIT_DIR
+from .._errors import GovernedMemoryError, StorageError
+from .._fsutil import atomic_write, ensure_private_dir, open_private
+from .._holds import HoldRegistry
+from ._execute import Executor, Tally
+from ._journal import Journal, remove_stale_progress, write_journal
+from ._plan import Plan, PlanItem, iter_plan, plan
+from ._scan import scan_workspace
+from ._state import WorkspaceState
+
+if TYPE_CHECKING:
+    from .._governance import Governance
+
+__all__ = ["PurgeInProgressError", "PurgeReport", "Retention", "audit_dir_of", "to_local"]
+
+PURGE_DIR = "purge"
+RECEIPTS_DIR = "receipts"
+
+
+class PurgeInProgressError(GovernedMemoryError, RuntimeError):
+    """Another purge holds this workspace's purge lock."""
+
+
+def to_local(when: _dt.datetime) -> _dt.datetime:
+    """``when`` as naive local time (aware times are converted, naive ones kept)."""
+    return when.astimezone().replace(tzinfo=None) if when.tzinfo is not None else when
+
+
+def audit_dir_of(governance: Governance) -> Path:
+    """Where the audit log's segments live (``audit.log_dir``, else ``<governance>/audit``)."""
+    configured = governance.policy.audit.log_dir
+    if configured:
+        path = Path(configured).expanduser()
+        return path if path.is_absolute() else governance.workspace / path
+    return governance.governance_dir / AUDIT_DIR
+
+
+@dataclass(frozen=True)
+class PurgeReport:
+    """What a purge deleted (or, for a dry run, would delete) and what it kept.
+
+    ``deleted`` and ``held`` count artefacts per rule. ``gone`` were already
+    deleted (by an interrupted run or someone else), ``changed`` were written
+    again after planning, ``failed`` could not be deleted (``errors`` says
+    which). ``resumed`` is the id of an interrupted purge finished first.
+    """
+
+    purge_id: str | None
+    as_of: _dt.datetime
+    policy_id: str
+    policy_version: str
+    dry_run: bool
+    deleted: dict[str, int]
+    bytes_freed: int
+    held: dict[str, int]
+    held_bytes: int
+    gone: int = 0
+    changed: int = 0
+    failed: int = 0
+    errors: tuple[str, ...] = ()
+    resumed: str | None = None
+    pending_journal: int = 0
+    plan: Plan | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def total_deleted(self) -> int:
+        return sum(self.deleted.values())
+
+    @property
+    def total_held(self) -> int:
+        return sum(self.held.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data (no plan items)."""
+        return {
+            "purge_id": self.purge_id,
+            "as_of": self.as_of.isoformat(),
+            "policy_id": self.policy_id,
+            "policy_version": self.policy_version,
+            "dry_run": self.dry_run,
+            "deleted": self.deleted,
+            "total_deleted": self.total_deleted,
+            "bytes_freed": self.bytes_freed,
+            "held": self.held,
+            "total_held": self.total_held,
+            "held_bytes": self.held_bytes,
+            "already_gone": self.gone,
+            "changed_since_planned": self.changed,
+            "failed": self.failed,
+            "errors": list(self.errors),
+            "resumed": self.resumed,
+            "pending_journal_entries": self.pending_journal,
+        }
+
+
+class _PurgeLock:
+    """The workspace's purge lock, taken lazily (so a no-op purge creates nothing)."""
+
+    def __init__(self, folder: Path, workspace: Path) -> None:
+        self.folder = folder
+        self.workspace = workspace
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        if self.fd is not None:
+            return
+        try:
+            ensure_private_dir(self.folder)
+            fd = open_private(self.folder / "lock", os.O_RDWR | os.O_CREAT)
+        except OSError as exc:
+            raise StorageError(f"cannot create the purge lock in {self.folder}: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            os.close(fd)
+            raise PurgeInProgressError(
+                f"another purge is running on workspace {self.workspace} (it holds "
+                f"{self.folder / 'lock'}); wait for it to finish and run again"
+            ) from exc
+        self.fd = fd
+        remove_stale_progress(self.folder)
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class Retention:
+    """Plans and applies the retention rules of ``governance.policy`` to its workspace.
+
+    Args:
+        governance: policy, workspace, clock, store factory and audit sink.
+        holds: the legal-hold registry (default: the one in the governance folder).
+    """
+
+    def __init__(self, governance: Governance, *, holds: HoldRegistry | None = None) -> None:
+        self.governance = governance
+        self.holds = holds or HoldRegistry(
+            governance.governance_dir, clock=governance.clock, on_event=self._hold_event
+        )
+
+    @property
+    def purge_dir(self) -> Path:
+        return self.governance.governance_dir / PURGE_DIR
+
+    def _hold_event(self, event: str, attrs: Any) -> None:
+        self.governance.audit.record(
+            event,
+            agent=attrs.get("agent"),
+            subject_id=attrs.get("subject"),
+            outcome="ok",
+            hold_id=attrs.get("hold_id"),
+            actor=attrs.get("actor"),
+            policy_id=self.governance.policy.id,
+            policy_version=self.governance.policy.version,
+        )
+
+    def scan(self) -> WorkspaceState:
+        """The workspace as the planner sees it (lazy: read while iterated)."""
+        g = self.governance
+        return scan_workspace(
+            g.workspace,
+            governance_dir=g.governance_dir,
+            audit_dir=audit_dir_of(g),
+            holds=self.holds.active(),
+            store_factory=g.store_factory,
+        )
+
+    def plan(self, as_of: _dt.datetime | None = None) -> Plan:
+        """What the policy requires at ``as_of`` (default: now); nothing is changed."""
+        now = to_local(as_of) if as_of is not None else self.governance.clock.now()
+        return plan(self.scan(), self.governance.policy, now)
+
+    def pending(self) -> Journal | None:
+        """The journal of an interrupted purge, if one waits to be resumed."""
+        return Journal.find(self.purge_dir)
+
+    def purge(
+        self,
+        *,
+        as_of: _dt.datetime | None = None,
+        dry_run: bool = False,
+        on_progress: Any = None,
+    ) -> PurgeReport:
+        """Delete what the policy requires at ``as_of`` (default: now), skipping held data.
+
+        An interrupted purge found on start is finished first. ``on_progress``
+        is called as ``(done, total)`` while a journal is applied.
+
+        Raises:
+            PurgeInProgressError: another purge holds the lock.
+            StorageError: the journal could not be written (nothing deleted) or is damaged.
+        """
+        g = self.governance
+        now = to_local(as_of) if as_of is not None else g.clock.now()
+        if dry_run:
+            return self._dry_run(now)
+        lock = _PurgeLock(self.purge_dir, g.workspace)
+        tally = Tally()
+        resumed: str | None = None
+        try:
+            if g.governance_dir.is_dir():
+                lock.acquire()
+                journal = Journal.find(self.purge_dir)
+                if journal is not None:
+                    resumed = str(journal.header.get("id"))
+                    self._executor().run(journal, tally, on_progress)
+                    journal.remove()
+            purge_id = _new_id(g.clock.now())
+            header = {
+                "id": purge_id,
+                "as_of": now.isoformat(),
+                "policy_id": g.policy.id,
+                "policy_version": g.policy.version,
+            }
+            items = _lock_before_deleting(iter_plan(self.scan(), g.policy.retention, now), lock)
+            footer = write_journal(self.purge_dir, header, items)
+            tally.held.update(footer["held"])
+            tally.held_bytes += footer["held_bytes"]
+            current = Journal(self.purge_dir) if footer["end"] else None
+            if current is not None:
+                self._executor().run(current, tally, on_progress)
+            report = self._report(purge_id, now, tally, resumed)
+            if current is not None or resumed:
+                self._receipt(report)
+            if current is not None:
+                current.remove()
+        finally:
+            lock.release()
+        g.audit.record(
+            "purge",
+            agent=None,
+            subject_id=None,
+            outcome="ok" if not report.failed else "error",
+            purge_id=purge_id,
+            as_of=now.isoformat(),
+            deleted=report.total_deleted,
+            bytes_freed=report.bytes_freed,
+            held=report.total_held,
+            policy_id=g.policy.id,
+            policy_version=g.policy.version,
+        )
+        return report
+
+    def _executor(self) -> Executor:
+        g = self.governance
+        return Executor(g.workspace, g.governance_dir, audit_dir_of(g), self.holds, g.store_factory)
+
+    def _dry_run(self, now: _dt.datetime) -> PurgeReport:
+        g = self.governance
+        result = self.plan(now)
+        pending = self.pending()
+        held: Counter[str] = Counter(i.rule.value for i in result.held)
+        return PurgeReport(
+            purge_id=None,
+            as_of=now,
+            policy_id=g.policy.id,
+            policy_version=g.policy.version,
+            dry_run=True,
+            deleted=result.counts(),
+            bytes_freed=result.bytes_to_free,
+            held=dict(held),
+            held_bytes=sum(i.artefact.size for i in result.held),
+            pending_journal=0 if pending is None else pending.total - len(pending.outcomes()),
+            plan=result,
+        )
+
+    def _report(
+        self, purge_id: str, now: _dt.datetime, tally: Tally, resumed: str | None
+    ) -> PurgeReport:
+        g = self.governance
+        return PurgeReport(
+            purge_id=purge_id,
+            as_of=now,
+            policy_id=g.policy.id,
+            policy_version=g.policy.version,
+            dry_run=False,
+            deleted=dict(tally.deleted),
+            bytes_freed=tally.bytes_freed,
+            held=dict(tally.held),
+            held_bytes=tally.held_bytes,
+            gone=tally.gone,
+            changed=tally.changed,
+            failed=tally.failed,
+            errors=tuple(tally.errors),
+            resumed=resumed,
+        )
+
+    def _receipt(self, report: PurgeReport) -> None:
+        """Keep the counts (no paths, no content) as proof of the purge."""
+        folder = self.purge_dir / RECEIPTS_DIR
+        data = {"v": 1, **report.to_dict(), "finished": self.governance.clock.now().isoformat()}
+        try:
+            ensure_private_dir(folder)
+            atomic_write(
+                folder / f"{report.purge_id}.json",
+                (json.dumps(data, indent=1) + "\n").encode("utf-8"),
+            )
+        except OSError as exc:
+            raise StorageError(f"cannot write the purge receipt in {folder}: {exc}") from exc
+
+
+def _lock_before_deleting(items: Iterable[PlanItem], lock: _PurgeLock) -> Iterator[PlanItem]:
+    for item in items:
+        if not item.held:
+            lock.acquire()
+        yield item
+
+
+def _new_id(now: _dt.datetime) -> str:
+    """Sortable by time: ``<UTC yyyymmddThhmmss>Z-<8 hex>``."""
+    utc = (now if now.tzinfo else now.astimezone()).astimezone(_dt.UTC)
+    return f"{utc:%Y%m%dT%H%M%S}Z-{secrets.token_hex(4)}"

@@ -1,0 +1,335 @@
+"""One pass over a workspace, producing the planner's :class:`WorkspaceState`.
+
+The scan is lazy and streams: agents are read one folder at a time (sorted by
+name, so plans are reproducible), and nothing but names and ``stat`` results
+is kept. File contents are read only when a subject hold exists, since only
+then does it matter whose records a file holds.
+
+Times: an archive's age comes from the timestamp in its name
+(``history_<ts>``), which survives copies and restores from backup; a file
+whose name carries no valid time falls back to its mtime. Active memory is
+aged by its mtime (the last write), exports and audit segments by their
+mtime, consent records and tombstones by the time recorded inside them.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+from .._artefacts import (
+    AUDIT_DIR,
+    AUDIT_FILE_KINDS,
+    EXPORTS_DIR,
+    TOMBSTONES_DIR,
+    ArtefactKind,
+    FileKind,
+    classify_agent_file,
+    classify_archive,
+    is_hidden,
+)
+from .._consent import CONSENT_LOG
+from .._errors import GovernedMemoryError
+from .._format import META_OPEN, parse_memory
+from .._holds import HoldSet
+from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
+from .._workspace import AGENTS_DIR, ARCHIVE_DIR, MEMORY_FILE
+from ._state import AgentState, Artefact, WorkspaceState
+
+__all__ = [
+    "agent_store",
+    "artefact_subjects",
+    "consent_digest",
+    "local_time",
+    "scan_workspace",
+]
+
+
+def local_time(epoch: float) -> _dt.datetime:
+    """An mtime as naive local time (the clock's convention)."""
+    return _dt.datetime.fromtimestamp(epoch)
+
+
+def _naive(iso: str) -> _dt.datetime:
+    """An ISO time from a record, as naive local time."""
+    when = _dt.datetime.fromisoformat(iso)
+    return when.astimezone().replace(tzinfo=None) if when.tzinfo is not None else when
+
+
+def consent_digest(raw: bytes) -> str:
+    """How a consent record is named in a plan: a digest of its line."""
+    return hashlib.sha256(raw).hexdigest()[:32]
+
+
+def _no_header() -> str:  # a store built for reading never creates a memory file
+    return ""
+
+
+def agent_store(folder: Path, factory: StoreFactory | None) -> AgentStore:
+    """The store of the agent in ``folder`` (plaintext unless ``factory`` says otherwise)."""
+    if factory is None:
+        return PlaintextAgentStore(folder / MEMORY_FILE, _no_header)
+    return factory(folder / MEMORY_FILE, _no_header)
+
+
+def artefact_subjects(
+    path: Path, kind: FileKind, store: AgentStore | None
+) -> frozenset[str] | None:
+    """The subjects of the records in a memory file or archive; None if unreadable.
+
+    Plaintext is read directly. Encrypted files are read through ``store``
+    (the encrypted store decrypts); without one, or when decryption fails,
+    the answer is None and holds treat the file as possibly the subject's.
+    """
+    try:
+        if not kind.encrypted:
+            text = path.read_bytes().decode("utf-8", errors="replace")
+        elif store is None:
+            return None
+        elif kind.kind is ArtefactKind.MEMORY:
+            if store.memory_path.name != path.name:
+                return None
+            text = store.read_memory() or ""
+        else:
+            text = store.read_archive(path)
+    except FileNotFoundError:
+        return frozenset()
+    except (OSError, GovernedMemoryError):
+        return None
+    if META_OPEN not in text:
+        return frozenset()  # default mode: no record carries a subject
+    return frozenset(s for r in parse_memory(text).records if (s := r.subject_id) is not None)
+
+
+def scan_workspace(
+    workspace: Path,
+    *,
+    governance_dir: Path,
+    audit_dir: Path | None = None,
+    holds: HoldSet | None = None,
+    store_factory: StoreFactory | None = None,
+) -> WorkspaceState:
+    """Describe ``workspace`` for the planner (lazily: the disk is read while iterating).
+
+    Args:
+        governance_dir: where consent, tombstones and exports live.
+        audit_dir: the audit log's folder (default ``<governance_dir>/audit``).
+        holds: the holds in force; files are read for subjects only when one
+            of them is a subject hold.
+        store_factory: builds agent stores to read encrypted files.
+    """
+    holds = holds or HoldSet()
+    read = holds.has_subject_holds
+    return WorkspaceState(
+        agents=_agents(Path(workspace), read, store_factory),
+        others=_others(
+            Path(workspace), Path(governance_dir), audit_dir or Path(governance_dir) / AUDIT_DIR
+        ),
+        holds=holds,
+    )
+
+
+def _rel(workspace: Path, path: Path) -> str:
+    try:
+        return path.relative_to(workspace).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _entries(folder: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(folder) as it:
+            return sorted((e for e in it if not is_hidden(e.name)), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _agents(
+    workspace: Path, read_subjects: bool, factory: StoreFactory | None
+) -> Iterator[AgentState]:
+    root = workspace / AGENTS_DIR
+    for entry in _entries(root):
+        if entry.is_dir(follow_symlinks=False):
+            yield _agent(Path(entry.path), entry.name, read_subjects, factory)
+
+
+def _agent(
+    folder: Path, name: str, read_subjects: bool, factory: StoreFactory | None
+) -> AgentState:
+    base = f"{AGENTS_DIR}/{name}/"
+    store = agent_store(folder, factory) if read_subjects else None
+    subjects: Callable[[Path, FileKind], frozenset[str] | None] = (
+        (lambda p, k: artefact_subjects(p, k, store)) if read_subjects else (lambda p, k: None)
+    )
+    memory: list[Artefact] = []
+    archives: list[Artefact] = []
+    try:
+        for entry in _entries(folder):
+            if entry.name == ARCHIVE_DIR and entry.is_dir(follow_symlinks=False):
+                for item in _entries(Path(entry.path)):
+                    found = classify_archive(item.name)
+                    if found is None or not item.is_file(follow_symlinks=False):
+                        continue
+                    kind, named_at = found
+                    st = item.stat(follow_symlinks=False)
+                    archives.append(
+                        Artefact(
+                            ArtefactKind.ARCHIVE,
+                            f"{base}{ARCHIVE_DIR}/{item.name}",
+                            st.st_size,
+                            local_time(st.st_mtime),
+                            named_at,
+                            name,
+                            subjects(Path(item.path), kind),
+                            ident=(st.st_ino, st.st_mtime_ns),
+                        )
+                    )
+                continue
+            file_kind = classify_agent_file(entry.name)
+            if file_kind is None or not entry.is_file(follow_symlinks=False):
+                continue
+            st = entry.stat(follow_symlinks=False)
+            memory.append(
+                Artefact(
+                    ArtefactKind.MEMORY,
+                    base + entry.name,
+                    st.st_size,
+                    local_time(st.st_mtime),
+                    None,
+                    name,
+                    subjects(Path(entry.path), file_kind),
+                    ident=(st.st_ino, st.st_mtime_ns),
+                )
+            )
+    finally:
+        if store is not None:
+            store.close()
+    return AgentState(name, tuple(memory), tuple(archives))
+
+
+def _others(workspace: Path, governance: Path, audit: Path) -> Iterator[Artefact]:
+    yield from _exports(workspace, governance / EXPORTS_DIR)
+    yield from _tombstones(workspace, governance / TOMBSTONES_DIR)
+    yield from _consent(workspace, governance / CONSENT_LOG)
+    yield from _audit(workspace, audit)
+
+
+def _tree_size(path: Path) -> int:
+    total = 0
+    for folder, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except FileNotFoundError:
+                continue
+    return total
+
+
+def _exports(workspace: Path, folder: Path) -> Iterator[Artefact]:
+    for entry in _entries(folder):
+        if entry.is_symlink():
+            continue
+        st = entry.stat(follow_symlinks=False)
+        size = _tree_size(Path(entry.path)) if entry.is_dir() else st.st_size
+        yield Artefact(
+            ArtefactKind.EXPORT,
+            _rel(workspace, Path(entry.path)),
+            size,
+            local_time(st.st_mtime),
+            ident=(st.st_ino, st.st_mtime_ns),
+        )
+
+
+def _tombstones(workspace: Path, folder: Path) -> Iterator[Artefact]:
+    for entry in _entries(folder):
+        if not entry.name.endswith(".json") or not entry.is_file(follow_symlinks=False):
+            continue
+        st = entry.stat(follow_symlinks=False)
+        completed: _dt.datetime | None = None
+        try:
+            data = json.loads(Path(entry.path).read_bytes())
+            if isinstance(data, dict) and data.get("state") == "complete":
+                completed = _naive(str(data["completed_at"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            completed = None  # unreadable: kept, never guessed
+        yield Artefact(
+            ArtefactKind.TOMBSTONE,
+            _rel(workspace, Path(entry.path)),
+            st.st_size,
+            local_time(st.st_mtime),
+            completed,
+            current=completed is None,  # a pending erasure still needs it
+            ident=(st.st_ino, st.st_mtime_ns),
+        )
+
+
+def _consent(workspace: Path, log: Path) -> Iterator[Artefact]:
+    try:
+        data = log.read_bytes()
+    except FileNotFoundError:
+        return
+    lines = data[: data.rfind(b"\n") + 1].splitlines()
+    parsed: list[tuple[bytes, dict[str, object] | None]] = []
+    latest: dict[tuple[object, object], int] = {}
+    for number, raw in enumerate(lines):
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict):
+            record = None
+        parsed.append((raw, record))
+        if record is not None:
+            latest[(record.get("subject"), record.get("purpose"))] = number
+    base = _rel(workspace, log)
+    for number, (raw, record) in enumerate(parsed):
+        if record is None:
+            continue
+        try:
+            at = _naive(str(record["at"]))
+        except (KeyError, ValueError):
+            continue  # an unreadable record is never deleted
+        subject = record.get("subject")
+        in_force = (
+            latest.get((subject, record.get("purpose"))) == number
+            and record.get("action") == "grant"
+        )
+        yield Artefact(
+            ArtefactKind.CONSENT,
+            f"{base}#{consent_digest(raw)}",
+            len(raw) + 1,
+            at,
+            at,
+            subjects=frozenset({str(subject)}),
+            current=in_force,
+        )
+
+
+def _audit(workspace: Path, folder: Path) -> Iterator[Artefact]:
+    segments: list[Artefact] = []
+    for entry in _entries(folder):
+        if not entry.is_file(follow_symlinks=False):
+            continue
+        if not any(k.match(entry.name) for k in AUDIT_FILE_KINDS):
+            continue
+        st = entry.stat(follow_symlinks=False)
+        segments.append(
+            Artefact(
+                ArtefactKind.AUDIT,
+                _rel(workspace, Path(entry.path)),
+                st.st_size,
+                local_time(st.st_mtime),
+                ident=(st.st_ino, st.st_mtime_ns),
+            )
+        )
+    if not segments:
+        return
+    newest = max(segments, key=lambda a: (a.ident[1], a.path))
+    for segment in segments:
+        # The newest segment is the one being appended to: never purged.
+        yield replace(segment, current=True) if segment is newest else segment
