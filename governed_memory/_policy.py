@@ -21,7 +21,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from ._duration import Duration, OptionalDuration, format_duration
 from ._errors import ConfigurationError
@@ -169,11 +176,32 @@ class SummarizationPolicy(_Section):
         return self
 
 
+def _archive_count(value: Any) -> int | None:
+    """``archives_max_count``: a whole number >= 1, or ``forever`` (no limit)."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in _NO_LIMIT):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(
+            f"{value!r} is not a count; write a whole number without quotes such as 10, "
+            "or 'forever'"
+        )
+    count = value
+    if count < 1:
+        raise ValueError(
+            f"{count} is {'negative' if count < 0 else 'zero'}: it would keep no archive at all "
+            "(every compaction's archive deleted); use at least 1, or 'forever' for no limit"
+        )
+    return count
+
+
+_NO_LIMIT = {"forever", "never", "none", "unlimited"}
+
+
 class RetentionPolicy(_Section):
     """``[retention]``: how long each kind of artefact is kept (``forever`` = no limit)."""
 
     archives_max_age: OptionalDuration = None
-    archives_max_count: int | None = Field(default=None, ge=1)
+    archives_max_count: Annotated[int | None, BeforeValidator(_archive_count)] = None
     idle_memory_max_age: OptionalDuration = None
     exports_max_age: OptionalDuration = None
     audit_min_age: Duration = _dt.timedelta(0)
@@ -199,9 +227,16 @@ class RetentionPolicy(_Section):
             value = getattr(self, name)
             if value is not None and value < _dt.timedelta(hours=1):
                 raise ValueError(
-                    f"retention.{name} = {value} is under one hour, which would purge data "
+                    f"retention.{name} = {format_duration(value)} is under one hour, which would purge data "
                     "while it is in use; use at least '1h' or 'forever'"
                 )
+        idle = self.idle_memory_max_age
+        if idle is not None and idle < _dt.timedelta(days=1):
+            raise ValueError(
+                f"retention.idle_memory_max_age = {format_duration(idle)} is under one day, "
+                "which would wipe the memory of agents that merely paused; use at least '1d' "
+                "or 'forever'"
+            )
         return self
 
 
