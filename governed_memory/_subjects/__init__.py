@@ -25,6 +25,7 @@ from ._erasure import (
     schedule_erasure,
 )
 from ._errors import ErasedDuringCompactionError, ErasureBlockedError
+from ._export import ExportResult, export_agent, export_subject
 from ._receipt import ErasureReceipt, FileRemoval
 from ._tombstones import ErasureScope, ScheduledErasure, Tombstone, TombstoneStore
 
@@ -33,6 +34,7 @@ __all__ = [
     "ErasureBlockedError",
     "ErasureReceipt",
     "ErasureScope",
+    "ExportResult",
     "FileRemoval",
     "ScheduledErasure",
     "SubjectContext",
@@ -42,6 +44,8 @@ __all__ = [
     "cancel_scheduled_erasure",
     "erase",
     "erasure_receipts",
+    "export_agent",
+    "export_subject",
     "resume_erasures",
     "run_due_erasures",
     "schedule_erasure",
