@@ -6,6 +6,7 @@ The public names are re-exported here; everything else is internal.
 from __future__ import annotations
 
 from ._clock import Clock, FixedClock, SystemClock
+from ._compressor import Backoff, ContextCompressor
 from ._consent import ConsentEvent, ConsentRegistry
 from ._conversation import Conversation
 from ._errors import (
@@ -15,8 +16,10 @@ from ._errors import (
     FormatVersionError,
     GovernedMemoryError,
     InvalidAgentNameError,
+    ModelCallError,
     NotFoundError,
     StorageError,
+    TokenizerError,
 )
 from ._format import MemoryFile, Record, parse_memory
 from ._governance import (
@@ -33,26 +36,33 @@ from ._governance import (
 from ._policy import Policy, PolicyError, ResolvedPolicy, load_policy, resolve_policy
 from ._settings import Settings
 from ._stores import AgentStore, PlaintextAgentStore
+from ._summarizers import ExtractiveSummarizer, LiteLLMSummarizer, Summarizer, Transcript
+from ._tokenizer import counter_for
 from ._workspace import memory_md_path, resolve_workspace
 
 __all__ = [
     "AgentStore",
     "Allowed",
     "AuditSink",
+    "Backoff",
     "Clock",
     "ConfigurationError",
     "ConsentEvent",
     "ConsentRegistry",
     "ConsentRequiredError",
+    "ContextCompressor",
     "Conversation",
     "Decision",
     "EmptySummaryError",
+    "ExtractiveSummarizer",
     "FixedClock",
     "FormatVersionError",
     "Governance",
     "GovernedMemoryError",
     "InvalidAgentNameError",
+    "LiteLLMSummarizer",
     "MemoryFile",
+    "ModelCallError",
     "NotFoundError",
     "NullAuditSink",
     "Outcome",
@@ -64,9 +74,13 @@ __all__ = [
     "Settings",
     "Skip",
     "StorageError",
+    "Summarizer",
     "SummarizerDecision",
     "SystemClock",
+    "TokenizerError",
+    "Transcript",
     "UseLocal",
+    "counter_for",
     "load_policy",
     "memory_md_path",
     "parse_memory",

@@ -48,11 +48,15 @@ class TokenLedger:
         self._per_message: list[int] = []
         self._sum = 0
         self._join: int | None = None
+        # The list the counts belong to: a different list object (history
+        # reassigned by clear, compact or a caller) means start over.
+        self._source: Sequence[Mapping[str, Any]] | None = None
 
     def total(self, history: Sequence[Mapping[str, Any]]) -> int:
         """The total for ``history``, counting only messages not seen yet."""
-        if len(history) < len(self._per_message):
-            self.reset()  # the list was shortened behind our back
+        if history is not self._source or len(history) < len(self._per_message):
+            self.reset()  # another list, or this one was shortened behind our back
+            self._source = history
         for message in history[len(self._per_message) :]:
             tokens = self._count(format_message(message))
             self._per_message.append(tokens)
@@ -67,6 +71,7 @@ class TokenLedger:
         """Forget every count (after clear, compact or a direct edit)."""
         self._per_message.clear()
         self._sum = 0
+        self._source = None
 
     def removed(self, index: int) -> None:
         """Message ``index`` was deleted from the history."""
