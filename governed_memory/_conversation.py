@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._clock import Clock, SystemClock
-from ._errors import ConfigurationError, EmptySummaryError
+from ._errors import ConfigurationError, EmptySummaryError, StorageError
 from ._format import (
     PRELOAD_PREFIX,
     parse_memory,
@@ -61,7 +61,9 @@ def _check_role(role: object) -> str:
 def bounded_preload_text(text: str, max_chars: int | None) -> str:
     """``text`` cut to at most ``max_chars`` by dropping the oldest whole records.
 
-    The header is always kept; records are never cut in the middle (D11).
+    The header is kept and records are never cut in the middle (D11); the
+    result is never longer than ``max_chars``. When not even the header and
+    the newest record fit, the result is ``""``: nothing is preloaded.
     """
     if max_chars is None or len(text) <= max_chars:
         return text
@@ -73,6 +75,8 @@ def bounded_preload_text(text: str, max_chars: int | None) -> str:
             break
         kept.append(record.raw)
         budget -= len(record.raw)
+    if not kept:
+        return ""
     return parsed.preamble + "".join(reversed(kept))
 
 
@@ -126,6 +130,12 @@ class Conversation:
         if preload_max_chars is not None and preload_max_chars < 0:
             raise ConfigurationError(
                 f"preload_max_chars={preload_max_chars} is negative; use None for no bound or a size >= 0"
+            )
+        if "\n" in str(name) or "\r" in str(name):
+            # The name is written into the MEMORY.md header line.
+            raise ConfigurationError(
+                f"name {name!r} contains a line break, which would forge header lines in "
+                "MEMORY.md; use a single-line conversation name"
             )
         self.id = id
         self.name = name
@@ -204,6 +214,8 @@ class Conversation:
                 return
             text = governed
         text = bounded_preload_text(text, self.preload_max_chars)
+        if not text:
+            return  # not even the newest record fits the bound
         self._preload_subjects = subjects_in_text(text)  # lineage of a later summary
         # The reference reads MEMORY.md in text mode: universal newlines.
         text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -411,7 +423,10 @@ class Conversation:
         """Write the history as JSON to ``path`` atomically, mode 0600."""
         from ._fsutil import atomic_write
 
-        atomic_write(Path(path), (self.to_json(indent=2) + "\n").encode("utf-8"))
+        try:
+            atomic_write(Path(path), (self.to_json(indent=2) + "\n").encode("utf-8"))
+        except OSError as exc:
+            raise StorageError(f"cannot export the history to {path}: {exc}") from exc
 
     def count_messages_by_role(self) -> dict[str, int]:
         """Message counts per role, starting from the reference's four OpenAI roles at 0."""
