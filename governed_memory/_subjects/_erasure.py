@@ -27,7 +27,7 @@ import datetime as _dt
 import fcntl
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -70,6 +70,9 @@ __all__ = [
 ]
 
 DEFAULT_ACTOR = "api"
+
+Progress = Callable[[str, int, int], None]
+"""Told ``(agent, done, total)`` after each agent an erasure went through."""
 
 
 def _scope(subject: str | None, agent: str | None) -> ErasureScope:
@@ -148,6 +151,7 @@ def erase(
     agent: str | None = None,
     reason: str = "",
     actor: str = DEFAULT_ACTOR,
+    progress: Progress | None = None,
 ) -> ErasureReceipt:
     """Erase ``subject`` (everywhere, or in ``agent`` only) or the whole ``agent``.
 
@@ -157,6 +161,7 @@ def erase(
         agent: restrict to this agent; alone, erase the whole agent folder.
         reason: why (stored in the receipt, e.g. a ticket number).
         actor: who asked (stored in the receipt).
+        progress: told ``(agent, done, total)`` after each agent.
 
     Returns:
         The receipt, also stored with the tombstone.
@@ -175,11 +180,17 @@ def erase(
             "(governed-memory agents lists them)"
         )
     check_holds(ctx, scope)
-    return _start(ctx, scope, reason=reason, actor=actor, erasure_id=None)
+    return _start(ctx, scope, reason=reason, actor=actor, erasure_id=None, progress=progress)
 
 
 def _start(
-    ctx: SubjectContext, scope: ErasureScope, *, reason: str, actor: str, erasure_id: str | None
+    ctx: SubjectContext,
+    scope: ErasureScope,
+    *,
+    reason: str,
+    actor: str,
+    erasure_id: str | None,
+    progress: Progress | None = None,
 ) -> ErasureReceipt:
     now = _aware_now(ctx)
     tombstone = Tombstone(
@@ -192,7 +203,7 @@ def _start(
         policy_version=ctx.policy.version,
     )
     TombstoneStore(ctx.governance_dir).write(tombstone)
-    return complete_tombstone(ctx, tombstone, resumed=False)
+    return complete_tombstone(ctx, tombstone, resumed=False, progress=progress)
 
 
 @contextmanager
@@ -208,7 +219,11 @@ def _tombstone_lock(ctx: SubjectContext, erasure_id: str) -> Iterator[None]:
 
 
 def complete_tombstone(
-    ctx: SubjectContext, tombstone: Tombstone, *, resumed: bool
+    ctx: SubjectContext,
+    tombstone: Tombstone,
+    *,
+    resumed: bool,
+    progress: Progress | None = None,
 ) -> ErasureReceipt:
     """Carry out (or finish) the erasure ``tombstone`` describes; return its receipt."""
     tombs = TombstoneStore(ctx.governance_dir)
@@ -218,8 +233,12 @@ def complete_tombstone(
             return ErasureReceipt.from_dict(current.receipt)
         resumed = resumed or bool(tombs.progress(tombstone.id))
         day = ctx.clock.now().date()
-        for name, store in ctx.stores(only=current.scope.agent):
-            _erase_in_agent(ctx, tombs, current, name, store, day)
+        names = ctx.agent_names() if current.scope.agent is None else [current.scope.agent]
+        for done, name in enumerate(names, start=1):
+            for _name, store in ctx.stores(only=name):
+                _erase_in_agent(ctx, tombs, current, name, store, day)
+            if progress is not None:
+                progress(name, done, len(names))
         shredded = _shred(ctx, current.scope)
         receipt = ErasureReceipt(
             id=current.id,
@@ -358,13 +377,15 @@ def _aggregate(entries: list[dict[str, Any]]) -> tuple[FileRemoval, ...]:
 # -- resuming and scheduling ------------------------------------------------
 
 
-def resume_erasures(target: Target, *, agent: str | None = None) -> list[ErasureReceipt]:
+def resume_erasures(
+    target: Target, *, agent: str | None = None, progress: Progress | None = None
+) -> list[ErasureReceipt]:
     """Finish every pending erasure (or those covering ``agent``); return their receipts."""
     ctx = subject_context(target)
     receipts = []
     for tombstone in TombstoneStore(ctx.governance_dir).pending():
         if agent is None or tombstone.scope.covers_agent(agent):
-            receipts.append(complete_tombstone(ctx, tombstone, resumed=True))
+            receipts.append(complete_tombstone(ctx, tombstone, resumed=True, progress=progress))
     return receipts
 
 

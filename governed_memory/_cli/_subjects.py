@@ -1,0 +1,295 @@
+"""Data-subject request commands: ``export``, ``erase`` and ``erasures``.
+
+See docs/subject-requests.md for the procedure these commands serve.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import Progress
+
+from .._subjects import (
+    ErasureReceipt,
+    ScheduledErasure,
+    TombstoneStore,
+    cancel_scheduled_erasure,
+    erase,
+    erasure_receipts,
+    export_agent,
+    export_subject,
+    resume_erasures,
+    run_due_erasures,
+    schedule_erasure,
+    subject_context,
+)
+from ._context import CliContext
+from ._render import emit_json, emit_table, json_option
+
+__all__ = ["commands"]
+
+
+def _default_actor() -> str:
+    # The account of the real uid, not $USER: who acted must not come from a
+    # variable anyone can set.
+    try:
+        return f"cli:{pwd.getpwuid(os.getuid()).pw_name}"
+    except KeyError:
+        return f"cli:uid-{os.getuid()}"
+
+
+def _need_scope(subject: str | None, agent: str | None) -> None:
+    if subject is None and agent is None:
+        raise click.UsageError("give --subject S, --agent A, or both")
+
+
+_subject_opt = click.option("--subject", default=None, help="The data subject's id.")
+_agent_opt = click.option(
+    "--agent", default=None, help="One agent: alone, the whole agent; with --subject, only there."
+)
+
+
+@click.command("export")
+@_subject_opt
+@_agent_opt
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="A new (or empty) folder to write the export to.",
+)
+@click.option(
+    "--include-shared-summaries",
+    is_flag=True,
+    help="Include the content of summaries also built from other subjects' messages.",
+)
+@json_option
+@click.pass_obj
+def export_command(
+    ctx: CliContext,
+    subject: str | None,
+    agent: str | None,
+    out_dir: Path,
+    include_shared_summaries: bool,
+    as_json: bool,
+) -> None:
+    """Export everything held about a data subject (or an agent) into a new folder.
+
+    Writes export.json (schema: docs/export-schema.json), export.md and
+    manifest.json (SHA-256 of each file), all 0600 in a 0700 folder.
+    """
+    _need_scope(subject, agent)
+    governance = ctx.governance()
+    if subject is None:
+        assert agent is not None
+        result = export_agent(governance, agent, out_dir)
+    else:
+        result = export_subject(
+            governance,
+            subject,
+            out_dir,
+            agent=agent,
+            include_shared_summaries=include_shared_summaries,
+        )
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    click.echo(
+        f"exported {result.records} records and {result.summaries} summaries "
+        f"({result.withheld_summaries} withheld) to {result.out_dir}"
+    )
+    emit_table(None, ["file", "sha256"], sorted(result.files.items()))
+
+
+def _receipt_rows(receipt: ErasureReceipt) -> list[list[Any]]:
+    return [
+        [f.agent, f.file, f.records, f.summaries, "deleted" if f.deleted else "rewritten"]
+        for f in receipt.files
+    ]
+
+
+def _show_receipt(receipt: ErasureReceipt) -> None:
+    click.echo(
+        f"erasure {receipt.id} of {receipt.scope.describe()} complete at {receipt.completed_at} "
+        f"under policy {receipt.policy_id} v{receipt.policy_version}: {receipt.records} records "
+        f"and {receipt.summaries} summaries removed from {len(receipt.files)} files in "
+        f"{len(receipt.agents)} agents"
+        + (f"; keys destroyed: {', '.join(receipt.keys_shredded)}" if receipt.keys_shredded else "")
+    )
+    if receipt.files:
+        emit_table(
+            None, ["agent", "file", "records", "summaries", "file action"], _receipt_rows(receipt)
+        )
+
+
+@click.command("erase")
+@_subject_opt
+@_agent_opt
+@click.option("--reason", default="", help="Why (stored in the receipt), e.g. a ticket number.")
+@click.option("--actor", default=None, help="Who asks; default: cli:<your login name>.")
+@click.option(
+    "--grace",
+    default=None,
+    help="Schedule the erasure this long from now (e.g. 30d) instead of running it now.",
+)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+@click.pass_obj
+def erase_command(
+    ctx: CliContext,
+    subject: str | None,
+    agent: str | None,
+    reason: str,
+    actor: str | None,
+    grace: str | None,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    """Erase a data subject's records and derived summaries (or a whole agent).
+
+    Refused when a legal hold applies. Prints and stores a receipt.
+    """
+    _need_scope(subject, agent)
+    governance = ctx.governance()
+    who = actor or _default_actor()
+    if grace is not None:
+        item = schedule_erasure(
+            governance, subject=subject, agent=agent, grace=grace, reason=reason, actor=who
+        )
+        if as_json:
+            emit_json(item.to_dict())
+        else:
+            click.echo(f"scheduled erasure {item.id} of {item.scope.describe()} for {item.due_at}")
+        return
+    if not yes:
+        what = f"subject {subject!r}" if subject else f"agent {agent!r}"
+        click.confirm(
+            f"Erase {what}{' in agent ' + repr(agent) if subject and agent else ''}? "
+            "This cannot be undone",
+            abort=True,
+            err=True,
+        )
+    with Progress(console=Console(stderr=True), transient=True, disable=as_json) as bar:
+        task = bar.add_task("erasing", total=None)
+
+        def step(agent_name: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total, description=f"erasing ({agent_name})")
+
+        receipt = erase(
+            governance, subject=subject, agent=agent, reason=reason, actor=who, progress=step
+        )
+    if as_json:
+        emit_json(receipt.to_dict())
+    else:
+        _show_receipt(receipt)
+
+
+@click.group("erasures")
+def erasures_group() -> None:
+    """List, inspect, resume and run scheduled erasures."""
+
+
+@erasures_group.command("list")
+@json_option
+@click.pass_obj
+def erasures_list(ctx: CliContext, as_json: bool) -> None:
+    """Scheduled, pending (interrupted) and completed erasures."""
+    sctx = subject_context(ctx.governance())
+    tombs = TombstoneStore(sctx.governance_dir)
+    scheduled: list[ScheduledErasure] = tombs.scheduled()
+    tombstones = tombs.all()
+    if as_json:
+        emit_json(
+            {
+                "scheduled": [s.to_dict() for s in scheduled],
+                "erasures": [t.to_dict() for t in tombstones],
+            }
+        )
+        return
+    rows: list[list[Any]] = [
+        [s.id, "scheduled", s.scope.describe(), s.requested_at, f"due {s.due_at}", ""]
+        for s in scheduled
+    ]
+    for t in tombstones:
+        counts = ""
+        if t.receipt is not None:
+            r = ErasureReceipt.from_dict(t.receipt)
+            counts = f"{r.records} records, {r.summaries} summaries, {len(r.files)} files"
+        rows.append([t.id, t.state, t.scope.describe(), t.requested_at, t.completed_at, counts])
+    emit_table(
+        "Erasures", ["id", "state", "scope", "requested", "completed / due", "removed"], rows
+    )
+
+
+@erasures_group.command("show")
+@click.argument("erasure_id")
+@json_option
+@click.pass_obj
+def erasures_show(ctx: CliContext, erasure_id: str, as_json: bool) -> None:
+    """The receipt of one completed erasure."""
+    for receipt in erasure_receipts(ctx.governance()):
+        if receipt.id == erasure_id:
+            if as_json:
+                emit_json(receipt.to_dict())
+            else:
+                _show_receipt(receipt)
+            return
+    from .._errors import NotFoundError
+
+    raise NotFoundError(
+        f"no completed erasure {erasure_id!r}; `governed-memory erasures list` shows the ids"
+    )
+
+
+@erasures_group.command("resume")
+@json_option
+@click.pass_obj
+def erasures_resume(ctx: CliContext, as_json: bool) -> None:
+    """Finish every interrupted erasure."""
+    receipts = resume_erasures(ctx.governance())
+    if as_json:
+        emit_json([r.to_dict() for r in receipts])
+        return
+    if not receipts:
+        click.echo("no interrupted erasure")
+    for receipt in receipts:
+        _show_receipt(receipt)
+
+
+@erasures_group.command("run-due")
+@json_option
+@click.pass_obj
+def erasures_run_due(ctx: CliContext, as_json: bool) -> None:
+    """Run scheduled erasures whose grace period is over (the scheduler does this too)."""
+    results = run_due_erasures(ctx.governance())
+    receipts = [r for r in results if isinstance(r, ErasureReceipt)]
+    blocked = [str(r) for r in results if not isinstance(r, ErasureReceipt)]
+    if as_json:
+        emit_json({"completed": [r.to_dict() for r in receipts], "blocked": blocked})
+    else:
+        for receipt in receipts:
+            _show_receipt(receipt)
+        for message in blocked:
+            click.echo(f"blocked: {message}", err=True)
+        if not results:
+            click.echo("no erasure due")
+    if blocked:
+        raise SystemExit(1)
+
+
+@erasures_group.command("cancel")
+@click.argument("erasure_id")
+@click.pass_obj
+def erasures_cancel(ctx: CliContext, erasure_id: str) -> None:
+    """Cancel a scheduled erasure that has not run yet."""
+    cancel_scheduled_erasure(ctx.governance(), erasure_id)
+    click.echo(f"cancelled scheduled erasure {erasure_id}")
+
+
+commands: list[click.Command] = [export_command, erase_command, erasures_group]
