@@ -493,21 +493,27 @@ class Governance:
         """
         rules = self.policy.summarization
         reason = ""
-        if not _matches(model, rules.allowed_models):
-            reason = f"model {model!r} is not in summarization.allowed_models {list(rules.allowed_models)}"
-        elif not is_local_model(model):
-            if not rules.external_allowed:
-                reason = f"model {model!r} is external and summarization.external_allowed is false"
-            elif "summarize" in self.policy.consent.required_for:
-                missing = sorted(
-                    {
-                        s or "<no subject>"
-                        for s in subjects
-                        if s is None or not self.consent.is_granted(s, "summarize")
-                    }
+        external = not is_local_model(model)
+        if external and not rules.external_allowed:
+            reason = f"model {model!r} is external and summarization.external_allowed is false"
+        elif not _matches(model, rules.allowed_models):
+            reason = (
+                f"model {model!r} is not in summarization.allowed_models "
+                f"{list(rules.allowed_models)}"
+            )
+        elif external and "summarize" in self.policy.consent.required_for:
+            missing = sorted(
+                {
+                    s or "<no subject>"
+                    for s in subjects
+                    if s is None or not self.consent.is_granted(s, "summarize")
+                }
+            )
+            if missing:
+                reason = (
+                    f"subjects {missing} have not granted 'summarize' consent "
+                    f"for external model {model!r}"
                 )
-                if missing:
-                    reason = f"subjects {missing} have not granted 'summarize' consent for external model {model!r}"
         result: SummarizerDecision
         if not reason:
             result = Allowed(model)

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from governed_memory import FixedClock
+
+if TYPE_CHECKING:
+    from llm_stub import StubLLM
 
 FIXTURES = Path(__file__).parent / "fixtures" / "swarms-16.0.3"
 
@@ -24,6 +30,9 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         "OPENAI_API_BASE",
     ):
         monkeypatch.delenv(name, raising=False)
+    for name in list(os.environ):  # every setting and policy override (GOVERNED_MEMORY_AUDIT__...)
+        if name.upper().startswith("GOVERNED_MEMORY_"):
+            monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
 
 
@@ -45,3 +54,22 @@ def clock() -> FixedClock:
 def fixtures_dir() -> Path:
     """Files the reference implementation (swarms 16.0.3) wrote."""
     return FIXTURES
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_network() -> Iterator[None]:
+    """Connections and name lookups for non-loopback addresses fail in every test."""
+    from llm_stub import block_network
+
+    with block_network():
+        yield
+
+
+@pytest.fixture
+def stub_llm() -> Iterator[StubLLM]:
+    """An OpenAI-compatible chat-completions server on 127.0.0.1 (tests/llm_stub.py)."""
+    from llm_stub import StubLLM
+
+    server = StubLLM().start()
+    yield server
+    server.stop()
