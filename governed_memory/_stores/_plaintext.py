@@ -75,12 +75,17 @@ class PlaintextAgentStore:
     ) -> None:
         self._memory_path = Path(memory_path)
         self._folder = self._memory_path.parent
+        # str forms for the per-append syscalls (pathlib's conversions cost
+        # as much as a stat on the add() hot path).
+        self._folder_str = os.fspath(self._folder)
+        self._memory_name = self._memory_path.name
         self._header = header
         self._clock: Clock = clock or SystemClock()
         self._fsync_appends = fsync_appends
         self._mutex = threading.RLock()
         self._depth = 0  # nesting of _locked() in the thread holding _mutex
         self._dirfd: int | None = None
+        self._dir_ident: tuple[int, int] | None = None
         self._fd: int | None = None
         self._ident: tuple[int, int] | None = None
 
@@ -101,45 +106,54 @@ class PlaintextAgentStore:
     def _open_dir(self) -> int:
         if self._dirfd is None:
             ensure_private_dir(self._folder)
-            self._dirfd = os.open(self._folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            dirfd = os.open(self._folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fst = os.fstat(dirfd)
+            self._dirfd, self._dir_ident = dirfd, (fst.st_dev, fst.st_ino)
         return self._dirfd
 
-    def _dir_is_current(self, dirfd: int) -> bool:
+    def _dir_is_current(self) -> bool:
         try:
-            st = os.stat(self._folder)
+            st = os.stat(self._folder_str)
         except FileNotFoundError:
             return False
-        fst = os.fstat(dirfd)
-        return (st.st_dev, st.st_ino) == (fst.st_dev, fst.st_ino)
+        return (st.st_dev, st.st_ino) == self._dir_ident
+
+    def _acquire(self, mode: int) -> int:
+        """Take the folder's flock (mutex held); return the locked descriptor.
+
+        Nested acquisitions by the thread that holds the lock only count
+        depth: a second flock would convert (downgrade) the held lock and the
+        inner release would drop it while the outer block still relies on it.
+        """
+        if self._depth:
+            assert self._dirfd is not None
+            self._depth += 1
+            return self._dirfd
+        while True:
+            dirfd = self._open_dir()
+            fcntl.flock(dirfd, mode)
+            if self._dir_is_current():
+                break
+            # The folder was removed (or replaced) while we waited: lock
+            # the folder that now stands at the path instead.
+            fcntl.flock(dirfd, fcntl.LOCK_UN)
+            self._drop_fds()
+        self._depth = 1
+        return dirfd
+
+    def _release(self, dirfd: int) -> None:
+        self._depth -= 1
+        if not self._depth:
+            fcntl.flock(dirfd, fcntl.LOCK_UN)
 
     @contextmanager
     def _locked(self, mode: int = fcntl.LOCK_EX) -> Iterator[None]:
         with self._mutex:
-            if self._depth:
-                # Re-entered from inside lock() (e.g. an erasure reading and
-                # rewriting under one lock): a second flock on the same
-                # descriptor would convert, then release, the outer lock.
-                self._depth += 1
-                try:
-                    yield
-                finally:
-                    self._depth -= 1
-                return
-            while True:
-                dirfd = self._open_dir()
-                fcntl.flock(dirfd, mode)
-                if self._dir_is_current(dirfd):
-                    break
-                # The folder was removed (or replaced) while we waited: lock
-                # the folder that now stands at the path instead.
-                fcntl.flock(dirfd, fcntl.LOCK_UN)
-                self._drop_fds()
-            self._depth = 1
+            dirfd = self._acquire(mode)
             try:
                 yield
             finally:
-                self._depth = 0
-                fcntl.flock(dirfd, fcntl.LOCK_UN)
+                self._release(dirfd)
 
     @contextmanager
     def lock(self) -> Iterator[None]:
@@ -155,9 +169,14 @@ class PlaintextAgentStore:
         atomic_write(self._memory_path, self._header().encode("utf-8"))
 
     def _memory_fd(self) -> int:
-        """The append descriptor of the current MEMORY.md (lock held)."""
+        """The append descriptor of the current MEMORY.md (lock held).
+
+        The lock holder has checked that the folder at the path is the locked
+        one, so MEMORY.md is looked up relative to the folder's descriptor
+        (one path component instead of the whole path).
+        """
         try:
-            st = os.stat(self._memory_path)
+            st = os.stat(self._memory_name, dir_fd=self._dirfd)
         except FileNotFoundError:
             st = None
         if st is not None and self._fd is not None and self._ident == (st.st_dev, st.st_ino):
@@ -193,13 +212,52 @@ class PlaintextAgentStore:
     def append(self, block: str) -> None:
         data = block.encode("utf-8")
         try:
-            with self._locked():
-                fd = self._memory_fd()
-                write_all(fd, data)
-                if self._fsync_appends:
-                    os.fsync(fd)
+            with self._mutex:
+                if self._depth or not self._append_fast(data):
+                    dirfd = self._acquire(fcntl.LOCK_EX)
+                    try:
+                        self._write(self._memory_fd(), data)
+                    finally:
+                        self._release(dirfd)
         except OSError as exc:
             raise StorageError(f"cannot append to {self._memory_path}: {exc}") from exc
+
+    def _append_fast(self, data: bytes) -> bool:
+        """Append through the cached descriptors if both are still current.
+
+        The hot path of Conversation.add, with the same lock and the same
+        checks as :meth:`_acquire` + :meth:`_memory_fd` (the folder at the
+        path is the locked one; MEMORY.md in it is the open file), inlined
+        because each Python call here costs a fair part of a syscall. Returns
+        False, with nothing written and the lock released, when a check fails
+        (another process compacted, or the folder was replaced): the caller
+        then takes the general path, which reopens.
+        """
+        dirfd, fd = self._dirfd, self._fd
+        if dirfd is None or fd is None:
+            return False
+        fcntl.flock(dirfd, fcntl.LOCK_EX)
+        try:
+            st = os.stat(self._folder_str)
+            if (st.st_dev, st.st_ino) != self._dir_ident:
+                return False
+            st = os.stat(self._memory_name, dir_fd=dirfd)
+            if (st.st_dev, st.st_ino) != self._ident:
+                return False
+            written = os.write(fd, data)
+            if written != len(data) or self._fsync_appends:
+                self._write(fd, data[written:])
+            return True
+        except FileNotFoundError:
+            return False
+        finally:
+            fcntl.flock(dirfd, fcntl.LOCK_UN)
+
+    def _write(self, fd: int, data: bytes) -> None:
+        """Write all of ``data`` (an os.write may be short), then fsync if configured."""
+        write_all(fd, data)
+        if self._fsync_appends:
+            os.fsync(fd)
 
     def compact(self, first_block: str | None) -> Path | None:
         try:
@@ -287,7 +345,10 @@ class PlaintextAgentStore:
 
     def close(self) -> None:
         with self._mutex:
-            self._drop_fds()
+            if self._depth:  # closed inside lock(): keep the locked folder open
+                self._close_file()
+            else:
+                self._drop_fds()
 
     def __del__(self) -> None:
         with suppress(Exception):
