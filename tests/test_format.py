@@ -179,7 +179,7 @@ def test_parser_reads_every_file_the_reference_wrote(fixtures_dir: Path) -> None
     files = sorted(fixtures_dir.rglob("workspace/**/*.md"))
     assert len(files) >= 6
     for path in files:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")
         parsed = parse_memory(text)
         assert parsed.records, path
         assert parsed.conversation is not None and parsed.conversation.endswith("_conversation")
