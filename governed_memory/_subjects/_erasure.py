@@ -210,10 +210,16 @@ def _start(
 def _tombstone_lock(ctx: SubjectContext, erasure_id: str) -> Iterator[None]:
     folder = TombstoneStore(ctx.governance_dir).tombstone_dir
     ensure_private_dir(folder)
-    fd = open_private(folder / f".{erasure_id}.lock", os.O_RDWR | os.O_CREAT)
+    path = folder / f".{erasure_id}.lock"
+    fd = open_private(path, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+        # Done: whoever waits on this (now unlinked) file re-reads the
+        # tombstone under the lock and finds it complete.
+        current = TombstoneStore(ctx.governance_dir).get(erasure_id)
+        if current is not None and not current.pending:
+            path.unlink(missing_ok=True)
     finally:
         os.close(fd)
 
