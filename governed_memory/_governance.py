@@ -45,7 +45,14 @@ from typing import Any, Protocol
 from ._clock import Clock, SystemClock
 from ._consent import ConsentAction, ConsentEvent, ConsentRegistry, validate_subject_id
 from ._errors import ConfigurationError, ConsentRequiredError
-from ._policy import LOCAL_PREFIX, LOCAL_SUMMARIZER, MissingConsent, Policy, SummarizationFallback
+from ._policy import (
+    LOCAL_PREFIX,
+    LOCAL_SUMMARIZER,
+    MissingConsent,
+    Policy,
+    SummarizationFallback,
+    WithdrawalAction,
+)
 from ._settings import Settings
 from ._stores import AgentStore, PlaintextAgentStore
 from ._workspace import GOVERNANCE_DIR, resolve_workspace
@@ -539,8 +546,41 @@ class Governance:
         return self._consent_change(subject_id, purpose, ConsentAction.GRANT, actor)
 
     def withdraw(self, subject_id: str, purpose: str, *, actor: str) -> ConsentEvent:
-        """Record that ``subject_id`` withdraws ``purpose``; the next write of any process obeys it."""
-        return self._consent_change(subject_id, purpose, ConsentAction.WITHDRAW, actor)
+        """Record that ``subject_id`` withdraws ``purpose``; the next write of any process obeys it.
+
+        Withdrawing ``persist`` under ``consent.on_withdraw = "erase"`` also
+        erases the subject's stored records (after ``consent.erase_grace``, as a
+        scheduled erasure, when that is set). A legal hold blocking the
+        erasure is logged; the withdrawal stands either way.
+        """
+        event = self._consent_change(subject_id, purpose, ConsentAction.WITHDRAW, actor)
+        if purpose == "persist" and self.policy.consent.on_withdraw is WithdrawalAction.ERASE:
+            self._erase_after_withdrawal(event)
+        return event
+
+    def _erase_after_withdrawal(self, event: ConsentEvent) -> None:
+        # Erasure lives a layer up (it needs stores, holds and tombstones); it
+        # takes this Governance as its target.
+        from ._subjects import ErasureBlockedError, erase, schedule_erasure
+
+        grace = self.policy.consent.erase_grace
+        reason = (
+            f"consent '{event.purpose}' withdrawn at {event.at} under policy {event.policy_id} "
+            f"v{event.policy_version} (consent.on_withdraw = 'erase')"
+        )
+        try:
+            if grace > _dt.timedelta(0):
+                schedule_erasure(
+                    self, subject=event.subject, grace=grace, reason=reason, actor=event.actor
+                )
+            else:
+                erase(self, subject=event.subject, reason=reason, actor=event.actor)
+        except ErasureBlockedError as exc:
+            logger.warning(
+                "governed_memory: the withdrawal of %r is recorded, but its erasure is blocked: %s",
+                event.subject,
+                exc,
+            )
 
     def _consent_change(
         self, subject_id: str, purpose: str, action: ConsentAction, actor: str

@@ -62,12 +62,17 @@ def make(
     clock: FixedClock,
     on_missing: str = "memory_only",
     required_for: tuple[str, ...] = ("persist", "summarize"),
+    consent_extra: dict[str, Any] | None = None,
     **sections: Any,
 ) -> tuple[Governance, RecordingSink]:
     policy = Policy.model_validate(
         {
             "policy": {"id": "gate", "version": "3"},
-            "consent": {"required_for": list(required_for), "on_missing": on_missing},
+            "consent": {
+                "required_for": list(required_for),
+                "on_missing": on_missing,
+                **(consent_extra or {}),
+            },
             **sections,
         }
     )
@@ -380,3 +385,41 @@ def test_governance_folder_only_appears_when_consent_is_recorded(
     assert not (workspace / GOVERNANCE_DIR).exists()
     gov.grant("alice", "persist", actor="dpo")
     assert (workspace / GOVERNANCE_DIR).is_dir()
+
+
+# -- consequences of a withdrawal ---------------------------------------------
+
+
+def test_withdrawal_under_on_withdraw_erase_erases_the_subject(
+    workspace: Path, clock: FixedClock
+) -> None:
+    gov, _ = make(workspace, clock, consent_extra={"on_withdraw": "erase"})
+    gov.grant("alice", "persist", actor="dpo")
+    gov.grant("bob", "persist", actor="dpo")
+    conv = conversation(gov)
+    conv.add("Human", "alice's secret")
+    conv.add("Human", "bob's note", subject_id="bob")
+    gov.withdraw("alice", "persist", actor="alice")
+    assert body(gov) == ["bob's note"]
+
+
+def test_withdrawal_with_erase_grace_schedules_the_erasure(
+    workspace: Path, clock: FixedClock
+) -> None:
+    from governed_memory._subjects import TombstoneStore
+
+    gov, _ = make(workspace, clock, consent_extra={"on_withdraw": "erase", "erase_grace": "7d"})
+    gov.grant("alice", "persist", actor="dpo")
+    conversation(gov).add("Human", "alice's secret")
+    gov.withdraw("alice", "persist", actor="alice")
+    assert body(gov) == ["alice's secret"]  # kept until the grace period ends
+    (scheduled,) = TombstoneStore(workspace / GOVERNANCE_DIR).scheduled()
+    assert scheduled.scope.subject == "alice"
+
+
+def test_withdrawal_of_summarize_erases_nothing(workspace: Path, clock: FixedClock) -> None:
+    gov, _ = make(workspace, clock, consent_extra={"on_withdraw": "erase"})
+    gov.grant("alice", "persist", actor="dpo")
+    conversation(gov).add("Human", "alice's secret")
+    gov.withdraw("alice", "summarize", actor="alice")
+    assert body(gov) == ["alice's secret"]
