@@ -1,0 +1,358 @@
+"""Scheduled purges: APScheduler 3.x driven by the policy's ``[schedule]``.
+
+:func:`start_scheduler` starts a :class:`PurgeScheduler` inside an
+application (a ``BackgroundScheduler``: its own threads); ``governed-memory
+scheduler run`` runs the same object in the foreground until SIGTERM/SIGINT.
+
+Guarantees:
+
+* At most one scheduler acts per workspace. Each scheduler tries, every
+  ``leader_retry`` seconds, to take an exclusive ``flock`` on
+  ``<governance>/scheduler/leader.lock`` and keeps it for its lifetime. The
+  kernel drops the lock when the leader's process dies (even by kill -9), so
+  a waiting scheduler takes over within ``leader_retry``. Two schedulers in
+  one process also exclude each other (the lock belongs to an open file).
+* Runs never overlap (``max_instances=1``) and a backlog of missed fire times
+  runs once (``coalesce=True``). A CLI purge at the same time is refused by
+  the purge lock, and that run is retried at the next fire time.
+* Catch-up: the time of the last successful run is kept in
+  ``<governance>/scheduler/state.json``. When a scheduler becomes leader and
+  the trigger's first fire time after that run is already past (the machine
+  was off, no scheduler was running), it purges at once instead of waiting
+  for the next fire time. A workspace never purged by a scheduler is purged
+  when the first scheduler becomes leader.
+* A failed run is logged with its error and does not count as a success, so
+  the next start catches it up.
+
+Time: fire times follow the real clock in ``schedule.timezone``; the purge's
+``as_of`` and the catch-up decision read ``governance.clock`` (a FixedClock
+in tests).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fcntl
+import json
+import logging
+import os
+import threading
+import zoneinfo
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from apscheduler.schedulers.background import (  # type: ignore[import-untyped,unused-ignore]
+    BackgroundScheduler,
+)
+from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped,unused-ignore]
+from apscheduler.triggers.interval import (  # type: ignore[import-untyped,unused-ignore]
+    IntervalTrigger,
+)
+
+from ._errors import ConfigurationError, FormatVersionError, StorageError
+from ._fsutil import atomic_write, ensure_private_dir, open_private
+from ._policy import SchedulePolicy
+from ._retention import PurgeReport, Retention
+
+if TYPE_CHECKING:
+    from ._governance import Governance
+
+__all__ = ["PurgeScheduler", "build_trigger", "schedule_status", "start_scheduler"]
+
+logger = logging.getLogger("governed_memory.scheduler")
+
+SCHEDULER_DIR = "scheduler"
+STATE_FILE = "state.json"
+LEADER_LOCK = "leader.lock"
+STATE_FORMAT_VERSION = 1
+PURGE_JOB = "governed-memory-purge"
+LEADER_JOB = "governed-memory-leader"
+
+Task = Callable[["Governance"], object]
+
+
+def build_trigger(schedule: SchedulePolicy, *, start: _dt.datetime | None = None) -> Any:
+    """The APScheduler trigger of ``schedule`` (cron, else interval).
+
+    Args:
+        start: anchors an interval (its fire times are ``start + k * interval``);
+            pass the last successful run so restarts keep the rhythm.
+
+    Raises:
+        ConfigurationError: the policy schedules no purge.
+    """
+    zone = zoneinfo.ZoneInfo(schedule.timezone)
+    if schedule.purge_cron:
+        return CronTrigger.from_crontab(schedule.purge_cron, timezone=zone)
+    if schedule.purge_interval is not None:
+        return IntervalTrigger(
+            seconds=int(schedule.purge_interval.total_seconds()),
+            start_date=start.astimezone(zone) if start is not None else None,
+            timezone=zone,
+        )
+    raise ConfigurationError(
+        "the policy schedules no purge; set schedule.purge_cron (e.g. '0 3 * * *') or "
+        "schedule.purge_interval (e.g. '1d') in the policy file"
+    )
+
+
+def _aware(when: _dt.datetime) -> _dt.datetime:
+    return when if when.tzinfo is not None else when.astimezone()
+
+
+class _State:
+    """``state.json``: when the last successful scheduled purge started."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / STATE_FILE
+
+    def last_success(self) -> _dt.datetime | None:
+        try:
+            data = json.loads(self.path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise StorageError(f"scheduler state {self.path} cannot be read ({exc})") from exc
+        if not isinstance(data, dict) or data.get("v") != STATE_FORMAT_VERSION:
+            version = data.get("v") if isinstance(data, dict) else None
+            raise FormatVersionError(
+                f"scheduler state {self.path} has format version {version!r}; this release "
+                f"reads version {STATE_FORMAT_VERSION}: upgrade, or remove the file (the next "
+                "start then purges at once)"
+            )
+        value = data.get("last_success")
+        return _dt.datetime.fromisoformat(value) if isinstance(value, str) else None
+
+    def record_success(self, started: _dt.datetime, report: PurgeReport) -> None:
+        data = {
+            "v": STATE_FORMAT_VERSION,
+            "last_success": _aware(started).isoformat(),
+            "purge_id": report.purge_id,
+            "deleted": report.total_deleted,
+        }
+        atomic_write(self.path, (json.dumps(data) + "\n").encode("utf-8"))
+
+
+class PurgeScheduler:
+    """Runs the policy's purges on schedule for one workspace (see the module docs).
+
+    Args:
+        governance: the workspace, policy, clock and audit sink.
+        retention: the retention service (default: ``Retention(governance)``).
+        tasks: more due work run after each purge, in order, each given the
+            governance (e.g. scheduled erasures); an error in one is logged.
+        leader_retry: seconds between attempts to become the leader.
+    """
+
+    def __init__(
+        self,
+        governance: Governance,
+        *,
+        retention: Retention | None = None,
+        tasks: Sequence[Task] = (),
+        leader_retry: float = 5.0,
+    ) -> None:
+        build_trigger(governance.policy.schedule)  # refuse a policy without a schedule early
+        self.governance = governance
+        self.retention = retention or Retention(governance)
+        self.tasks = tuple(tasks)
+        self.leader_retry = leader_retry
+        self.folder = governance.governance_dir / SCHEDULER_DIR
+        self._state = _State(self.folder)
+        self._zone = zoneinfo.ZoneInfo(governance.policy.schedule.timezone)
+        self._scheduler = BackgroundScheduler(timezone=self._zone)
+        self._lock_fd: int | None = None
+        self._mutex = threading.Lock()
+        self.runs = 0
+        self.last_report: PurgeReport | None = None
+        self.last_error: BaseException | None = None
+        self.leading = threading.Event()
+
+    # -- leadership --------------------------------------------------------
+
+    def _try_lock(self) -> bool:
+        ensure_private_dir(self.folder)
+        fd = open_private(self.folder / LEADER_LOCK, os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())  # who leads, for admins
+        self._lock_fd = fd
+        return True
+
+    def _try_lead(self) -> None:
+        with self._mutex:
+            if self._lock_fd is not None:
+                return
+            try:
+                if not self._try_lock():
+                    logger.debug("another scheduler leads %s; retrying", self.governance.workspace)
+                    return
+            except OSError as exc:
+                logger.error("cannot take the scheduler lock in %s: %s", self.folder, exc)
+                return
+        self._scheduler.remove_job(LEADER_JOB)
+        last = self._state.last_success()
+        trigger = build_trigger(self.governance.policy.schedule, start=last)
+        job = self._scheduler.add_job(
+            self.run_once,
+            trigger,
+            id=PURGE_JOB,
+            name="retention purge",
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+        )
+        catch_up = self.catch_up_due(last, trigger)
+        if catch_up:
+            job.modify(next_run_time=_dt.datetime.now(self._zone))
+        logger.info(
+            "scheduler leads workspace %s (policy %s v%s); %s",
+            self.governance.workspace,
+            self.governance.policy.id,
+            self.governance.policy.version,
+            "a missed purge runs now" if catch_up else f"next purge at {job.next_run_time}",
+        )
+        self.leading.set()
+
+    def catch_up_due(self, last: _dt.datetime | None, trigger: Any) -> bool:
+        """Whether a fire time after ``last`` (the last success) is already past."""
+        if last is None:
+            return True
+        now = _aware(self.governance.clock.now())
+        missed = trigger.get_next_fire_time(None, last + _dt.timedelta(microseconds=1))
+        return missed is not None and missed <= now
+
+    # -- runs --------------------------------------------------------------
+
+    def run_once(self) -> PurgeReport | None:
+        """One scheduled run: purge, then the extra tasks; errors are logged, not raised."""
+        started = self.governance.clock.now()
+        try:
+            report = self.retention.purge(as_of=started)
+            self._state.record_success(started, report)
+        except Exception as exc:
+            self.last_error = exc
+            logger.error("scheduled purge of %s failed: %s", self.governance.workspace, exc)
+            return None
+        finally:
+            self.runs += 1
+        self.last_report, self.last_error = report, None
+        logger.info(
+            "purge %s of %s: deleted %d (%d bytes), held %d, as of %s",
+            report.purge_id,
+            self.governance.workspace,
+            report.total_deleted,
+            report.bytes_freed,
+            report.total_held,
+            report.as_of.isoformat(timespec="seconds"),
+        )
+        for task in self.tasks:
+            try:
+                task(self.governance)
+            except Exception as exc:
+                logger.error("scheduled task %r failed: %s", task, exc)
+        return report
+
+    # -- lifetime ----------------------------------------------------------
+
+    def start(self) -> PurgeScheduler:
+        """Start the threads; leadership and catch-up follow within ``leader_retry``."""
+        self._scheduler.add_job(
+            self._try_lead,
+            IntervalTrigger(seconds=self.leader_retry, timezone=self._zone),
+            id=LEADER_JOB,
+            name="take the scheduler lock",
+            max_instances=1,
+            coalesce=True,
+            next_run_time=_dt.datetime.now(self._zone),
+        )
+        self._scheduler.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return bool(self._scheduler.running)
+
+    @property
+    def next_run_time(self) -> _dt.datetime | None:
+        job = self._scheduler.get_job(PURGE_JOB)
+        return None if job is None else job.next_run_time
+
+    def trigger_now(self) -> None:
+        """Ask for a purge as soon as possible (no-op unless leading)."""
+        job = self._scheduler.get_job(PURGE_JOB)
+        if job is not None:
+            job.modify(next_run_time=_dt.datetime.now(self._zone))
+
+    def stop(self, wait: bool = True) -> None:
+        """Stop firing, let a running purge finish (``wait``), release leadership."""
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=wait)
+        with self._mutex:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+        self.leading.clear()
+
+    def __enter__(self) -> PurgeScheduler:
+        return self if self.running else self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_scheduler(governance: Governance, **options: Any) -> PurgeScheduler:
+    """Start scheduled purges inside an application; call ``.stop()`` on shutdown.
+
+    ``options`` go to :class:`PurgeScheduler`.
+
+    Raises:
+        ConfigurationError: the policy schedules no purge.
+    """
+    return PurgeScheduler(governance, **options).start()
+
+
+def schedule_status(governance: Governance) -> dict[str, Any]:
+    """The schedule, the last successful run, the next due run and the leader (read-only)."""
+    schedule = governance.policy.schedule
+    folder = governance.governance_dir / SCHEDULER_DIR
+    last = _State(folder).last_success()
+    status: dict[str, Any] = {
+        "schedule": schedule.purge_cron
+        or (f"every {schedule.purge_interval}" if schedule.purge_interval else "none"),
+        "timezone": schedule.timezone,
+        "last_success": last.isoformat() if last else None,
+        "next_due": None,
+        "overdue": False,
+        "leader_pid": _leader_pid(folder / LEADER_LOCK),
+    }
+    if schedule.purge_cron or schedule.purge_interval:
+        trigger = build_trigger(schedule, start=last)
+        now = _aware(governance.clock.now())
+        after = last + _dt.timedelta(microseconds=1) if last else now
+        due = trigger.get_next_fire_time(None, after)
+        status["next_due"] = due.isoformat() if due else None
+        status["overdue"] = last is None or (due is not None and due <= now)
+    return status
+
+
+def _leader_pid(path: Path) -> int | None:
+    """The pid written by the scheduler holding ``path``, or None when none holds it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            return int(text) if text.isdigit() else -1
+        return None
+    finally:
+        os.close(fd)
