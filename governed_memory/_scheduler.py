@@ -58,7 +58,13 @@ from ._retention import PurgeReport, Retention
 if TYPE_CHECKING:
     from ._governance import Governance
 
-__all__ = ["PurgeScheduler", "build_trigger", "schedule_status", "start_scheduler"]
+__all__ = [
+    "PurgeScheduler",
+    "build_trigger",
+    "default_tasks",
+    "schedule_status",
+    "start_scheduler",
+]
 
 logger = logging.getLogger("governed_memory.scheduler")
 
@@ -131,6 +137,7 @@ class _State:
             "purge_id": report.purge_id,
             "deleted": report.total_deleted,
         }
+        ensure_private_dir(self.path.parent)  # run_once() may come before start()
         atomic_write(self.path, (json.dumps(data) + "\n").encode("utf-8"))
 
 
@@ -141,7 +148,8 @@ class PurgeScheduler:
         governance: the workspace, policy, clock and audit sink.
         retention: the retention service (default: ``Retention(governance)``).
         tasks: more due work run after each purge, in order, each given the
-            governance (e.g. scheduled erasures); an error in one is logged.
+            governance; an error in one is logged. Default: scheduled
+            erasures whose grace period is over (:func:`default_tasks`).
         leader_retry: seconds between attempts to become the leader.
     """
 
@@ -150,13 +158,13 @@ class PurgeScheduler:
         governance: Governance,
         *,
         retention: Retention | None = None,
-        tasks: Sequence[Task] = (),
+        tasks: Sequence[Task] | None = None,
         leader_retry: float = 5.0,
     ) -> None:
         build_trigger(governance.policy.schedule)  # refuse a policy without a schedule early
         self.governance = governance
         self.retention = retention or Retention(governance)
-        self.tasks = tuple(tasks)
+        self.tasks = tuple(tasks) if tasks is not None else default_tasks()
         self.leader_retry = leader_retry
         self.folder = governance.governance_dir / SCHEDULER_DIR
         self._state = _State(self.folder)
@@ -230,7 +238,11 @@ class PurgeScheduler:
     # -- runs --------------------------------------------------------------
 
     def run_once(self) -> PurgeReport | None:
-        """One scheduled run: purge, then the extra tasks; errors are logged, not raised."""
+        """One scheduled run: purge, then the extra tasks; errors are logged, not raised.
+
+        The tasks run even when the purge failed: a due erasure must not wait
+        for a purge problem to be fixed.
+        """
         started = self.governance.clock.now()
         try:
             report = self.retention.purge(as_of=started)
@@ -238,6 +250,7 @@ class PurgeScheduler:
         except Exception as exc:
             self.last_error = exc
             logger.error("scheduled purge of %s failed: %s", self.governance.workspace, exc)
+            self._run_tasks()
             return None
         finally:
             self.runs += 1
@@ -251,12 +264,15 @@ class PurgeScheduler:
             report.total_held,
             report.as_of.isoformat(timespec="seconds"),
         )
+        self._run_tasks()
+        return report
+
+    def _run_tasks(self) -> None:
         for task in self.tasks:
             try:
                 task(self.governance)
             except Exception as exc:
                 logger.error("scheduled task %r failed: %s", task, exc)
-        return report
 
     # -- lifetime ----------------------------------------------------------
 
@@ -304,6 +320,13 @@ class PurgeScheduler:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def default_tasks() -> tuple[Task, ...]:
+    """What every scheduler runs after its purge unless told otherwise: due erasures."""
+    from ._subjects import scheduled_erasure_task
+
+    return (scheduled_erasure_task,)
 
 
 def start_scheduler(governance: Governance, **options: Any) -> PurgeScheduler:

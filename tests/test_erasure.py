@@ -375,3 +375,20 @@ def test_scope_needs_a_subject_or_an_agent(workspace: Path, clock: FixedClock) -
 
     with pytest.raises(ConfigurationError, match="needs a subject, an agent, or both"):
         erase(governance(workspace, clock))
+
+
+def test_the_purge_scheduler_runs_due_erasures(workspace: Path, clock: FixedClock) -> None:
+    from governed_memory._policy import Policy
+    from governed_memory._scheduler import PurgeScheduler
+
+    policy = Policy.model_validate({"schedule": {"purge_interval": "1d"}})
+    gov = governance(workspace, clock, policy)
+    _populate(gov)
+    item = schedule_erasure(gov, subject="alice", grace="1h")
+    scheduler = PurgeScheduler(gov)
+    scheduler.run_once()
+    assert "alice secret" in readable_text(gov)  # not due yet
+    clock.advance(dt.timedelta(hours=2))
+    scheduler.run_once()
+    assert "alice secret" not in readable_text(gov)
+    assert [r.id for r in erasure_receipts(gov)] == [item.id]

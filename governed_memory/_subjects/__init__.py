@@ -23,6 +23,7 @@ from ._erasure import (
     resume_erasures,
     run_due_erasures,
     schedule_erasure,
+    scheduled_erasure_task,
 )
 from ._errors import ErasedDuringCompactionError, ErasureBlockedError
 from ._export import ExportResult, export_agent, export_subject
@@ -49,5 +50,6 @@ __all__ = [
     "resume_erasures",
     "run_due_erasures",
     "schedule_erasure",
+    "scheduled_erasure_task",
     "subject_context",
 ]

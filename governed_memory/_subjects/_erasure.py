@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import fcntl
+import logging
 import os
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .._consent import validate_subject_id
 from .._duration import format_duration, parse_duration
@@ -56,7 +57,7 @@ from ._tombstones import (
 if TYPE_CHECKING:
     from .._governance import Governance
 
-    Target = Governance | SubjectContext | str | os.PathLike[str]
+    Target: TypeAlias = Governance | SubjectContext | str | os.PathLike[str]
 
 __all__ = [
     "blocking_holds",
@@ -67,9 +68,11 @@ __all__ = [
     "resume_erasures",
     "run_due_erasures",
     "schedule_erasure",
+    "scheduled_erasure_task",
 ]
 
 DEFAULT_ACTOR = "api"
+logger = logging.getLogger("governed_memory")
 
 Progress = Callable[[str, int, int], None]
 """Told ``(agent, done, total)`` after each agent an erasure went through."""
@@ -492,6 +495,23 @@ def run_due_erasures(
             results.append(exc)
             continue
         tombs.unschedule(item.id)
+    return results
+
+
+def scheduled_erasure_task(governance: Governance) -> list[ErasureReceipt | ErasureBlockedError]:
+    """The scheduler's task: :func:`run_due_erasures` now, logging what a hold blocked."""
+    results = run_due_erasures(governance)
+    for result in results:
+        if isinstance(result, ErasureBlockedError):
+            logger.warning("governed_memory: a scheduled erasure is due but blocked: %s", result)
+        else:
+            logger.info(
+                "governed_memory: erasure %s of %s complete: %d records, %d summaries",
+                result.id,
+                result.scope.describe(),
+                result.records,
+                result.summaries,
+            )
     return results
 
 
