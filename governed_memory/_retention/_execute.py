@@ -157,13 +157,13 @@ class Executor:
         folder = self.workspace / AGENTS_DIR / agent
         if not folder.is_dir():
             return b"g" * len(batch)
+        targets = [self._agent_path(entry, agent) for entry in batch]  # refuse before locking
         store = agent_store(folder, self.store_factory)
         outcomes = bytearray()
         touched: set[Path] = set()
         try:
             with store.lock():
-                for entry in batch:
-                    path, kind = self._agent_path(entry, agent)
+                for entry, (path, kind) in zip(batch, targets, strict=True):
                     outcome = _verify(path, entry)
                     if outcome is None:
                         held = holds.for_agent(agent)

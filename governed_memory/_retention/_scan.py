@@ -89,7 +89,7 @@ def artefact_subjects(
     try:
         if not kind.encrypted:
             text = path.read_bytes().decode("utf-8", errors="replace")
-        elif store is None:
+        elif store is None or not _reads_encrypted(store):
             return None
         elif kind.kind is ArtefactKind.MEMORY:
             if store.memory_path.name != path.name:
@@ -104,6 +104,12 @@ def artefact_subjects(
     if META_OPEN not in text:
         return frozenset()  # default mode: no record carries a subject
     return frozenset(s for r in parse_memory(text).records if (s := r.subject_id) is not None)
+
+
+def _reads_encrypted(store: AgentStore) -> bool:
+    """Whether ``store`` is an encrypted store (its own memory file is of an encrypted kind)."""
+    own = classify_agent_file(store.memory_path.name)
+    return own is not None and own.encrypted
 
 
 def scan_workspace(

@@ -1,0 +1,328 @@
+"""Applying purges: idempotence, crash and resume, re-checks before deleting, every kind."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from governed_memory import Conversation, FixedClock, Policy
+from governed_memory._governance import Governance
+from governed_memory._retention import (
+    Executor,
+    Journal,
+    JournalError,
+    PurgeInProgressError,
+    Retention,
+    Tally,
+    iter_plan,
+)
+from governed_memory._retention._journal import write_journal
+from governed_memory._retention._purge import _PurgeLock
+
+T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
+DAY = dt.timedelta(days=1)
+
+
+def make_policy(**retention: object) -> Policy:
+    audit = any(key.startswith("audit_") for key in retention)
+    return Policy.model_validate({"retention": retention, "audit": {"enabled": audit}})
+
+
+def populate(workspace: Path, agents: int = 3, compactions: int = 4) -> None:
+    """Agents compacting once a day from T0: archives named T0, T0+1d, ..."""
+    for a in range(agents):
+        clock = FixedClock(T0, tick=dt.timedelta(milliseconds=1))
+        conv = Conversation(
+            name=f"c{a}",
+            memory_md_path=workspace / "agents" / f"agent{a}" / "MEMORY.md",
+            clock=clock,
+        )
+        for day in range(compactions):
+            conv.add("User", f"day {day} for agent {a}", subject_id=f"subject{a}")
+            conv.compact(f"summary {day}")
+            clock.advance(DAY)
+
+
+def archives(workspace: Path) -> list[str]:
+    return sorted(p.name for p in workspace.glob("agents/*/archive/history_*"))
+
+
+def retention(workspace: Path, when: dt.datetime, **rules: object) -> Retention:
+    gov = Governance(workspace=workspace, policy=make_policy(**rules), clock=FixedClock(when))
+    return Retention(gov)
+
+
+def test_day_29_keeps_day_31_deletes(workspace: Path) -> None:
+    populate(workspace, agents=1, compactions=1)
+    assert len(archives(workspace)) == 1
+    assert retention(workspace, T0 + 29 * DAY, archives_max_age="30d").purge().total_deleted == 0
+    assert len(archives(workspace)) == 1
+    report = retention(workspace, T0 + 31 * DAY, archives_max_age="30d").purge()
+    assert report.deleted == {"archives_max_age": 1}
+    assert archives(workspace) == []
+    assert (workspace / "agents" / "agent0" / "MEMORY.md").exists()
+
+
+def test_second_run_deletes_nothing_more(workspace: Path) -> None:
+    populate(workspace)
+    r = retention(workspace, T0 + 40 * DAY, archives_max_count=1)
+    first = r.purge()
+    assert first.deleted == {"archives_max_count": 9}
+    assert first.bytes_freed > 0
+    assert len(archives(workspace)) == 3
+    second = r.purge()
+    assert second.total_deleted == 0 and second.bytes_freed == 0
+    assert len(archives(workspace)) == 3
+    assert r.pending() is None  # journal removed once applied
+
+
+def test_a_purge_that_finds_nothing_writes_nothing(workspace: Path) -> None:
+    populate(workspace)
+    before = sorted(str(p) for p in workspace.rglob("*"))
+    report = retention(workspace, T0 + 1000 * DAY).purge()  # default rules: keep forever
+    assert report.total_deleted == 0
+    assert sorted(str(p) for p in workspace.rglob("*")) == before
+    assert not (workspace / ".governed_memory").exists()
+
+
+def test_dry_run_deletes_and_writes_nothing(workspace: Path) -> None:
+    populate(workspace)
+    before = sorted(str(p) for p in workspace.rglob("*"))
+    report = retention(workspace, T0 + 40 * DAY, archives_max_age="30d").purge(dry_run=True)
+    assert report.dry_run and report.deleted == {"archives_max_age": 12}
+    assert report.plan is not None and len(report.plan.deletions) == 12
+    assert sorted(str(p) for p in workspace.rglob("*")) == before
+
+
+def test_as_of_applies_the_policy_at_another_moment(workspace: Path) -> None:
+    populate(workspace, agents=1, compactions=4)  # archives T0 .. T0+3d
+    r = retention(workspace, T0, archives_max_age="30d")
+    assert r.purge(as_of=T0 + 32 * DAY, dry_run=True).total_deleted == 2
+    report = r.purge(as_of=T0 + 32 * DAY)
+    assert report.as_of == T0 + 32 * DAY and report.total_deleted == 2
+    assert len(archives(workspace)) == 2
+
+
+def test_receipt_records_counts_without_paths(workspace: Path) -> None:
+    populate(workspace, agents=1)
+    report = retention(workspace, T0 + 40 * DAY, archives_max_age="30d").purge()
+    receipt = workspace / ".governed_memory" / "purge" / "receipts" / f"{report.purge_id}.json"
+    data = json.loads(receipt.read_text())
+    assert data["deleted"] == {"archives_max_age": 4} and data["v"] == 1
+    assert "history_" not in receipt.read_text()
+
+
+def test_purge_lock_refuses_a_second_purge(workspace: Path) -> None:
+    populate(workspace, agents=1)
+    r = retention(workspace, T0 + 40 * DAY, archives_max_age="30d")
+    other = _PurgeLock(r.purge_dir, workspace)
+    other.acquire()
+    try:
+        with pytest.raises(PurgeInProgressError, match="another purge is running"):
+            r.purge()
+    finally:
+        other.release()
+    assert len(archives(workspace)) == 4  # nothing deleted while refused
+    assert r.purge().total_deleted == 4
+
+
+KILLER = textwrap.dedent(
+    """
+    import datetime as dt, os, signal, sys
+    from pathlib import Path
+    from governed_memory import FixedClock, Policy
+    from governed_memory._governance import Governance
+    from governed_memory._retention import Retention
+
+    workspace = Path(sys.argv[1])
+    policy = Policy.model_validate({"retention": {"archives_max_age": "30d"}})
+    gov = Governance(workspace=workspace, policy=policy,
+                     clock=FixedClock(dt.datetime(2026, 3, 1)))
+
+    def on_progress(done, total):
+        if done >= int(sys.argv[2]):
+            os.kill(os.getpid(), signal.SIGKILL)  # kill -9 between two agents' deletions
+
+    Retention(gov).purge(on_progress=on_progress)
+    """
+)
+
+
+def test_kill_9_mid_purge_then_resume(workspace: Path, tmp_path: Path) -> None:
+    populate(workspace, agents=5, compactions=4)
+    script = tmp_path / "killer.py"
+    script.write_text(KILLER)
+    proc = subprocess.run([sys.executable, str(script), str(workspace), "8"], check=False)
+    assert proc.returncode == -9
+    left = archives(workspace)
+    assert 0 < len(left) < 20  # killed part-way: two agents done, three to go
+    r = retention(workspace, dt.datetime(2026, 3, 1), archives_max_age="30d")
+    journal = r.pending()
+    assert journal is not None and journal.total == 20
+    assert len(journal.outcomes()) == 8
+
+    report = r.purge()
+    assert report.resumed == journal.header["id"]
+    # The resumed journal reports the whole interrupted purge: 20 deleted in all.
+    assert report.deleted == {"archives_max_age": 20}
+    assert archives(workspace) == []
+    assert r.pending() is None
+    again = r.purge()
+    assert again.total_deleted == 0 and again.resumed is None
+
+
+def _journal(r: Retention, now: dt.datetime) -> Journal:
+    policy = r.governance.policy
+    footer = write_journal(r.purge_dir, {"id": "test"}, iter_plan(r.scan(), policy.retention, now))
+    assert footer["end"] > 0
+    return Journal(r.purge_dir)
+
+
+def _executor(r: Retention) -> Executor:
+    return r._executor()
+
+
+def test_executor_is_idempotent_on_the_same_journal(workspace: Path) -> None:
+    populate(workspace, agents=2)
+    r = retention(workspace, T0, archives_max_age="30d")
+    journal = _journal(r, T0 + 40 * DAY)
+    first, second = Tally(), Tally()
+    _executor(r).run(journal, first)
+    (r.purge_dir / "progress").unlink()  # forget the progress: everything is re-checked
+    _executor(r).run(journal, second)
+    assert sum(first.deleted.values()) == 8
+    assert sum(second.deleted.values()) == 0 and second.gone == 8
+
+
+def test_file_written_after_planning_is_kept(workspace: Path) -> None:
+    """An idle agent that wakes up between plan and delete keeps its memory."""
+    populate(workspace, agents=1, compactions=1)
+    r = retention(workspace, T0, idle_memory_max_age="30d")
+    journal = _journal(r, T0 + 400 * DAY)
+    memory = workspace / "agents" / "agent0" / "MEMORY.md"
+    conv = Conversation(name="c", memory_md_path=memory, clock=FixedClock(T0 + 400 * DAY))
+    conv.add("User", "I am back")
+    tally = Tally()
+    _executor(r).run(journal, tally)
+    assert tally.changed == 1 and not tally.deleted
+    assert "I am back" in memory.read_text()
+
+
+def test_hold_placed_after_planning_still_wins(workspace: Path) -> None:
+    populate(workspace, agents=2)
+    r = retention(workspace, T0, archives_max_age="30d")
+    journal = _journal(r, T0 + 40 * DAY)
+    r.holds.place(agent="agent1", reason="late hold", actor="legal")
+    tally = Tally()
+    _executor(r).run(journal, tally)
+    assert tally.deleted == {"archives_max_age": 4} and tally.held == {"archives_max_age": 4}
+    assert all("agent1" in str(p) for p in workspace.glob("agents/*/archive/*"))
+
+
+def test_subject_hold_protects_only_files_with_that_subjects_records(workspace: Path) -> None:
+    populate(workspace, agents=3)
+    agent1 = workspace / "agents" / "agent1"
+    Conversation(name="c1", memory_md_path=agent1 / "MEMORY.md").add(
+        "User", "still talking", subject_id="subject1"
+    )
+    old = T0.timestamp()
+    for memory in workspace.glob("agents/*/MEMORY.md"):
+        os.utime(memory, (old, old))  # every agent idle since T0
+    r = retention(workspace, T0 + 40 * DAY, archives_max_age="30d", idle_memory_max_age="30d")
+    r.holds.place(subject="subject1", reason="case", actor="legal")
+    report = r.purge()
+    # agent1's archives and memory hold subject1's records; the others' do not.
+    assert report.held == {"archives_max_age": 4, "idle_memory_max_age": 1}
+    assert report.deleted == {"archives_max_age": 8, "idle_memory_max_age": 2}
+    assert archives(workspace) == sorted(p.name for p in (agent1 / "archive").iterdir())
+    assert [p.parent.name for p in workspace.glob("agents/*/MEMORY.md")] == ["agent1"]
+
+
+def test_edited_journal_cannot_delete_outside_the_layout(workspace: Path) -> None:
+    populate(workspace, agents=1)
+    r = retention(workspace, T0, archives_max_age="30d")
+    journal = _journal(r, T0 + 40 * DAY)
+    lines = journal.path.read_text().splitlines()
+    entry = json.loads(lines[1])
+    victim = workspace / "agents" / "agent0" / "notes.txt"
+    victim.write_text("keep me")
+    entry[2] = "agents/agent0/notes.txt"
+    lines[1] = json.dumps(entry)
+    journal.path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(JournalError, match="not a purgeable artefact"):
+        _executor(r).run(Journal(r.purge_dir), Tally())
+    assert victim.read_text() == "keep me"
+
+
+def test_encrypted_archives_are_recognised_and_held_when_unreadable(workspace: Path) -> None:
+    archive_dir = workspace / "agents" / "vault" / "archive"
+    archive_dir.mkdir(parents=True)
+    (archive_dir / "history_2026-01-01_12-00-00.gmenc").write_bytes(b"\x00ciphertext")
+    (archive_dir / "history_2026-01-01_12-00-00_000001.gmenc").write_bytes(b"\x00ciphertext")
+    r = retention(workspace, T0 + 40 * DAY, archives_max_age="30d")
+    assert r.purge(dry_run=True).deleted == {"archives_max_age": 2}
+    r.holds.place(subject="someone", reason="case", actor="legal")
+    report = r.purge()
+    assert report.total_deleted == 0 and report.total_held == 2  # whose records? unknown: kept
+
+
+def test_governance_artefacts_are_purged_by_their_rules(workspace: Path) -> None:
+    gov_dir = workspace / ".governed_memory"
+    old = (T0 - 100 * DAY).timestamp()
+    exports = gov_dir / "exports"
+    (exports / "export-old").mkdir(parents=True)
+    (exports / "export-old" / "data.json").write_text("{}")
+    (exports / "export-new").mkdir()
+    os.utime(exports / "export-old", (old, old))
+    tomb = gov_dir / "tombstones"
+    tomb.mkdir()
+    done = {"v": 1, "state": "complete", "completed_at": (T0 - 100 * DAY).astimezone().isoformat()}
+    (tomb / "t-done.json").write_text(json.dumps(done))
+    (tomb / "t-pending.json").write_text(json.dumps({"v": 1, "state": "pending"}))
+    os.utime(tomb / "t-pending.json", (old, old))
+    audit = gov_dir / "audit"
+    audit.mkdir()
+    for i, name in enumerate(["a-1.jsonl", "a-2.jsonl"]):
+        (audit / name).write_text("{}\n")
+        os.utime(audit / name, (old + i, old + i))  # both old; a-2 is the live segment
+    r = retention(
+        workspace,
+        T0,
+        exports_max_age="30d",
+        tombstones_max_age="30d",
+        audit_min_age="30d",
+        audit_max_age="60d",
+    )
+    report = r.purge()
+    assert report.deleted == {"exports_max_age": 1, "tombstones_max_age": 1, "audit_max_age": 1}
+    assert sorted(p.name for p in exports.iterdir()) == ["export-new"]
+    assert sorted(p.name for p in tomb.iterdir()) == ["t-pending.json"]
+    assert sorted(p.name for p in audit.iterdir()) == ["a-2.jsonl"]
+
+
+def test_consent_records_keep_the_grant_in_force(workspace: Path) -> None:
+    clock = FixedClock(T0)
+    gov = Governance(
+        workspace=workspace, policy=make_policy(consent_records_max_age="30d"), clock=clock
+    )
+    gov.grant("alice", "persist", actor="app")
+    clock.advance(DAY)
+    gov.withdraw("alice", "persist", actor="app")
+    clock.advance(DAY)
+    gov.grant("alice", "persist", actor="app")  # in force: kept however old
+    gov.grant("bob", "persist", actor="app")
+    clock.advance(DAY)
+    gov.withdraw("bob", "persist", actor="app")  # latest, a withdrawal: may go when old
+    clock.set(T0 + 100 * DAY)
+    report = Retention(gov).purge()
+    assert report.deleted == {"consent_records_max_age": 4}
+    assert gov.consent.is_granted("alice", "persist")
+    assert not gov.consent.is_granted("bob", "persist")
+    assert len(gov.consent.history()) == 1
