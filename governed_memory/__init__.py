@@ -33,6 +33,7 @@ from ._governance import (
     SummarizerDecision,
     UseLocal,
 )
+from ._inspect import AgentInfo, StoredRecord, agent_info, agent_names, agent_records, list_agents
 from ._policy import Policy, PolicyError, ResolvedPolicy, load_policy, resolve_policy
 from ._settings import Settings
 from ._stores import AgentStore, PlaintextAgentStore
@@ -41,6 +42,7 @@ from ._tokenizer import counter_for
 from ._workspace import memory_md_path, resolve_workspace
 
 __all__ = [
+    "AgentInfo",
     "AgentStore",
     "Allowed",
     "AuditSink",
@@ -74,13 +76,18 @@ __all__ = [
     "Settings",
     "Skip",
     "StorageError",
+    "StoredRecord",
     "Summarizer",
     "SummarizerDecision",
     "SystemClock",
     "TokenizerError",
     "Transcript",
     "UseLocal",
+    "agent_info",
+    "agent_names",
+    "agent_records",
     "counter_for",
+    "list_agents",
     "load_policy",
     "memory_md_path",
     "parse_memory",

@@ -1,9 +1,390 @@
-"""Memory commands: ``demo``, ``agents``, ``show`` (filled in by the memory-core work)."""
+"""Memory commands: ``demo``, ``agents`` and ``show``.
+
+``agents`` and ``show`` read through :mod:`governed_memory._inspect` with the
+store the policy selects (``Governance.store_factory``), so they read
+encrypted memory as well as plaintext. ``demo`` runs the whole memory cycle
+on a temporary workspace. See docs/cli.md.
+"""
 
 from __future__ import annotations
 
+import datetime as _dt
+import shutil
+import stat
+import tempfile
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
 import click
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from .._conversation import Conversation
+from .._inspect import agent_info, agent_records, list_agents
+from .._stores import AgentStore, StoreFactory
+from .._workspace import AGENTS_DIR, memory_md_path
+from ._context import CliContext
+from ._render import emit_json, emit_table, json_option
 
 __all__ = ["commands"]
 
-commands: list[click.Command] = []
+
+def _console() -> Console:
+    # Resolved at call time, so output goes to whatever sys.stdout is then
+    # (click's test runner swaps it). rich drops colours when it is not a
+    # terminal; highlight=False keeps rich from colouring numbers in content.
+    return Console(highlight=False)
+
+
+def human_size(size: int) -> str:
+    """``412 B``, ``2.1 KiB``, ``3.0 MiB``."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _lazy_store_factory(cli: CliContext) -> StoreFactory:
+    """The policy's store factory, building the Governance only when a store is needed.
+
+    Listing an empty or missing workspace then touches nothing at all.
+    """
+    governance = None
+
+    def factory(path: Path, header: Callable[[], str]) -> AgentStore:
+        nonlocal governance
+        if governance is None:
+            governance = cli.governance()
+        return governance.store_factory(path, header)
+
+    return factory
+
+
+# -- agents ---------------------------------------------------------------------
+
+
+def _when(value: _dt.datetime | None) -> str:
+    return value.isoformat(sep=" ", timespec="seconds") if value else "-"
+
+
+@click.command("agents")
+@json_option
+@click.pass_obj
+def agents(cli: CliContext, as_json: bool) -> None:
+    """List the agents in the workspace with message and archive counts, size and last activity."""
+    workspace = cli.workspace
+    found = list_agents(workspace, store_factory=_lazy_store_factory(cli))
+    if as_json:
+        emit_json([info.to_dict() for info in found])
+        return
+    if not found:
+        click.echo(
+            f"No agents in workspace {workspace} yet. An agent appears here once a "
+            "Conversation with its memory_md_path has been created; "
+            "`governed-memory demo` shows one."
+        )
+        return
+    emit_table(
+        f"Agents in {workspace}",
+        ["agent", "messages", "archives", "size", "last activity"],
+        [
+            [i.name, i.messages, i.archives, human_size(i.size_bytes), _when(i.last_activity)]
+            for i in found
+        ],
+    )
+
+
+# -- show -----------------------------------------------------------------------
+
+
+@click.command("show")
+@click.argument("agent")
+@click.option(
+    "--archives", is_flag=True, help="Also list the records of every archive, oldest first."
+)
+@json_option
+@click.pass_obj
+def show(cli: CliContext, agent: str, archives: bool, as_json: bool) -> None:
+    """Print AGENT's memory as records (role, timestamp, content)."""
+    workspace = cli.workspace
+    factory = _lazy_store_factory(cli)
+    records = agent_records(workspace, agent, include_archives=archives, store_factory=factory)
+    if as_json:
+        emit_json(
+            {
+                "agent": agent,
+                "folder": str(workspace / AGENTS_DIR / agent),
+                "records": [r.to_dict() for r in records],
+            }
+        )
+        return
+    console = _console()
+    if not records:
+        hint = "" if archives else " (add --archives to include archived records)"
+        console.print(Text(f"Agent {agent} in {workspace} has no records{hint}."))
+        return
+    table = Table(title=Text(f"{agent} in {workspace}"), show_lines=True, expand=False)
+    table.add_column("#", justify="right")
+    if archives:
+        table.add_column("source")
+    table.add_column("role")
+    table.add_column("timestamp", no_wrap=True)
+    table.add_column("content", overflow="fold")
+    for number, record in enumerate(records, 1):
+        cells = [Text(str(number))]
+        if archives:
+            cells.append(Text(record.source))
+        cells += [Text(record.role), Text(record.timestamp), Text(record.content)]
+        table.add_row(*cells)
+    console.print(table)
+    if not archives:
+        count = agent_info(workspace, agent, store_factory=factory).archives
+        if count:
+            noun = "archive is" if count == 1 else "archives are"
+            console.print(Text(f"{count} {noun} not shown; add --archives to include them."))
+
+
+# -- demo -----------------------------------------------------------------------
+
+DEMO_AGENT = "PaymentsAssistant"
+DEMO_USER = "Human"
+DEMO_TOOL = "Tool Executor"
+DEMO_SYSTEM_PROMPT = (
+    "You are PaymentsAssistant, a retail-banking assistant. You manage the "
+    "customer's standing orders through tools and confirm every change."
+)
+DEMO_TURNS: tuple[tuple[str, str], ...] = (
+    (
+        DEMO_USER,
+        "Hi, I'm Dana Reyes. Please move my rent standing order from the 1st to the "
+        "28th of each month, starting next month.",
+    ),
+    (DEMO_AGENT, "Certainly. Let me look up your standing orders first."),
+    (
+        DEMO_TOOL,
+        '{"tool": "list_standing_orders", "result": [{"id": "SO-4471", '
+        '"payee": "Harbour Lettings Ltd", "amount": "950.00 EUR", "day": 1}]}',
+    ),
+    (
+        DEMO_AGENT,
+        "Found it: SO-4471 to Harbour Lettings Ltd, 950.00 EUR on the 1st. "
+        "Shall I move it to the 28th from next month?",
+    ),
+    (DEMO_USER, "Yes please. Also remember that the rent goes up to 990 EUR in March."),
+    (
+        DEMO_TOOL,
+        '{"tool": "update_standing_order", "id": "SO-4471", "day": 28, '
+        '"effective": "next month", "status": "scheduled"}',
+    ),
+    (
+        DEMO_AGENT,
+        "Done: SO-4471 now runs on the 28th, starting next month. I have noted that "
+        "the amount rises to 990.00 EUR in March and will remind you in February.",
+    ),
+)
+
+
+def _demo_summary(conversation: Conversation) -> str:
+    """The text the demo compacts ``conversation`` into.
+
+    A fixed summary of :data:`DEMO_TURNS` for now; the compression layer
+    replaces this with its local (offline) summarizer.
+    """
+    del conversation  # a real summarizer reads conversation.return_history_as_string()
+    return (
+        "Dana Reyes asked to move standing order SO-4471 (Harbour Lettings Ltd, "
+        "950.00 EUR) from the 1st to the 28th of each month; done, effective next "
+        "month. Open item: remind her in February that the amount rises to "
+        "990.00 EUR in March."
+    )
+
+
+def _short(text: str, limit: int = 72) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _mode(path: Path) -> str:
+    return f"{stat.S_IMODE(path.lstat().st_mode):04o}"
+
+
+def _tree(workspace: Path) -> Tree:
+    """Every folder and file under ``<workspace>/agents`` with size and mode."""
+    root = workspace / AGENTS_DIR
+    tree = Tree(Text(f"{workspace}/"))
+
+    def add(node: Tree, folder: Path) -> None:
+        for entry in sorted(folder.iterdir(), key=lambda p: (p.is_file(), p.name)):
+            if entry.is_dir() and not entry.is_symlink():
+                add(node.add(Text(f"{entry.name}/  {_mode(entry)}")), entry)
+            else:
+                size = human_size(entry.lstat().st_size)
+                node.add(Text(f"{entry.name}  {size}  {_mode(entry)}"))
+
+    if root.is_dir():
+        add(tree.add(Text(f"{AGENTS_DIR}/  {_mode(root)}")), root)
+    return tree
+
+
+def _files(workspace: Path, agent: str) -> list[Path]:
+    folder = workspace / AGENTS_DIR / agent
+    archive = folder / "archive"
+    archives = sorted(archive.glob("history_*.md")) if archive.is_dir() else []
+    return [*archives, folder / "MEMORY.md"]
+
+
+def _step(console: Console, number: int, title: str, note: str) -> None:
+    console.print()
+    console.rule(Text(f"{number}. {title}", style="bold"), align="left")
+    console.print(Text(note, style="dim"))
+
+
+def _run_demo(console: Console, workspace: Path, temporary: bool) -> None:
+    path = memory_md_path(DEMO_AGENT, workspace)
+    where = "temporary, removed at the end" if temporary else "kept after the demo"
+    console.print(
+        Panel(
+            Group(
+                Text(f"Workspace  {workspace}"),
+                Text(f"           ({where})"),
+                Text(f"Agent      {DEMO_AGENT}"),
+                Text("Mode       default policy: plaintext, byte-compatible with swarms 16.0.3"),
+                Text("Network    none: no model calls, nothing leaves this machine"),
+            ),
+            title="governed-memory demo",
+            expand=False,
+        )
+    )
+
+    # 1. Session one: every add() is written through before it returns.
+    conversation = Conversation(
+        name=f"{DEMO_AGENT}_id_{uuid.uuid4().hex}_conversation",
+        system_prompt=DEMO_SYSTEM_PROMPT,
+        time_enabled=True,
+        memory_md_path=path,
+    )
+    _step(
+        console,
+        1,
+        "Session 1: messages are written through to MEMORY.md",
+        "Each add() appends one block under the agent folder's lock before it returns. "
+        "The system prompt stays in memory only.",
+    )
+    turns = Table(show_header=True, expand=False)
+    turns.add_column("role")
+    turns.add_column("message")
+    turns.add_column("MEMORY.md size", justify="right")
+    for role, content in DEMO_TURNS:
+        conversation.add(role, content)
+        turns.add_row(Text(role), Text(_short(content)), Text(human_size(path.stat().st_size)))
+    console.print(turns)
+
+    # 2. Compaction: archive, then replace MEMORY.md by a header + the summary.
+    _step(
+        console,
+        2,
+        "Compaction: the history becomes a summary, the raw log is archived",
+        "compact() first writes the old MEMORY.md to archive/ (fsynced), then atomically "
+        "replaces MEMORY.md with a fresh header and the summary.",
+    )
+    summary = _demo_summary(conversation)
+    conversation.compact(summary)
+    store = conversation.store
+    archives = store.list_archives() if store is not None else []
+    for archive in archives:
+        console.print(Text(f"archived  {archive.relative_to(path.parent)}"))
+    console.print(Text(f"summary   {_short(summary, 100)}"))
+    conversation.memory_md_path = None  # release the descriptors of session 1
+
+    # 3. Session two: a new Conversation preloads the memory.
+    resumed = Conversation(
+        name=f"{DEMO_AGENT}_id_{uuid.uuid4().hex}_conversation",
+        system_prompt=DEMO_SYSTEM_PROMPT,
+        time_enabled=True,
+        memory_md_path=path,
+    )
+    _step(
+        console,
+        3,
+        "Session 2: a restarted agent preloads its memory",
+        "A new Conversation with the same memory_md_path injects MEMORY.md as one System "
+        "message after the system prompt; it is never written back.",
+    )
+    preload = resumed.conversation_history[-1]
+    index = len(resumed.conversation_history) - 1
+    console.print(
+        Panel(
+            Text(str(preload["content"])),
+            title=f"conversation_history[{index}]  role={preload['role']}",
+            title_align="left",
+        )
+    )
+    resumed.memory_md_path = None
+
+    # 4. What is on disk.
+    _step(
+        console,
+        4,
+        "On disk",
+        "Folders are created 0700 and files 0600 whatever the umask; the reference "
+        "leaves them world-readable.",
+    )
+    console.print(_tree(workspace))
+    for file in _files(workspace, DEMO_AGENT):
+        console.print(
+            Panel(
+                # Exactly the file's text; only the trailing blank lines are dropped.
+                Text(file.read_text(encoding="utf-8").rstrip("\n")),
+                title=str(file.relative_to(workspace)),
+                title_align="left",
+            )
+        )
+
+
+@click.command("demo")
+@click.pass_obj
+def demo(cli: CliContext) -> None:
+    """Run the memory cycle offline: write-through, compaction, preload, files on disk.
+
+    Uses a temporary workspace that is removed afterwards, unless the global
+    --workspace option names one (which is then kept).
+    """
+    console = _console()
+    temporary = cli.workspace_arg is None
+    workspace = (
+        Path(tempfile.mkdtemp(prefix="governed-memory-demo-"))
+        if temporary
+        else cli.workspace.absolute()
+    )
+    try:
+        _run_demo(console, workspace, temporary)
+    finally:
+        if temporary:
+            shutil.rmtree(workspace, ignore_errors=True)
+    console.print()
+    if temporary:
+        console.print(
+            Text(
+                "The temporary workspace was removed. To keep the files and explore them:\n"
+                "  governed-memory --workspace ./demo-workspace demo\n"
+                "  governed-memory --workspace ./demo-workspace agents\n"
+                f"  governed-memory --workspace ./demo-workspace show {DEMO_AGENT} --archives"
+            )
+        )
+    else:
+        console.print(
+            Text(
+                f"Files kept in {workspace}. Explore them with:\n"
+                f"  governed-memory --workspace {workspace} agents\n"
+                f"  governed-memory --workspace {workspace} show {DEMO_AGENT} --archives"
+            )
+        )
+
+
+commands: list[click.Command] = [demo, agents, show]

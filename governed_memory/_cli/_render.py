@@ -9,6 +9,7 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 __all__ = ["emit_json", "emit_table", "json_option"]
 
@@ -26,5 +27,7 @@ def emit_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequenc
     for column in columns:
         table.add_column(column)
     for row in rows:
-        table.add_row(*("" if cell is None else str(cell) for cell in row))
+        # Text, not str: cells hold data (names, paths, content) that rich
+        # would otherwise parse as markup ("[/x]" raises, "[b]" vanishes).
+        table.add_row(*(Text("" if cell is None else str(cell)) for cell in row))
     Console(soft_wrap=False, width=160).print(table)
