@@ -293,6 +293,9 @@ class ContextCompressor:
             StorageError: compaction failed on disk; the history is kept.
         """
         memory = agent.short_memory
+        drop_erased = getattr(memory, "drop_erased", None)
+        if callable(drop_erased):
+            drop_erased()  # governed mode: never summarize what an erasure removed
         history = memory.return_history_as_string()
         if not history.strip():
             return None

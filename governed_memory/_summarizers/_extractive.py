@@ -13,7 +13,8 @@ three parts, in this order, within ``max_tokens`` (counted with tiktoken):
    divided by the square root of its length; numbers count double, names
    (capitalised words inside a sentence) and words such as *error*, *failed*,
    *decided*, *must* count 1.5 times, and later sentences get up to 25% more.
-   Exact repeats are kept once.
+   Exact repeats are kept once; filler (fewer than two content words and
+   nothing salient, e.g. "Sure!", "ok thanks") is dropped.
 3. ``Latest turns:``: the last ``keep_last`` turns, up to 35% of the budget.
 
 Previous summaries and a preloaded MEMORY.md are unpacked into their turns
@@ -48,7 +49,8 @@ _STOPWORDS = frozenset(
     ourselves out over own same she should so some such than that the their theirs them
     themselves then there these they this those through to too under until up very was we were
     what when where which while who whom why will with would you your yours yourself
-    yourselves ok okay yes please thanks thank""".split()  # noqa: SIM905
+    yourselves ok okay yes please thanks thank sure happy help glad great good fine cool
+    awesome perfect noted right alright hi hello hey let think course welcome sounds got""".split()  # noqa: SIM905
 )
 _SALIENT = frozenset(
     """error errors failed failure fails exception traceback retry retried decided decision
@@ -132,6 +134,12 @@ def _terms(sentence: str) -> list[tuple[str, float]]:
     return terms
 
 
+def _informative(sentence: str) -> bool:
+    """False for filler: fewer than two content words, no number, nothing salient."""
+    terms = _terms(sentence)
+    return len(terms) >= 2 or any(weight > 1.0 for _, weight in terms)
+
+
 def _scores(sentences: Sequence[_Sentence]) -> list[float]:
     term_lists = [_terms(s.text) for s in sentences]
     df: Counter[str] = Counter()
@@ -212,7 +220,7 @@ class ExtractiveSummarizer:
                 continue
             for role, text in self._turn_sentences(turn):
                 key = " ".join(text.lower().split())
-                if key in seen:
+                if key in seen or not _informative(text):
                     continue
                 seen.add(key)
                 sentences.append(_Sentence(len(sentences), role, text))
@@ -256,13 +264,12 @@ class ExtractiveSummarizer:
             return role == user_role if user_role else role.lower() in ("user", "human")
 
         for i, turn in enumerate(turns):
-            if not turn.earlier_summary and is_user(turn.role):
-                return i, f"{TASK_LABEL} ({turn.role}): {' '.join(turn.text.split())}"
-        for turn in turns:  # compressed away before: carry the line over
-            if turn.earlier_summary:
+            if turn.earlier_summary:  # the task was compressed away before: carry it over
                 for line in turn.text.splitlines():
                     if line.startswith(TASK_LABEL + " ("):
                         return None, line
+            elif is_user(turn.role):
+                return i, f"{TASK_LABEL} ({turn.role}): {' '.join(turn.text.split())}"
         return None, ""
 
     @staticmethod
