@@ -15,7 +15,10 @@ from. See docs/settings.md.
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +97,7 @@ class Settings(BaseSettings):
                 f"settings are not valid: {problems}. Check the GOVERNED_MEMORY_* environment "
                 "variables and arguments against docs/settings.md"
             ) from None
+        _refuse_unknown_variables(os.environ, set(type(self).model_fields))
         names: set[str] = set()
         for key, value in values.items():
             name = "workspace_dir" if key == "WORKSPACE_DIR" else key
@@ -124,6 +128,25 @@ class Settings(BaseSettings):
                     for key, value in values.items()
                 }
         return result
+
+
+def _refuse_unknown_variables(environ: Mapping[str, str], fields: set[str]) -> None:
+    """A misspelt ``GOVERNED_MEMORY_*`` variable must not be ignored silently."""
+    known = {f"{ENV_PREFIX}{name}".upper() for name in fields if name != "workspace_dir"}
+    for variable in environ:
+        upper = variable.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in known:
+            continue
+        section, sep, key = upper[len(ENV_PREFIX) :].partition("__")
+        if sep and key and section.lower() in OVERRIDABLE_SECTIONS:
+            continue  # a policy override; the policy validates the key
+        close = difflib.get_close_matches(upper, sorted(known), n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise ConfigurationError(
+            f"environment variable {variable} is not a governed_memory setting; {hint}"
+            "see docs/settings.md for the names (policy overrides are "
+            "GOVERNED_MEMORY_<SECTION>__<KEY>), or unset it"
+        )
 
 
 def _decode(value: Any) -> Any:

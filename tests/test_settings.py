@@ -135,3 +135,26 @@ def test_policy_show_never_prints_secrets(monkeypatch: pytest.MonkeyPatch, tmp_p
     data = json.loads(runner.invoke(main, ["policy", "show", "--json"]).output)
     master = next(row for row in data["settings"] if row["key"] == "master_key")
     assert master == {"key": "master_key", "value": "********** (set)", "source": "environment"}
+
+
+@pytest.mark.parametrize(
+    ("variable", "suggestion"),
+    [
+        ("GOVERNED_MEMORY_POLCY", "GOVERNED_MEMORY_POLICY"),
+        ("GOVERNED_MEMORY_MASTER_KEYFILE", "GOVERNED_MEMORY_MASTER_KEY_FILE"),
+        ("governed_memory_policy__id", "GOVERNED_MEMORY_POLICY"),
+    ],
+)
+def test_a_misspelt_variable_is_refused_not_ignored(
+    monkeypatch: pytest.MonkeyPatch, variable: str, suggestion: str
+) -> None:
+    monkeypatch.setenv(variable, "x")
+    with pytest.raises(ConfigurationError) as info:
+        Settings()
+    assert variable in str(info.value) and f"did you mean {suggestion}?" in str(info.value)
+
+
+def test_a_misspelt_variable_fails_the_cli_with_exit_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOVERNED_MEMORY_SERVICENAME", "x")
+    result = CliRunner().invoke(main, ["policy", "show"])
+    assert result.exit_code == 1 and "GOVERNED_MEMORY_SERVICE_NAME" in result.stderr

@@ -9,7 +9,6 @@ from typing import Any
 import click
 from pydantic import SecretStr
 
-from .._errors import ConfigurationError
 from .._policy import load_policy, resolve_policy, shipped_policies
 from .._settings import OVERRIDABLE_SECTIONS, Settings
 from ._context import CliContext
@@ -98,10 +97,7 @@ def show(ctx: CliContext, assignments: tuple[str, ...], as_json: bool) -> None:
     Sources: built-in default, policy file, environment (GOVERNED_MEMORY_*),
     argument (--policy, --workspace, --set). Secrets are never printed.
     """
-    try:
-        settings = ctx.settings(**_parse_set(assignments))
-    except ConfigurationError as exc:
-        raise click.UsageError(str(exc)) from exc
+    settings = ctx.settings(**_parse_set(assignments))
     resolved = resolve_policy(settings)
     values = resolved.policy.model_dump(mode="json")
     rows: list[dict[str, Any]] = []
