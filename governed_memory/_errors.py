@@ -15,9 +15,9 @@ reference (``except ValueError``) keeps working::
     │   ├── FormatVersionError                a file written by a newer version
     │   ├── AuditWriteError                   the audit log could not be appended to
     │   └── DecryptionError                   encrypted data fails to decrypt (detail-free)
-    │       └── IntegrityError                an encrypted file's structure is damaged
-    ├── KeyUnavailableError (LookupError)     a master or data key is not available
-    │   └── KeyShreddedError                  the data key was destroyed (crypto-shredded)
+    │       ├── IntegrityError                an encrypted file's structure is damaged
+    │       └── KeyUnavailableError (LookupError)  the master or data key is not available
+    │           └── KeyShreddedError          the data key was destroyed (crypto-shredded)
     ├── NotFoundError (LookupError)           no such agent, record or file
     ├── ConsentRequiredError (PermissionError) the policy refuses an operation without consent
     └── AuditVerificationError                the audit log fails verification (tampering)
@@ -139,8 +139,17 @@ class IntegrityError(DecryptionError):
         )
 
 
-class KeyUnavailableError(GovernedMemoryError, LookupError):
-    """A master key or data key needed for an operation is not available."""
+class KeyUnavailableError(DecryptionError, LookupError):
+    """The master key or data key needed to decrypt (or wrap) is not available.
+
+    A wrong or missing master key, or a keyring folder that does not hold the
+    data key. Unlike its parent, the message is precise (key ids, the keyring
+    folder): naming a key id reveals nothing about the key.
+    """
+
+    def __init__(self, message: str, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+        StorageError.__init__(self, message)
 
 
 class KeyShreddedError(KeyUnavailableError):

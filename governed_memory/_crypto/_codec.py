@@ -1,0 +1,251 @@
+"""One agent's encrypted files as text: MEMORY.md text in, framed ciphertext out.
+
+The codec splits text into the pieces the plaintext store would write (the
+header, then one piece per message block), picks each piece's keys (the agent
+key, plus the subject key of a block whose metadata names a subject), and
+encrypts each as a frame. Decoding authenticates every frame and joins the
+plaintexts, so the text read back is exactly the text written.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from .._errors import DecryptionError, IntegrityError, KeyUnavailableError
+from .._format import META_OPEN, parse_memory
+from ._frames import (
+    FLAG_SEAL,
+    HEADER_SIZE,
+    KIND_ARCHIVE,
+    KIND_MEMORY,
+    FileHeader,
+    FrameContext,
+    FrameKey,
+    encrypt_frame,
+    scan,
+)
+from ._keyring import AGENT, SUBJECT, Keyring
+from ._providers import RandomSource
+
+__all__ = ["AgentCodec", "Decoded", "Plain", "split_segments"]
+
+NONCE_BYTES = 12
+
+
+def split_segments(text: str) -> list[tuple[str, str | None]]:
+    """``text`` cut before every block header, each piece with its subject id (or None).
+
+    The pieces join back to ``text`` exactly. The leading piece (the file
+    header) has no subject.
+    """
+    if "\n### " not in text and META_OPEN not in text:
+        return [(text, None)] if text else []
+    parsed = parse_memory(text)
+    tail = sum(len(record.raw) for record in parsed.records)
+    head = text[: len(text) - tail]
+    pieces: list[tuple[str, str | None]] = [(head, None)] if head else []
+    pieces.extend((record.raw, record.subject_id) for record in parsed.records)
+    return pieces
+
+
+@dataclass(frozen=True)
+class Plain:
+    """A decrypted frame: its plaintext and the keys it was under."""
+
+    data: bytes
+    key: FrameKey
+
+
+@dataclass
+class Decoded:
+    """An encrypted file, authenticated and decrypted.
+
+    ``frames`` are the readable frames in order; frames whose key was
+    shredded are counted in ``skipped`` (that data was erased on purpose).
+    """
+
+    header: bytes
+    frames: list[Plain]
+    count: int
+    end: int
+    torn: int
+    skipped: int = 0
+    first_shredded: bool = False
+    raw_keys: list[FrameKey] = field(default_factory=list)
+
+    def text(self, path: Path | None = None) -> str:
+        try:
+            return b"".join(p.data for p in self.frames).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise IntegrityError(path) from exc
+
+
+class AgentCodec:
+    """Encrypts and decrypts the files of one agent.
+
+    Args:
+        keyring: the workspace keyring.
+        agent: the agent's name (bound into every frame).
+        random: nonce and file-id source (pin it to freeze bytes in tests).
+    """
+
+    def __init__(self, keyring: Keyring, agent: str, *, random: RandomSource = os.urandom) -> None:
+        self.keyring = keyring
+        self.agent = agent
+        self.random = random
+        self._agent_ref: bytes | None = None
+
+    @property
+    def agent_ref(self) -> bytes:
+        if self._agent_ref is None:
+            self._agent_ref = self.keyring.ref(AGENT, self.agent)
+        return self._agent_ref
+
+    def new_header(self, kind: int) -> bytes:
+        """A header for a new file (fresh random file id); creates the agent key if needed."""
+        self.keyring.current(AGENT, self.agent)
+        return FileHeader(kind, self.keyring.workspace_id, self.random(16), self.agent_ref).pack()
+
+    def context(self, header: bytes, name: str) -> FrameContext:
+        return FrameContext(header, self.agent, name)
+
+    def key_for(self, subject_id: str | None) -> tuple[FrameKey, AESGCM]:
+        """The current keys for new data (of ``subject_id``), and their cipher."""
+        agent = self.keyring.current(AGENT, self.agent)
+        checked = {agent.ref}
+        if subject_id is None:
+            frame_key = FrameKey(agent.gen)
+        else:
+            subject = self.keyring.current(SUBJECT, subject_id)
+            checked.add(subject.ref)
+            frame_key = FrameKey(agent.gen, subject.ref, subject.gen)
+        cipher = self.keyring.frame_cipher(agent.ref, frame_key, checked)
+        assert cipher is not None  # current keys are never shredded
+        return frame_key, cipher
+
+    def frame(self, context: FrameContext, index: int, text: str, subject_id: str | None) -> bytes:
+        frame_key, cipher = self.key_for(subject_id)
+        return encrypt_frame(
+            cipher, context, index, frame_key, text.encode("utf-8"), self.random(NONCE_BYTES)
+        )
+
+    def encode_text(self, kind: int, name: str, text: str) -> bytes:
+        """A whole new file holding ``text`` under the current keys."""
+        header = self.new_header(kind)
+        context = self.context(header, name)
+        parts = [header]
+        for index, (piece, subject) in enumerate(split_segments(text)):
+            parts.append(self.frame(context, index, piece, subject))
+        if kind == KIND_ARCHIVE:
+            parts.append(self._seal(context, len(parts) - 1))
+        return b"".join(parts)
+
+    def encode_frames(self, kind: int, name: str, frames: list[Plain]) -> bytes:
+        """A whole new file of already-decrypted frames, each under its own keys."""
+        header = self.new_header(kind)
+        context = self.context(header, name)
+        parts = [header]
+        for plain in frames:
+            cipher = self.keyring.frame_cipher(self.agent_ref, plain.key)
+            if cipher is None:  # shredded since it was read: erased, not copied
+                continue
+            nonce = self.random(NONCE_BYTES)
+            parts.append(
+                encrypt_frame(cipher, context, len(parts) - 1, plain.key, plain.data, nonce)
+            )
+        if kind == KIND_ARCHIVE:
+            parts.append(self._seal(context, len(parts) - 1))
+        return b"".join(parts)
+
+    def _seal(self, context: FrameContext, index: int) -> bytes:
+        frame_key, cipher = self.key_for(None)
+        nonce = self.random(NONCE_BYTES)
+        return encrypt_frame(cipher, context, index, frame_key, b"", nonce, flags=FLAG_SEAL)
+
+    def open_for_append(
+        self, data: bytes, path: Path, name: str
+    ) -> tuple[FrameContext, int, int] | None:
+        """Authenticate a memory file before appending to it: (context, end, frame count).
+
+        Every frame is checked, so nothing is ever appended to a file that
+        does not decrypt (a wrong keyring or key, or damage, fails first). A
+        torn final frame is left for the caller to cut. None when the first
+        frame's key was shredded (the file is erased data).
+        """
+        decoded = self.decode(data, path, KIND_MEMORY, name, torn_ok=True)
+        if decoded.first_shredded:
+            return None
+        return self.context(decoded.header, name), decoded.end, decoded.count
+
+    def _report(self, path: Path, exc: Exception) -> None:
+        self.keyring.observer.record(
+            "decrypt",
+            agent=self.agent,
+            subject_id=None,
+            outcome="error",
+            file=str(path),
+            error=type(exc).__name__,
+        )
+
+    def decode(self, data: bytes, path: Path, kind: int, name: str, *, torn_ok: bool) -> Decoded:
+        """Authenticate and decrypt a whole file.
+
+        Raises:
+            DecryptionError: a frame fails to authenticate, or the file
+                belongs to another workspace or agent.
+            IntegrityError: the structure is damaged (a torn tail counts as
+                damage unless ``torn_ok``; an archive must end with its seal).
+            KeyUnavailableError: a key the file needs is not in the keyring.
+        """
+        try:
+            return self._decode(data, path, kind, name, torn_ok=torn_ok)
+        except DecryptionError as exc:
+            self._report(path, exc)
+            raise
+
+    def _decode(self, data: bytes, path: Path, kind: int, name: str, *, torn_ok: bool) -> Decoded:
+        header = FileHeader.unpack(data, path, kind)
+        try:
+            workspace_id, agent_ref = self.keyring.workspace_id, self.agent_ref
+        except KeyUnavailableError as exc:
+            raise KeyUnavailableError(f"{path} cannot be read: {exc}", path) from None
+        if header.workspace_id != workspace_id or header.key_ref != agent_ref:
+            raise DecryptionError(path)
+        found = scan(data, path)
+        if found.torn and not torn_ok:
+            raise IntegrityError(path)
+        header_bytes = bytes(data[:HEADER_SIZE])
+        context = self.context(header_bytes, name)
+        decoded = Decoded(header_bytes, [], len(found.frames), found.end, found.torn)
+        checked: set[bytes] = set()
+        last = len(found.frames) - 1
+        for raw in found.frames:
+            sealed = bool(raw.flags & FLAG_SEAL)
+            if raw.flags & ~FLAG_SEAL or sealed != (kind == KIND_ARCHIVE and raw.index == last):
+                raise IntegrityError(path)
+            decoded.raw_keys.append(raw.key)
+            try:
+                cipher = self.keyring.frame_cipher(agent_ref, raw.key, checked)
+            except KeyUnavailableError as exc:
+                raise KeyUnavailableError(f"{path} cannot be read: {exc}", path) from None
+            if cipher is None:
+                decoded.skipped += 1
+                decoded.first_shredded = decoded.first_shredded or raw.index == 0
+                continue
+            try:
+                plaintext = cipher.decrypt(raw.nonce, raw.body, context.aad(raw.index, raw.fixed))
+            except InvalidTag:
+                raise DecryptionError(path) from None
+            if sealed:
+                if plaintext:
+                    raise IntegrityError(path)
+                continue
+            decoded.frames.append(Plain(plaintext, raw.key))
+        if kind == KIND_ARCHIVE and last < 0:
+            raise IntegrityError(path)
+        return decoded

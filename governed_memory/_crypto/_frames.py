@@ -1,0 +1,259 @@
+"""The on-disk format of encrypted files: a header, then authenticated frames.
+
+Pure functions over bytes; the store does the I/O. Layout (big-endian)::
+
+    file   := header frame*
+    header := magic "\\x89GMENC\\r\\n" (8) | version u16 | kind u8 | flags u8 (0)
+              | reserved u32 (0) | workspace_id (16) | file_id (16) | key_ref (16)   = 64 bytes
+    frame  := "GF" | length u32 | crc32("GF" | length) u32 | body[length]
+    body   := flags u8 | agent_gen u32 | subject_ref (16) | subject_gen u32
+              | nonce (12) | AES-256-GCM ciphertext | tag (16)
+
+``key_ref`` names the agent's data key (the file's key id); each frame says
+which generation of it, and which subject key (all zero: none), it is
+encrypted under. The associated data of frame ``i`` is::
+
+    "governed-memory frame v1\\0" | header | len16 agent | agent | len16 name | name
+    | i u64 | flags .. subject_gen (the 25 bytes after the prefix)
+
+so a frame only decrypts in the workspace, agent, file name, file (its random
+``file_id``) and position it was written for. The length prefix is not secret
+but its CRC lets a reader tell a frame cut short by a crash (the file ends
+inside the last frame: a torn tail, dropped) from damage in the middle
+(:class:`IntegrityError`). Archives end with a seal frame (flag 1, empty
+plaintext) so a truncated archive is detected too.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from .._errors import FormatVersionError, IntegrityError
+
+__all__ = [
+    "FLAG_SEAL",
+    "FORMAT_VERSION",
+    "HEADER_SIZE",
+    "KIND_ARCHIVE",
+    "KIND_BLOB",
+    "KIND_MEMORY",
+    "MAX_FRAME",
+    "NO_SUBJECT",
+    "FileHeader",
+    "FrameContext",
+    "FrameKey",
+    "RawFrame",
+    "Scan",
+    "decrypt_frame",
+    "encrypt_frame",
+    "scan",
+]
+
+MAGIC = b"\x89GMENC\r\n"
+FORMAT_VERSION = 1
+KIND_MEMORY = 1
+KIND_ARCHIVE = 2
+KIND_BLOB = 3
+_KIND_NAMES = {KIND_MEMORY: "memory", KIND_ARCHIVE: "archive", KIND_BLOB: "sealed file"}
+FLAG_SEAL = 0x01
+NO_SUBJECT = bytes(16)
+
+_HEADER = struct.Struct(">8sHBBI16s16s16s")
+HEADER_SIZE = _HEADER.size  # 64
+_FRAME_MAGIC = b"GF"
+_PREFIX = struct.Struct(">2sII")
+_FIXED = struct.Struct(">BI16sI")
+_INDEX = struct.Struct(">Q")
+_LEN16 = struct.Struct(">H")
+NONCE_SIZE = 12
+TAG_SIZE = 16
+_MIN_BODY = _FIXED.size + NONCE_SIZE + TAG_SIZE
+MAX_FRAME = 1 << 30
+_DOMAIN = b"governed-memory frame v1\x00"
+
+
+@dataclass(frozen=True)
+class FileHeader:
+    """The 64-byte header of an encrypted file."""
+
+    kind: int
+    workspace_id: bytes
+    file_id: bytes
+    key_ref: bytes
+    version: int = FORMAT_VERSION
+
+    def pack(self) -> bytes:
+        return _HEADER.pack(
+            MAGIC, self.version, self.kind, 0, 0, self.workspace_id, self.file_id, self.key_ref
+        )
+
+    @classmethod
+    def unpack(cls, data: bytes | memoryview, path: Path | None, kind: int) -> FileHeader:
+        """Parse and check a header; ``kind`` is the kind the caller expects.
+
+        Raises:
+            IntegrityError: not an encrypted file, or one of another kind.
+            FormatVersionError: written by another format version.
+        """
+        if len(data) < HEADER_SIZE or bytes(data[:8]) != MAGIC:
+            raise IntegrityError(path)
+        _magic, version, file_kind, flags, reserved, ws, fid, ref = _HEADER.unpack_from(data)
+        if version != FORMAT_VERSION:
+            raise FormatVersionError(
+                f"{path} is in encrypted format version {version}, but this release reads "
+                f"version {FORMAT_VERSION}; it was written by "
+                f"{'a newer' if version > FORMAT_VERSION else 'an older'} governed_memory. "
+                "Upgrade (or use the release that wrote it)"
+            )
+        if file_kind != kind or flags or reserved:
+            raise IntegrityError(path, _KIND_NAMES.get(kind, "file"))
+        return cls(kind=file_kind, workspace_id=ws, file_id=fid, key_ref=ref, version=version)
+
+
+@dataclass(frozen=True)
+class FrameKey:
+    """Which data keys a frame is under: the agent key generation and an optional subject key."""
+
+    agent_gen: int
+    subject_ref: bytes = NO_SUBJECT
+    subject_gen: int = 0
+
+    @property
+    def has_subject(self) -> bool:
+        return self.subject_ref != NO_SUBJECT
+
+
+@dataclass(frozen=True)
+class RawFrame:
+    """One complete frame as found on disk (not yet authenticated)."""
+
+    index: int
+    offset: int
+    size: int
+    flags: int
+    key: FrameKey
+    fixed: bytes
+    nonce: bytes
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Scan:
+    """The structure of an encrypted file (or of its tail).
+
+    ``end`` is the offset just after the last complete frame; ``torn`` the
+    number of bytes after it that belong to a frame a crash cut short.
+    """
+
+    frames: list[RawFrame]
+    end: int
+    torn: int
+
+
+class FrameContext:
+    """What binds frames to their place: file header, agent name and file name."""
+
+    __slots__ = ("prefix",)
+
+    def __init__(self, header: bytes, agent: str, name: str) -> None:
+        a, n = agent.encode("utf-8"), name.encode("utf-8")
+        self.prefix = _DOMAIN + header + _LEN16.pack(len(a)) + a + _LEN16.pack(len(n)) + n
+
+    def aad(self, index: int, fixed: bytes) -> bytes:
+        return self.prefix + _INDEX.pack(index) + fixed
+
+
+def encrypt_frame(
+    cipher: AESGCM,
+    context: FrameContext,
+    index: int,
+    key: FrameKey,
+    plaintext: bytes,
+    nonce: bytes,
+    flags: int = 0,
+) -> bytes:
+    """One frame, prefix included, for position ``index`` of the file ``context`` describes."""
+    fixed = _FIXED.pack(flags, key.agent_gen, key.subject_ref, key.subject_gen)
+    sealed = cipher.encrypt(nonce, plaintext, context.aad(index, fixed))
+    length = len(fixed) + len(nonce) + len(sealed)
+    if length > MAX_FRAME:
+        raise ValueError(
+            f"a message of {len(plaintext)} bytes exceeds the {MAX_FRAME}-byte frame limit; "
+            "split it into several messages"
+        )
+    head = _FRAME_MAGIC + struct.pack(">I", length)
+    return head + struct.pack(">I", zlib.crc32(head)) + fixed + nonce + sealed
+
+
+def decrypt_frame(cipher: AESGCM, context: FrameContext, frame: RawFrame) -> bytes:
+    """The plaintext of ``frame`` (raises ``cryptography``'s ``InvalidTag`` on failure)."""
+    return cipher.decrypt(frame.nonce, frame.body, context.aad(frame.index, frame.fixed))
+
+
+def _zero(data: bytes | memoryview) -> bool:
+    return not bytes(data).strip(b"\x00")
+
+
+def scan(
+    data: bytes | memoryview,
+    path: Path | None,
+    *,
+    offset: int = HEADER_SIZE,
+    index: int = 0,
+) -> Scan:
+    """Split ``data[offset:]`` into frames numbered from ``index``.
+
+    A tail that is the start of a frame (or zero bytes, as a power cut can
+    leave after an append) is reported as ``torn`` rather than raised:
+    whether that is acceptable is the caller's decision (the active memory
+    drops it; a sealed archive treats it as damage).
+
+    Raises:
+        IntegrityError: a frame before the end is malformed.
+    """
+    view = memoryview(data)
+    total = len(view)
+    frames: list[RawFrame] = []
+    pos = offset
+    while pos < total:
+        rest = total - pos
+        if rest < _PREFIX.size:
+            head = bytes(view[pos : pos + 2])
+            if _FRAME_MAGIC.startswith(head) or _zero(view[pos:]):
+                return Scan(frames, pos, rest)
+            raise IntegrityError(path)
+        magic, length, crc = _PREFIX.unpack_from(view, pos)
+        if (
+            magic != _FRAME_MAGIC
+            or crc != zlib.crc32(view[pos : pos + 6])
+            or not _MIN_BODY <= length <= MAX_FRAME
+        ):
+            if _zero(view[pos:]):
+                return Scan(frames, pos, rest)
+            raise IntegrityError(path)
+        if rest < _PREFIX.size + length:
+            return Scan(frames, pos, rest)
+        start = pos + _PREFIX.size
+        fixed = bytes(view[start : start + _FIXED.size])
+        flags, agent_gen, subject_ref, subject_gen = _FIXED.unpack(fixed)
+        nonce_at = start + _FIXED.size
+        frames.append(
+            RawFrame(
+                index=index,
+                offset=pos,
+                size=_PREFIX.size + length,
+                flags=flags,
+                key=FrameKey(agent_gen, subject_ref, subject_gen),
+                fixed=fixed,
+                nonce=bytes(view[nonce_at : nonce_at + NONCE_SIZE]),
+                body=bytes(view[nonce_at + NONCE_SIZE : start + length]),
+            )
+        )
+        pos = start + length
+        index += 1
+    return Scan(frames, pos, 0)

@@ -1,0 +1,558 @@
+"""The keyring: data keys, each stored only wrapped by the master key.
+
+One data key per agent and one per data subject. A frame of an agent's memory
+is encrypted under a key derived from the agent key and, for a record with a
+subject, the subject key too: destroying either (crypto-shredding) makes the
+frame unreadable wherever a copy of it lies. Layout of the keyring folder::
+
+    keyring.json        workspace id + the index key (wrapped)
+    keys/<ref>.json     one entry per agent or subject: its key generations (wrapped)
+    reencrypt.json      present while a re-encryption runs (resumable)
+
+``<ref>`` is an HMAC of the kind and name under the index key: subject ids
+never appear on disk, yet every process finds the same entry. Entries are
+created with an exclusive link (two processes never create two keys for one
+subject) and changed with an atomic replace under the keyring's flock.
+Processes notice changes made by others with one ``stat`` per entry used.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from .._clock import Clock, SystemClock
+from .._errors import (
+    DecryptionError,
+    FormatVersionError,
+    IntegrityError,
+    KeyProviderError,
+    KeyUnavailableError,
+)
+from .._fsutil import atomic_write, ensure_private_dir, link_exclusive
+from ._frames import NO_SUBJECT, FrameKey
+from ._observer import CryptoObserver, NullObserver
+from ._providers import KEY_BYTES, KeyProvider, RandomSource, hkdf
+
+__all__ = ["AGENT", "SUBJECT", "DataKey", "Entry", "Keyring"]
+
+AGENT = "agent"
+SUBJECT = "subject"
+KEYRING_FORMAT = 1
+META_FILE = "keyring.json"
+KEYS_DIR = "keys"
+REF_BYTES = 16
+_U32 = struct.Struct(">I")
+
+
+@dataclass(frozen=True)
+class DataKey:
+    """One generation of an agent's or subject's data key."""
+
+    ref: bytes
+    gen: int
+    key: bytes = field(repr=False)
+
+
+@dataclass
+class Entry:
+    """A keyring entry as stored: the wrapped generations of one data key."""
+
+    kind: str
+    ref: bytes
+    label: str | None
+    current: int
+    shredded_through: int = 0
+    shredded_at: str | None = None
+    keys: dict[int, dict[str, str]] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        doc = {
+            "format": KEYRING_FORMAT,
+            "kind": self.kind,
+            "ref": self.ref.hex(),
+            "label": self.label,
+            "current": self.current,
+            "shredded_through": self.shredded_through,
+            "shredded_at": self.shredded_at,
+            "keys": {str(gen): wrapped for gen, wrapped in sorted(self.keys.items())},
+        }
+        return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("ascii")
+
+    @classmethod
+    def from_json(cls, data: bytes, path: Path) -> Entry:
+        doc = _load_json(data, path)
+        try:
+            return cls(
+                kind=str(doc["kind"]),
+                ref=bytes.fromhex(doc["ref"]),
+                label=doc["label"],
+                current=int(doc["current"]),
+                shredded_through=int(doc["shredded_through"]),
+                shredded_at=doc["shredded_at"],
+                keys={int(g): dict(w) for g, w in doc["keys"].items()},
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise IntegrityError(path) from exc
+
+    @property
+    def shredded(self) -> bool:
+        """Whether the current generation was destroyed (nothing usable is left)."""
+        return self.current <= self.shredded_through
+
+
+def _load_json(data: bytes, path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:
+        raise IntegrityError(path) from exc
+    if not isinstance(doc, dict):
+        raise IntegrityError(path)
+    if doc.get("format") != KEYRING_FORMAT:
+        raise FormatVersionError(
+            f"keyring file {path} has format {doc.get('format')!r}, this release reads "
+            f"{KEYRING_FORMAT}; use the governed_memory release that wrote it"
+        )
+    return doc
+
+
+def _ident(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+
+
+@dataclass
+class _Cached:
+    ident: tuple[int, int, int, int] | None
+    entry: Entry | None
+    keys: dict[int, bytes] = field(default_factory=dict)
+
+
+class Keyring:
+    """Data keys of one workspace, wrapped by a :class:`KeyProvider`.
+
+    Args:
+        folder: the keyring folder (default chosen by the caller:
+            ``<workspace>/.governed_memory/keyring``). Keep it out of backups
+            that must honour crypto-shredding (see SECURITY.md).
+        provider: wraps and unwraps; None allows only :meth:`status`-style
+            reads of metadata.
+        clock: creation and shredding times.
+        random: source of data keys and ids (pin it to freeze bytes in tests).
+        observer: told about key creation, shredding and rotation (audit).
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        provider: KeyProvider | None,
+        *,
+        clock: Clock | None = None,
+        random: RandomSource = os.urandom,
+        observer: CryptoObserver | None = None,
+    ) -> None:
+        self.folder = Path(folder)
+        self.provider = provider
+        self.clock: Clock = clock or SystemClock()
+        self.random = random
+        self.observer: CryptoObserver = observer or NullObserver()
+        self._mutex = threading.RLock()
+        self._depth = 0
+        self._workspace_id: bytes | None = None
+        self._index_key: bytes | None = None
+        self._cache: dict[bytes, _Cached] = {}
+        self._ciphers: dict[tuple[bytes, FrameKey], AESGCM] = {}
+
+    # -- files and locking ------------------------------------------------
+
+    @property
+    def keys_dir(self) -> Path:
+        return self.folder / KEYS_DIR
+
+    def entry_path(self, ref: bytes) -> Path:
+        return self.keys_dir / f"{ref.hex()}.json"
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """The keyring's exclusive inter-process lock (re-entrant in one thread)."""
+        with self._mutex:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            ensure_private_dir(self.keys_dir)
+            fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                self._depth = 1
+                try:
+                    yield
+                finally:
+                    self._depth = 0
+            finally:
+                os.close(fd)  # closing the descriptor releases the flock
+
+    def _provider(self) -> KeyProvider:
+        if self.provider is None:
+            raise KeyProviderError(
+                "this operation needs the master key; set GOVERNED_MEMORY_MASTER_KEY or "
+                "GOVERNED_MEMORY_MASTER_KEY_FILE, or pass key_provider="
+            )
+        return self.provider
+
+    # -- the keyring file ----------------------------------------------------
+
+    @property
+    def exists(self) -> bool:
+        return (self.folder / META_FILE).exists()
+
+    def _read_meta(self) -> dict[str, Any]:
+        path = self.folder / META_FILE
+        return _load_json(path.read_bytes(), path)
+
+    def _meta(self, *, create: bool = False) -> dict[str, Any]:
+        try:
+            return self._read_meta()
+        except FileNotFoundError:
+            if not create:
+                raise KeyUnavailableError(
+                    f"there is no keyring in {self.folder}; point GOVERNED_MEMORY_KEYRING_DIR at "
+                    "the keyring this workspace was encrypted with, or restore it from its backup"
+                ) from None
+        provider = self._provider()
+        ensure_private_dir(self.keys_dir)
+        workspace_id = self.random(16)
+        index_key = self.random(KEY_BYTES)
+        doc = {
+            "format": KEYRING_FORMAT,
+            "workspace_id": workspace_id.hex(),
+            "created": self.clock.now().isoformat(),
+            "index_key": self._wrap(provider, index_key, self._index_context(workspace_id)),
+        }
+        data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("ascii")
+        with suppress(FileExistsError):  # another process created it first: use theirs
+            link_exclusive(self.folder, data, [META_FILE])
+        return self._read_meta()
+
+    @property
+    def workspace_id(self) -> bytes:
+        """The random id every encrypted file of this workspace is bound to."""
+        if self._workspace_id is None:
+            try:
+                self._workspace_id = bytes.fromhex(self._meta()["workspace_id"])
+            except (KeyError, ValueError) as exc:
+                raise IntegrityError(self.folder / META_FILE) from exc
+        return self._workspace_id
+
+    def _index(self) -> bytes:
+        if self._index_key is None:
+            meta = self._meta()
+            ctx = self._index_context(self.workspace_id)
+            self._index_key = self._unwrap(meta["index_key"], ctx, self.folder / META_FILE)
+        return self._index_key
+
+    def ref(self, kind: str, name: str) -> bytes:
+        """The pseudonymous reference of an agent's or subject's key (an HMAC, not the name)."""
+        message = kind.encode("ascii") + b"\x00" + name.encode("utf-8", "surrogatepass")
+        return hmac.new(self._index(), message, hashlib.sha256).digest()[:REF_BYTES]
+
+    # -- wrapping --------------------------------------------------------------
+
+    @staticmethod
+    def _index_context(workspace_id: bytes) -> bytes:
+        return b"governed-memory index key v1\x00" + workspace_id
+
+    def _key_context(self, kind: str, ref: bytes, gen: int) -> bytes:
+        return (
+            b"governed-memory data key v1\x00"
+            + self.workspace_id
+            + kind.encode("ascii")
+            + b"\x00"
+            + ref
+            + _U32.pack(gen)
+        )
+
+    def _wrap(self, provider: KeyProvider, key: bytes, context: bytes) -> dict[str, str]:
+        wrapped = provider.wrap(key, context)
+        return {
+            "wrapped_by": provider.key_id,
+            "wrapped": base64.b64encode(wrapped).decode("ascii"),
+            "created": self.clock.now().isoformat(),
+        }
+
+    def _unwrap(self, record: dict[str, str], context: bytes, path: Path) -> bytes:
+        provider = self._provider()
+        try:
+            wrapped = base64.b64decode(record["wrapped"], validate=True)
+            key = provider.unwrap(record["wrapped_by"], wrapped, context)
+        except KeyUnavailableError as exc:
+            raise KeyUnavailableError(f"{path}: {exc}", path) from None
+        except DecryptionError:
+            raise DecryptionError(path) from None
+        except (KeyError, ValueError) as exc:
+            raise IntegrityError(path) from exc
+        if len(key) != KEY_BYTES:
+            raise DecryptionError(path)
+        return key
+
+    # -- entries -----------------------------------------------------------------
+
+    def entry(self, ref: bytes) -> Entry | None:
+        """The entry of ``ref`` as it is on disk now (None when there is none)."""
+        return self._refresh(ref).entry
+
+    def _refresh(self, ref: bytes) -> _Cached:
+        """Bring the cached entry of ``ref`` up to date with one ``stat``."""
+        path = self.entry_path(ref)
+        with self._mutex:
+            cached = self._cache.get(ref)
+            try:
+                ident: tuple[int, int, int, int] | None = _ident(os.stat(path))
+            except FileNotFoundError:
+                ident = None
+            if cached is not None and cached.ident == ident:
+                return cached
+            entry = Entry.from_json(path.read_bytes(), path) if ident is not None else None
+            keep = cached.keys if cached is not None else {}
+            usable = set(entry.keys) if entry is not None else set()
+            fresh = _Cached(ident, entry, {g: k for g, k in keep.items() if g in usable})
+            self._cache[ref] = fresh
+            if cached is not None:
+                self._ciphers = {
+                    k: c for k, c in self._ciphers.items() if ref not in (k[0], k[1].subject_ref)
+                }
+            return fresh
+
+    def _store_entry(self, entry: Entry) -> None:
+        atomic_write(self.entry_path(entry.ref), entry.to_json())
+        self._cache.pop(entry.ref, None)
+
+    def _new_generation(self, entry: Entry, gen: int) -> None:
+        key = self.random(KEY_BYTES)
+        entry.keys[gen] = self._wrap(
+            self._provider(), key, self._key_context(entry.kind, entry.ref, gen)
+        )
+
+    def current(self, kind: str, name: str) -> DataKey:
+        """The data key new data of ``name`` is encrypted under; created when missing or shredded."""
+        if self._index_key is None:
+            self._meta(create=True)
+        ref = self.ref(kind, name)
+        with self._mutex:
+            cached = self._refresh(ref)
+            if cached.entry is None:
+                entry = Entry(kind, ref, name if kind == AGENT else None, current=1)
+                self._new_generation(entry, 1)
+                ensure_private_dir(self.keys_dir)
+                try:
+                    link_exclusive(self.keys_dir, entry.to_json(), [self.entry_path(ref).name])
+                    self.observer.record(
+                        "keys.create",
+                        agent=name if kind == AGENT else None,
+                        subject_id=name if kind == SUBJECT else None,
+                        outcome="ok",
+                        kind=kind,
+                        ref=ref.hex(),
+                        generation=1,
+                    )
+                except FileExistsError:
+                    pass  # another process won the race: use its key
+                cached = self._refresh(ref)
+            elif cached.entry.shredded:
+                with self.locked():
+                    again = self._refresh(ref).entry
+                    if again is not None and again.shredded:
+                        again.current += 1
+                        self._new_generation(again, again.current)
+                        self._store_entry(again)
+                cached = self._refresh(ref)
+            assert cached.entry is not None
+            gen = cached.entry.current
+            return DataKey(ref, gen, self._key(ref, gen))
+
+    def _key(self, ref: bytes, gen: int) -> bytes:
+        cached = self._cache[ref]
+        key = cached.keys.get(gen)
+        if key is None:
+            assert cached.entry is not None
+            ctx = self._key_context(cached.entry.kind, ref, gen)
+            key = self._unwrap(cached.entry.keys[gen], ctx, self.entry_path(ref))
+            cached.keys[gen] = key
+        return key
+
+    def key(self, ref: bytes, gen: int, *, refresh: bool = True) -> bytes | None:
+        """Generation ``gen`` of the data key ``ref``; None when it was shredded.
+
+        Raises:
+            KeyUnavailableError: the keyring has no such key (another keyring
+                folder, or one restored from a backup older than the data).
+        """
+        with self._mutex:
+            cached = self._refresh(ref) if refresh or ref not in self._cache else self._cache[ref]
+            entry = cached.entry
+            if entry is not None and gen in entry.keys:
+                return self._key(ref, gen)
+            if entry is not None and 0 < gen <= entry.shredded_through:
+                return None
+            raise KeyUnavailableError(
+                f"the keyring {self.folder} holds no data key {ref.hex()} generation {gen}; "
+                "point GOVERNED_MEMORY_KEYRING_DIR at the keyring this workspace was encrypted "
+                "with (a keyring restored from a backup older than the data lacks newer keys)"
+            )
+
+    def frame_cipher(
+        self, agent_ref: bytes, frame_key: FrameKey, checked: set[bytes] | None = None
+    ) -> AESGCM | None:
+        """The cipher of frames under ``frame_key``; None when one of its keys was shredded.
+
+        ``checked`` holds refs already brought up to date during the current
+        operation, so a read of many frames costs one ``stat`` per key.
+        """
+        for ref in (agent_ref, frame_key.subject_ref):
+            if ref != NO_SUBJECT and (checked is None or ref not in checked):
+                self._refresh(ref)
+                if checked is not None:
+                    checked.add(ref)
+        with self._mutex:
+            cipher = self._ciphers.get((agent_ref, frame_key))
+            if cipher is not None:
+                return cipher
+            agent_key = self.key(agent_ref, frame_key.agent_gen, refresh=False)
+            subject_key = b""
+            if frame_key.has_subject:
+                found = self.key(frame_key.subject_ref, frame_key.subject_gen, refresh=False)
+                if found is None:
+                    return None
+                subject_key = found
+            if agent_key is None:
+                return None
+            info = (
+                b"governed-memory frame key v1\x00"
+                + agent_ref
+                + _U32.pack(frame_key.agent_gen)
+                + frame_key.subject_ref
+                + _U32.pack(frame_key.subject_gen)
+            )
+            cipher = AESGCM(hkdf(agent_key + subject_key, info))
+            self._ciphers[(agent_ref, frame_key)] = cipher
+            return cipher
+
+    def entries(self) -> list[tuple[Path, Entry]]:
+        """Every entry on disk, in file-name order."""
+        try:
+            names = sorted(n for n in os.listdir(self.keys_dir) if n.endswith(".json"))
+        except FileNotFoundError:
+            return []
+        found = []
+        for name in names:
+            path = self.keys_dir / name
+            try:
+                found.append((path, Entry.from_json(path.read_bytes(), path)))
+            except FileNotFoundError:
+                continue
+        return found
+
+    # -- shredding -----------------------------------------------------------------
+
+    def shred(self, kind: str, name: str) -> list[int]:
+        """Destroy every generation of ``name``'s data key; return the generations destroyed.
+
+        The entry stays as a tombstone so readers skip the frames it covered
+        instead of reporting a missing key. New data for ``name`` gets a new
+        key. Copies of the keyring taken earlier still hold the wrapped key:
+        see SECURITY.md.
+        """
+        ref = self.ref(kind, name)
+        with self.locked():
+            entry = self._refresh(ref).entry
+            if entry is None:
+                entry = Entry(kind, ref, name if kind == AGENT else None, current=0)
+            destroyed = sorted(entry.keys)
+            entry.keys = {}
+            entry.shredded_through = entry.current
+            entry.shredded_at = self.clock.now().isoformat()
+            self._store_entry(entry)
+            self._cache.pop(ref, None)
+            self._ciphers = {
+                k: c for k, c in self._ciphers.items() if ref not in (k[0], k[1].subject_ref)
+            }
+        self.observer.record(
+            "keys.shred",
+            agent=name if kind == AGENT else None,
+            subject_id=name if kind == SUBJECT else None,
+            outcome="ok",
+            kind=kind,
+            ref=ref.hex(),
+            generations=len(destroyed),
+        )
+        return destroyed
+
+    def shred_agent(self, agent: str) -> list[int]:
+        """Crypto-shred an agent: every frame of its memory and archives becomes unreadable."""
+        return self.shred(AGENT, agent)
+
+    def shred_subject(self, subject_id: str) -> list[int]:
+        """Crypto-shred a data subject: their records become unreadable in every agent."""
+        return self.shred(SUBJECT, subject_id)
+
+    # -- used by rotation -----------------------------------------------------------
+
+    def rewrap_record(
+        self, record: dict[str, str], context: bytes, path: Path
+    ) -> dict[str, str] | None:
+        """``record`` re-wrapped under the current master key (None when it already is)."""
+        provider = self._provider()
+        if record.get("wrapped_by") == provider.key_id:
+            return None
+        key = self._unwrap(record, context, path)
+        fresh = self._wrap(provider, key, context)
+        fresh["created"] = record.get("created", fresh["created"])
+        check = provider.unwrap(fresh["wrapped_by"], base64.b64decode(fresh["wrapped"]), context)
+        if check != key:  # never replace a key we could not read back
+            raise DecryptionError(path)
+        return fresh
+
+    def key_context(self, entry: Entry, gen: int) -> bytes:
+        return self._key_context(entry.kind, entry.ref, gen)
+
+    def index_context(self) -> bytes:
+        return self._index_context(self.workspace_id)
+
+    def store_entry(self, entry: Entry) -> None:
+        """Replace an entry on disk (hold :meth:`locked`)."""
+        self._store_entry(entry)
+
+    def add_generation(self, entry: Entry) -> int:
+        """Give ``entry`` a fresh current generation (hold :meth:`locked`); return it."""
+        entry.current += 1
+        self._new_generation(entry, entry.current)
+        self._store_entry(entry)
+        return entry.current
+
+    def forget(self) -> None:
+        """Drop every cached key (the next use reads the keyring again)."""
+        with self._mutex:
+            self._cache.clear()
+            self._ciphers.clear()
+            self._index_key = None
+
+    def __repr__(self) -> str:
+        return f"Keyring({str(self.folder)!r}, provider={self.provider!r})"
+
+
+ProgressCallback = Callable[[int, int], None]

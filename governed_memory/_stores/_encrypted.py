@@ -1,0 +1,463 @@
+"""The encrypted agent-folder store: the same text as the plaintext store, as framed ciphertext.
+
+``MEMORY.md.gmenc`` is an append-only log of authenticated frames (one per
+add, never rewritten by an add) and ``archive/history_<ts>.gmenc`` holds
+sealed archives, named exactly as the plaintext store names them but for the
+suffix. What :meth:`append`, :meth:`compact` and :meth:`rewrite` were given is
+what :meth:`read_memory` and :meth:`read_archive` return. No plaintext touches
+the disk: temporary files hold ciphertext only.
+
+Crash safety: an append is one ``write`` of whole frames. A crash can only
+cut the last frame short; readers drop such a torn tail and the next append
+truncates it away under the folder lock. Damage anywhere else, a wrong key or
+a file from elsewhere raises :class:`DecryptionError` naming the file, which
+is never overwritten. Locking is the plaintext store's (:mod:`._folder_lock`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fcntl
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._clock import Clock, SystemClock
+from .._crypto._codec import AgentCodec, Decoded, Plain, split_segments
+from .._crypto._frames import KIND_ARCHIVE, KIND_MEMORY, FrameContext, scan
+from .._crypto._keyring import Keyring
+from .._crypto._providers import RandomSource
+from .._errors import ConfigurationError, GovernedMemoryError, StorageError
+from .._format import has_records
+from .._fsutil import (
+    TMP_PREFIX,
+    atomic_write,
+    ensure_private_dir,
+    link_exclusive,
+    open_private,
+    remove_stale_temps,
+    write_all,
+)
+from .._workspace import ARCHIVE_DIR, MEMORY_FILE
+from ._base import StoreFactory
+from ._folder_lock import FolderLock
+from ._plaintext import archive_names
+
+__all__ = [
+    "ENCRYPTED_SUFFIX",
+    "EncryptedAgentStore",
+    "encrypted_archive_names",
+    "encrypted_memory_name",
+    "encrypted_store_factory",
+]
+
+ENCRYPTED_SUFFIX = ".gmenc"
+ENCRYPTED_MEMORY = MEMORY_FILE + ENCRYPTED_SUFFIX
+
+
+def encrypted_memory_name() -> str:
+    """``MEMORY.md.gmenc``: encrypted files do not pretend to be markdown."""
+    return ENCRYPTED_MEMORY
+
+
+def encrypted_archive_names(when: _dt.datetime) -> Iterator[str]:
+    """The plaintext store's collision-free archive names with ``.gmenc`` for ``.md``."""
+    for name in archive_names(when):
+        yield name.removesuffix(".md") + ENCRYPTED_SUFFIX
+
+
+@dataclass
+class _Tail:
+    """Where the next frame of the open MEMORY.md.gmenc goes."""
+
+    ident: tuple[int, int]
+    end: int
+    count: int
+    context: FrameContext
+
+
+class EncryptedAgentStore:
+    """An agent folder whose memory and archives are encrypted (see the module docstring).
+
+    Args:
+        memory_path: the agent's MEMORY.md path (as the plaintext store gets
+            it) or its ``MEMORY.md.gmenc``; the agent name is the folder's.
+        header: builds the text header of a new memory (called under the lock).
+        keyring: the workspace's keyring (data keys and the master key provider).
+        clock: names archives.
+        random: nonces and file ids (pin it to freeze bytes in tests).
+        fsync_appends: fsync after every append (default off, as in the
+            plaintext store: an acknowledged add survives a process crash,
+            not a power cut; compactions always fsync).
+    """
+
+    def __init__(
+        self,
+        memory_path: Path,
+        header: Callable[[], str],
+        *,
+        keyring: Keyring,
+        clock: Clock | None = None,
+        random: RandomSource = os.urandom,
+        fsync_appends: bool = False,
+    ) -> None:
+        path = Path(memory_path)
+        self._folder = path.parent
+        self._memory_path = self._folder / ENCRYPTED_MEMORY
+        self._plain_path = self._folder / MEMORY_FILE
+        self._header = header
+        self._clock: Clock = clock or SystemClock()
+        self._random = random
+        self._fsync_appends = fsync_appends
+        self.keyring = keyring
+        self.codec = AgentCodec(keyring, self._folder.name, random=random)
+        self._lock = FolderLock(self._folder, on_drop=self._close_file)
+        self._fd: int | None = None
+        self._tail: _Tail | None = None
+        self._seen: _Tail | None = None  # learnt by the last read, reused by the next append
+
+    @property
+    def folder(self) -> Path:
+        return self._folder
+
+    @property
+    def memory_path(self) -> Path:
+        return self._memory_path
+
+    @property
+    def archive_dir(self) -> Path:
+        return self._folder / ARCHIVE_DIR
+
+    @property
+    def agent(self) -> str:
+        return self._folder.name
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        try:
+            with self._lock.held():
+                yield
+        except OSError as exc:
+            if isinstance(exc, GovernedMemoryError):
+                raise
+            raise StorageError(f"cannot lock agent folder {self._folder}: {exc}") from exc
+
+    def _refuse_plaintext(self) -> None:
+        if self._plain_path.exists() and not self._memory_path.exists():
+            raise ConfigurationError(
+                f"{self._plain_path} is plaintext but the policy enables encryption; run "
+                "`governed-memory encrypt-workspace` to encrypt the workspace (or disable "
+                "encryption in the policy)"
+            )
+
+    # -- the active memory ---------------------------------------------
+
+    def _fresh_memory(self) -> bytes:
+        return self.codec.encode_text(KIND_MEMORY, ENCRYPTED_MEMORY, self._header())
+
+    def _create_memory(self) -> None:
+        self._refuse_plaintext()
+        self._close_file()
+        atomic_write(self._memory_path, self._fresh_memory())
+
+    def _tail_for_append(self) -> tuple[int, _Tail]:
+        """The append descriptor and position of the current memory file (lock held)."""
+        try:
+            st = os.stat(ENCRYPTED_MEMORY, dir_fd=self._lock.dirfd)
+        except FileNotFoundError:
+            self._create_memory()
+            st = os.stat(ENCRYPTED_MEMORY, dir_fd=self._lock.dirfd)
+        tail = self._tail
+        if (
+            self._fd is None
+            or tail is None
+            or tail.ident != (st.st_dev, st.st_ino)
+            or st.st_size < tail.end  # truncated behind our back: learn the file again
+        ):
+            tail = self._open_tail()
+            assert self._fd is not None
+            st = os.fstat(self._fd)
+        if st.st_size != tail.end:
+            self._catch_up(tail, st.st_size)
+        assert self._fd is not None
+        return self._fd, tail
+
+    def _open_tail(self) -> _Tail:
+        """Open MEMORY.md.gmenc for appending and learn where its frames end."""
+        self._close_file()
+        seen, self._seen = self._seen, None
+        fd = self._fd = open_private(self._memory_path, os.O_RDWR | os.O_APPEND)
+        fst = os.fstat(fd)
+        ident = (fst.st_dev, fst.st_ino)
+        if seen is not None and seen.ident == ident and fst.st_size >= seen.end:
+            self._tail = _Tail(ident, seen.end, seen.count, seen.context)
+            return self._tail
+        opened = self.codec.open_for_append(_read_all(fd), self._memory_path, ENCRYPTED_MEMORY)
+        if opened is None:
+            # The agent's key was crypto-shredded: the file is erased data. Start afresh.
+            self._create_memory()
+            return self._open_tail()
+        context, end, count = opened
+        self._tail = _Tail(ident, end, count, context)
+        return self._tail
+
+    def _catch_up(self, tail: _Tail, size: int) -> None:
+        """Count frames other processes appended; cut a torn final frame away."""
+        assert self._fd is not None
+        data = os.pread(self._fd, size - tail.end, tail.end)
+        found = scan(data, self._memory_path, offset=0, index=tail.count)
+        tail.end += found.end
+        tail.count += len(found.frames)
+        if found.torn:
+            os.ftruncate(self._fd, tail.end)
+            self.keyring.observer.record(
+                "recover",
+                agent=self.agent,
+                subject_id=None,
+                outcome="ok",
+                file=str(self._memory_path),
+                dropped_bytes=found.torn,
+            )
+
+    def ensure(self) -> None:
+        try:
+            with self._lock.held():
+                if not self._memory_path.exists():
+                    self._create_memory()
+        except GovernedMemoryError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"cannot create {self._memory_path}: {exc}") from exc
+
+    def read_memory(self) -> str | None:
+        try:
+            with self._lock.held(fcntl.LOCK_SH):
+                self._refuse_plaintext()
+                try:
+                    fd = os.open(self._memory_path, os.O_RDONLY | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    return None
+                try:
+                    fst = os.fstat(fd)
+                    data = _read_all(fd)
+                finally:
+                    os.close(fd)
+                decoded = self.codec.decode(
+                    data, self._memory_path, KIND_MEMORY, ENCRYPTED_MEMORY, torn_ok=True
+                )
+                if not decoded.first_shredded:
+                    context = self.codec.context(decoded.header, ENCRYPTED_MEMORY)
+                    self._seen = _Tail(
+                        (fst.st_dev, fst.st_ino), decoded.end, decoded.count, context
+                    )
+                return decoded.text(self._memory_path)
+        except GovernedMemoryError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"cannot read {self._memory_path}: {exc}") from exc
+
+    def append(self, block: str) -> None:
+        pieces = split_segments(block)
+        if not pieces:
+            return
+        try:
+            with self._lock.mutex:
+                self._lock.acquire(fcntl.LOCK_EX)
+                try:
+                    fd, tail = self._tail_for_append()
+                    frames = []
+                    for offset, (piece, subject) in enumerate(pieces):
+                        frames.append(
+                            self.codec.frame(tail.context, tail.count + offset, piece, subject)
+                        )
+                    data = frames[0] if len(frames) == 1 else b"".join(frames)
+                    try:
+                        write_all(fd, data)
+                        if self._fsync_appends:
+                            os.fsync(fd)
+                    except BaseException:
+                        # Cut a partly written frame now rather than at the next append.
+                        with suppress(OSError):
+                            os.ftruncate(fd, tail.end)
+                        self._tail = None
+                        raise
+                    tail.end += len(data)
+                    tail.count += len(frames)
+                finally:
+                    self._lock.release()
+        except GovernedMemoryError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"cannot append to {self._memory_path}: {exc}") from exc
+
+    def compact(self, first_block: str | None) -> Path | None:
+        try:
+            with self._lock.held():
+                remove_stale_temps(self._folder)
+                remove_stale_temps(self.archive_dir)
+                archive = None
+                try:
+                    data = self._memory_path.read_bytes()
+                except FileNotFoundError:
+                    self._refuse_plaintext()
+                    data = None
+                if data is not None:
+                    decoded = self.codec.decode(
+                        data, self._memory_path, KIND_MEMORY, ENCRYPTED_MEMORY, torn_ok=True
+                    )
+                    if has_records(decoded.text(self._memory_path)):
+                        archive = self._write_archive(decoded.frames)
+                fresh = self._header() + (first_block or "")
+                atomic_write(
+                    self._memory_path, self.codec.encode_text(KIND_MEMORY, ENCRYPTED_MEMORY, fresh)
+                )
+                self._close_file()
+                return archive
+        except GovernedMemoryError:
+            raise
+        except OSError as exc:
+            raise StorageError(
+                f"compaction of {self._memory_path} failed, memory left unchanged: {exc}"
+            ) from exc
+
+    def _write_archive(self, frames: list[Plain]) -> Path:
+        """Durably write ``frames`` as a sealed archive under the first free name."""
+        ensure_private_dir(self.archive_dir)
+        for name in encrypted_archive_names(self._clock.now()):
+            # The name is bound into the ciphertext, so each candidate is encrypted for itself.
+            data = self.codec.encode_frames(KIND_ARCHIVE, name, frames)
+            try:
+                return link_exclusive(self.archive_dir, data, [name])
+            except FileExistsError:
+                continue
+        raise FileExistsError(f"no free archive name left in {self.archive_dir}")
+
+    # -- rewriting (erasure) ---------------------------------------------------
+
+    def rewrite(self, path: Path, text: str) -> None:
+        target = Path(path)
+        if target == self._memory_path:
+            kind = KIND_MEMORY
+        elif target.parent == self.archive_dir and target.name.endswith(ENCRYPTED_SUFFIX):
+            kind = KIND_ARCHIVE
+        else:
+            raise StorageError(
+                f"rewrite of {target} refused: only {self._memory_path} and .gmenc files in "
+                f"{self.archive_dir} belong to this store"
+            )
+        try:
+            with self._lock.held():
+                if not target.exists():
+                    raise StorageError(f"rewrite of {target} refused: the file does not exist")
+                remove_stale_temps(target.parent)
+                atomic_write(target, self.codec.encode_text(kind, target.name, text))
+                if kind == KIND_MEMORY:
+                    self._close_file()
+        except GovernedMemoryError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"rewrite of {target} failed, file left unchanged: {exc}") from exc
+
+    # -- archives ----------------------------------------------------------
+
+    def list_archives(self) -> list[Path]:
+        try:
+            names = os.listdir(self.archive_dir)
+        except FileNotFoundError:
+            return []
+        return [
+            self.archive_dir / name
+            for name in sorted(names)
+            if name.startswith("history_")
+            and name.endswith(ENCRYPTED_SUFFIX)
+            and not name.startswith(TMP_PREFIX)
+        ]
+
+    def read_archive(self, path: Path) -> str:
+        return self.decode_archive(path).text(Path(path))
+
+    def decode_archive(self, path: Path) -> Decoded:
+        """An archive's frames, authenticated (for re-encryption and migration)."""
+        target = Path(path)
+        try:
+            data = target.read_bytes()
+        except OSError as exc:
+            raise StorageError(f"cannot read archive {target}: {exc}") from exc
+        return self.codec.decode(data, target, KIND_ARCHIVE, target.name, torn_ok=False)
+
+    def decode_memory(self) -> Decoded | None:
+        """The memory's frames, authenticated (lock held by the caller)."""
+        try:
+            data = self._memory_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return self.codec.decode(
+            data, self._memory_path, KIND_MEMORY, ENCRYPTED_MEMORY, torn_ok=True
+        )
+
+    def replace_file(self, path: Path, frames: list[Plain]) -> None:
+        """Re-encrypt ``frames`` into ``path`` (memory or archive) atomically (lock held)."""
+        target = Path(path)
+        kind = KIND_MEMORY if target == self._memory_path else KIND_ARCHIVE
+        remove_stale_temps(target.parent)
+        atomic_write(target, self.codec.encode_frames(kind, target.name, frames))
+        if kind == KIND_MEMORY:
+            self._close_file()
+
+    # -- descriptors -------------------------------------------------------
+
+    def _close_file(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd, self._tail, self._seen = None, None, None
+
+    def close(self) -> None:
+        with self._lock.mutex:
+            self._close_file()
+            if not self._lock.depth:
+                self._lock.drop()
+
+    def __del__(self) -> None:
+        with suppress(Exception):
+            self._close_file()
+            self._lock.drop()
+
+    def __repr__(self) -> str:
+        return f"EncryptedAgentStore({str(self._memory_path)!r})"
+
+
+def _read_all(fd: int) -> bytes:
+    """The whole file behind ``fd`` from its start."""
+    size = os.fstat(fd).st_size
+    chunks = [os.pread(fd, size, 0)] if size else []
+    offset = len(chunks[0]) if chunks else 0
+    while True:
+        chunk = os.pread(fd, 1 << 20, offset)
+        if not chunk:
+            return b"".join(chunks) if len(chunks) != 1 else chunks[0]
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+def encrypted_store_factory(
+    keyring: Keyring,
+    *,
+    clock: Clock | None = None,
+    random: RandomSource = os.urandom,
+    fsync_appends: bool = False,
+) -> StoreFactory:
+    """A ``store_factory`` for :class:`Conversation` that builds encrypted stores."""
+
+    def factory(memory_path: Path, header: Callable[[], str]) -> EncryptedAgentStore:
+        return EncryptedAgentStore(
+            memory_path,
+            header,
+            keyring=keyring,
+            clock=clock,
+            random=random,
+            fsync_appends=fsync_appends,
+        )
+
+    return factory
