@@ -37,6 +37,23 @@ from ._inspect import AgentInfo, StoredRecord, agent_info, agent_names, agent_re
 from ._policy import Policy, PolicyError, ResolvedPolicy, load_policy, resolve_policy
 from ._settings import Settings
 from ._stores import AgentStore, PlaintextAgentStore
+from ._subjects import (
+    ErasedDuringCompactionError,
+    ErasureBlockedError,
+    ErasureReceipt,
+    ErasureScope,
+    ExportResult,
+    FileRemoval,
+    ScheduledErasure,
+    cancel_scheduled_erasure,
+    erase,
+    erasure_receipts,
+    export_agent,
+    export_subject,
+    resume_erasures,
+    run_due_erasures,
+    schedule_erasure,
+)
 from ._summarizers import ExtractiveSummarizer, LiteLLMSummarizer, Summarizer, Transcript
 from ._tokenizer import counter_for
 from ._workspace import memory_md_path, resolve_workspace
@@ -56,7 +73,13 @@ __all__ = [
     "Conversation",
     "Decision",
     "EmptySummaryError",
+    "ErasedDuringCompactionError",
+    "ErasureBlockedError",
+    "ErasureReceipt",
+    "ErasureScope",
+    "ExportResult",
     "ExtractiveSummarizer",
+    "FileRemoval",
     "FixedClock",
     "FormatVersionError",
     "Governance",
@@ -73,6 +96,7 @@ __all__ = [
     "PolicyError",
     "Record",
     "ResolvedPolicy",
+    "ScheduledErasure",
     "Settings",
     "Skip",
     "StorageError",
@@ -86,13 +110,21 @@ __all__ = [
     "agent_info",
     "agent_names",
     "agent_records",
+    "cancel_scheduled_erasure",
     "counter_for",
+    "erase",
+    "erasure_receipts",
+    "export_agent",
+    "export_subject",
     "list_agents",
     "load_policy",
     "memory_md_path",
     "parse_memory",
     "resolve_policy",
     "resolve_workspace",
+    "resume_erasures",
+    "run_due_erasures",
+    "schedule_erasure",
 ]
 
 __version__ = "0.1.0"
