@@ -1,0 +1,289 @@
+"""Scheduled purges with real APScheduler: triggers, catch-up, leadership, SIGTERM."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from governed_memory import Conversation, FixedClock, Policy
+from governed_memory._errors import ConfigurationError
+from governed_memory._governance import Governance
+from governed_memory._policy import SchedulePolicy
+from governed_memory._retention._purge import _PurgeLock
+from governed_memory._scheduler import (
+    PURGE_JOB,
+    PurgeScheduler,
+    build_trigger,
+    schedule_status,
+    start_scheduler,
+)
+
+T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
+DAY = dt.timedelta(days=1)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
+    """Poll until ``condition`` holds (a wait, not a timing assertion)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def governance(workspace: Path, now: dt.datetime, **schedule: object) -> Governance:
+    policy = Policy.model_validate(
+        {
+            "retention": {"archives_max_age": "30d"},
+            "schedule": schedule or {"purge_cron": "0 3 * * *"},
+        }
+    )
+    return Governance(workspace=workspace, policy=policy, clock=FixedClock(now))
+
+
+def populate(workspace: Path) -> None:
+    clock = FixedClock(T0, tick=dt.timedelta(milliseconds=1))
+    conv = Conversation(
+        name="c", memory_md_path=workspace / "agents" / "a" / "MEMORY.md", clock=clock
+    )
+    for day in range(3):
+        conv.add("User", f"day {day}")
+        conv.compact("summary")
+        clock.advance(DAY)
+
+
+def archives(workspace: Path) -> list[Path]:
+    return sorted(workspace.glob("agents/*/archive/history_*"))
+
+
+def write_last_success(workspace: Path, when: dt.datetime) -> None:
+    folder = workspace / ".governed_memory" / "scheduler"
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {"v": 1, "last_success": when.astimezone().isoformat()}
+    (folder / "state.json").write_text(json.dumps(data))
+
+
+@pytest.fixture
+def stoppers() -> Iterator[list[PurgeScheduler]]:
+    started: list[PurgeScheduler] = []
+    yield started
+    for handle in started:
+        handle.stop()
+
+
+def test_trigger_from_cron_and_from_interval() -> None:
+    cron = build_trigger(SchedulePolicy(purge_cron="0 3 * * *", timezone="Europe/Berlin"))
+    start = dt.datetime(2026, 1, 1, 4, 0, tzinfo=dt.UTC)
+    assert cron.get_next_fire_time(None, start).isoformat() == "2026-01-02T03:00:00+01:00"
+    interval = build_trigger(SchedulePolicy(purge_interval="6h"), start=start)
+    later = start + dt.timedelta(seconds=1)
+    assert interval.get_next_fire_time(None, later) == start + dt.timedelta(hours=6)
+
+
+def test_policy_without_schedule_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match=r"schedule\.purge_cron"):
+        build_trigger(SchedulePolicy())
+
+
+@pytest.mark.parametrize(
+    ("last", "now", "due"),
+    [
+        (None, T0, True),  # never purged by a scheduler: purge on first start
+        (dt.datetime(2026, 1, 1, 3, 0), dt.datetime(2026, 1, 1, 20, 0), False),  # next is 2 Jan
+        (dt.datetime(2026, 1, 1, 3, 0), dt.datetime(2026, 1, 2, 3, 0, 1), True),  # 2 Jan missed
+        (dt.datetime(2026, 1, 1, 3, 0), dt.datetime(2026, 1, 9, 0, 0), True),  # a week off
+    ],
+)
+def test_catch_up_is_due_when_a_fire_time_after_the_last_success_passed(
+    workspace: Path, last: dt.datetime | None, now: dt.datetime, due: bool
+) -> None:
+    gov = governance(workspace, now, purge_cron="0 3 * * *", timezone="UTC")
+    handle = PurgeScheduler(gov)
+    trigger = build_trigger(gov.policy.schedule)
+    last_aware = last.replace(tzinfo=dt.UTC) if last else None
+    gov.clock = FixedClock(now.replace(tzinfo=dt.UTC))
+    assert handle.catch_up_due(last_aware, trigger) is due
+
+
+def test_missed_run_is_caught_up_at_start(workspace: Path, stoppers: list[PurgeScheduler]) -> None:
+    populate(workspace)
+    write_last_success(workspace, T0 + 30 * DAY)
+    gov = governance(workspace, T0 + 40 * DAY, purge_cron="0 3 * * *")  # 10 fire times missed
+    handle = start_scheduler(gov, leader_retry=0.1)
+    stoppers.append(handle)
+    assert wait_for(lambda: handle.runs == 1)
+    assert handle.last_report is not None and handle.last_report.total_deleted == 3
+    assert archives(workspace) == []
+    assert handle.last_report.as_of == T0 + 40 * DAY  # the injected clock, not the wall clock
+    status = schedule_status(gov)
+    assert status["last_success"].startswith("2026-02-10T12:00:00")
+    assert status["leader_pid"] == os.getpid() and status["overdue"] is False
+
+
+def test_no_catch_up_when_the_last_run_is_recent(
+    workspace: Path, stoppers: list[PurgeScheduler]
+) -> None:
+    populate(workspace)
+    now = dt.datetime.now()  # APScheduler fires by the wall clock: keep both in step here
+    write_last_success(workspace, now - dt.timedelta(hours=1))
+    handle = start_scheduler(governance(workspace, now, purge_interval="1d"), leader_retry=0.1)
+    stoppers.append(handle)
+    assert handle.leading.wait(20)
+    assert handle.next_run_time is not None
+    assert handle.next_run_time > dt.datetime.now(dt.UTC) + dt.timedelta(hours=12)
+    assert handle.runs == 0 and len(archives(workspace)) == 3  # the next run is a day away
+
+
+def test_purge_job_never_overlaps_and_coalesces(
+    workspace: Path, stoppers: list[PurgeScheduler]
+) -> None:
+    write_last_success(workspace, T0)
+    handle = start_scheduler(governance(workspace, T0, purge_interval="1d"), leader_retry=0.1)
+    stoppers.append(handle)
+    assert handle.leading.wait(20)
+    job = handle._scheduler.get_job(PURGE_JOB)
+    assert (job.max_instances, job.coalesce, job.misfire_grace_time) == (1, True, None)
+
+
+def test_a_triggered_run_purges_with_the_injected_clock(
+    workspace: Path, stoppers: list[PurgeScheduler]
+) -> None:
+    populate(workspace)
+    write_last_success(workspace, T0 + 10 * DAY)
+    gov = governance(workspace, T0 + 10 * DAY + dt.timedelta(hours=1), purge_interval="1d")
+    handle = start_scheduler(gov, leader_retry=0.1)
+    stoppers.append(handle)
+    assert handle.leading.wait(20) and handle.runs == 0
+    gov.clock = FixedClock(T0 + 30 * DAY + dt.timedelta(hours=12))  # only the first is >30d old
+    handle.trigger_now()
+    assert wait_for(lambda: handle.runs == 1)
+    assert handle.last_report is not None and handle.last_report.total_deleted == 1
+    assert len(archives(workspace)) == 2
+
+
+def test_failed_run_is_logged_and_not_recorded_as_success(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    populate(workspace)
+    gov = governance(workspace, T0 + 40 * DAY)
+    handle = PurgeScheduler(gov)
+    gov_dir = workspace / ".governed_memory"
+    lock = _PurgeLock(gov_dir / "purge", workspace)
+    lock.acquire()  # a CLI purge is running
+    try:
+        assert handle.run_once() is None
+    finally:
+        lock.release()
+    assert "another purge is running" in str(handle.last_error)
+    assert "scheduled purge" in caplog.text
+    assert schedule_status(gov)["last_success"] is None
+    assert handle.run_once() is not None  # next fire succeeds
+    assert schedule_status(gov)["last_success"] is not None
+
+
+def test_one_leader_per_workspace_and_takeover_on_stop(
+    workspace: Path, stoppers: list[PurgeScheduler]
+) -> None:
+    write_last_success(workspace, T0)
+    first = start_scheduler(governance(workspace, T0, purge_interval="1d"), leader_retry=0.1)
+    stoppers.append(first)
+    assert first.leading.wait(20)
+    second = start_scheduler(governance(workspace, T0, purge_interval="1d"), leader_retry=0.1)
+    stoppers.append(second)
+    time.sleep(0.5)  # several retry periods: the second must still be waiting
+    assert not second.leading.is_set() and second.next_run_time is None
+    first.stop()
+    assert second.leading.wait(20)
+
+
+def _daemon(workspace: Path, policy: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from governed_memory._cli import main; main()",
+            "--workspace",
+            str(workspace),
+            "--policy",
+            str(policy),
+            "scheduler",
+            "run",
+            "--leader-retry",
+            "0.1",
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def _wait_line(proc: subprocess.Popen[str], needle: str) -> str:
+    assert proc.stderr is not None
+    seen = ""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen += line
+        if needle in line:
+            return seen
+    raise AssertionError(f"{needle!r} not logged; got:\n{seen}")
+
+
+@pytest.fixture
+def policy_file(tmp_path: Path) -> Path:
+    path = tmp_path / "policy.toml"
+    path.write_text('[retention]\narchives_max_age = "30d"\n[schedule]\npurge_interval = "1d"\n')
+    return path
+
+
+def test_scheduler_run_stops_cleanly_on_sigterm(workspace: Path, policy_file: Path) -> None:
+    populate(workspace)
+    proc = _daemon(workspace, policy_file)
+    try:
+        log = _wait_line(proc, "deleted ")  # never purged: it catches up at once, logs the run
+        assert "deleted 3" in log
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        rest = proc.stderr.read() if proc.stderr else ""
+        assert "received SIGTERM" in rest and "scheduler stopped" in rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+    assert archives(workspace) == []
+
+
+def test_a_waiting_scheduler_takes_over_when_the_leader_is_killed(
+    workspace: Path, policy_file: Path, stoppers: list[PurgeScheduler]
+) -> None:
+    write_last_success(workspace, dt.datetime.now())
+    proc = _daemon(workspace, policy_file)
+    try:
+        _wait_line(proc, "scheduler leads")
+        waiting = start_scheduler(governance(workspace, T0, purge_interval="1d"), leader_retry=0.1)
+        stoppers.append(waiting)
+        time.sleep(0.3)
+        assert not waiting.leading.is_set()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        assert waiting.leading.wait(20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
