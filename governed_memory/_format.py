@@ -185,14 +185,14 @@ def parse_memory(text: str) -> MemoryFile:
         if body.endswith(SEPARATOR):
             body = body[: -len(SEPARATOR)]
         else:
-            # Only a last record can lack its separator. Content is stripped
-            # before it is written, so trailing newlines are never content.
+            # Only a last or torn record can lack its separator. Content is
+            # stripped before it is written, so trailing whitespace never is.
             for cut in _CUT_SEPARATORS:
                 if body.endswith(cut):
                     body = body[: -len(cut)]
                     break
             else:
-                body = body.rstrip("\n")
+                body = body.rstrip()
         records.append(
             Record(
                 role=match.group(1),

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from governed_memory import FixedClock
+from governed_memory import AgentStore, Clock, FixedClock, PlaintextAgentStore
 
 if TYPE_CHECKING:
     from llm_stub import StubLLM
@@ -54,6 +54,25 @@ def clock() -> FixedClock:
 def fixtures_dir() -> Path:
     """Files the reference implementation (swarms 16.0.3) wrote."""
     return FIXTURES
+
+
+def _plaintext_store(path: Path, header: Callable[[], str], clock: Clock) -> AgentStore:
+    return PlaintextAgentStore(path, header, clock=clock)
+
+
+StoreMaker = Callable[[Path, Callable[[], str], Clock], AgentStore]
+"""Builds a store from (MEMORY.md path, header factory, clock)."""
+
+# Every AgentStore implementation, by readable id; tests/test_stores_plaintext.py's
+# contract tests run over each. Append a pytest.param for a new store.
+STORE_FACTORIES: list[Any] = [pytest.param(_plaintext_store, id="plaintext")]
+
+
+@pytest.fixture(params=STORE_FACTORIES)
+def store_factory(request: pytest.FixtureRequest) -> StoreMaker:
+    """One AgentStore implementation per parameter (contract tests)."""
+    maker: StoreMaker = request.param
+    return maker
 
 
 @pytest.fixture(scope="session", autouse=True)

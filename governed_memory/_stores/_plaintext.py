@@ -7,6 +7,13 @@ MEMORY.md being replaced by a compaction in another process. A
 belong to the open file description, not the thread. Appends reuse one
 O_APPEND descriptor; after taking the lock a ``stat`` tells whether another
 process replaced or removed MEMORY.md, in which case it is reopened.
+
+When MEMORY.md's size is not what this store's last append left, another
+writer came in between, possibly one killed in the middle of a large write:
+the tail is checked and the torn line ended before the new block (see
+``_tail_fix``), so a torn block never hides the next record. A forked child
+drops the descriptors it inherited, whose flock it would share with the
+parent.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import datetime as _dt
 import fcntl
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -88,6 +96,10 @@ class PlaintextAgentStore:
         self._dir_ident: tuple[int, int] | None = None
         self._fd: int | None = None
         self._ident: tuple[int, int] | None = None
+        # Size of MEMORY.md after this store's last append: when the file
+        # still has that size, its tail is known to end a block.
+        self._end: int | None = None
+        _LIVE_STORES.add(self)
 
     @property
     def folder(self) -> Path:
@@ -116,7 +128,11 @@ class PlaintextAgentStore:
             st = os.stat(self._folder_str)
         except FileNotFoundError:
             return False
-        return (st.st_dev, st.st_ino) == self._dir_ident
+        if (st.st_dev, st.st_ino) != self._dir_ident:
+            return False
+        # A folder created at the path after ours was removed may reuse its
+        # inode number; a removed folder has no links left.
+        return self._dirfd is not None and os.fstat(self._dirfd).st_nlink > 0
 
     def _acquire(self, mode: int) -> int:
         """Take the folder's flock (mutex held); return the locked descriptor.
@@ -166,7 +182,10 @@ class PlaintextAgentStore:
     # -- the active memory ---------------------------------------------
 
     def _create_memory(self) -> None:
-        atomic_write(self._memory_path, self._header().encode("utf-8"))
+        # Claimed with link(), never renamed over: a MEMORY.md that appeared
+        # meanwhile is kept as it is, never replaced by an empty header.
+        with suppress(FileExistsError):
+            link_exclusive(self._folder, self._header().encode("utf-8"), [self._memory_name])
 
     def _memory_fd(self) -> int:
         """The append descriptor of the current MEMORY.md (lock held).
@@ -184,7 +203,8 @@ class PlaintextAgentStore:
         self._close_file()
         if st is None:
             self._create_memory()
-        fd = open_private(self._memory_path, os.O_WRONLY | os.O_APPEND)
+        # Readable too, so the tail can be checked before an append.
+        fd = open_private(self._memory_path, os.O_RDWR | os.O_APPEND)
         fst = os.fstat(fd)
         self._fd, self._ident = fd, (fst.st_dev, fst.st_ino)
         return fd
@@ -197,6 +217,8 @@ class PlaintextAgentStore:
             raise StorageError(f"cannot create {self._memory_path}: {exc}") from exc
 
     def read_memory(self) -> str | None:
+        if not os.path.isdir(self._folder_str):
+            return None  # reading never creates the agent folder
         try:
             with self._locked(fcntl.LOCK_SH):
                 try:
@@ -216,7 +238,13 @@ class PlaintextAgentStore:
                 if self._depth or not self._append_fast(data):
                     dirfd = self._acquire(fcntl.LOCK_EX)
                     try:
-                        self._write(self._memory_fd(), data)
+                        fd = self._memory_fd()
+                        size = os.fstat(fd).st_size
+                        if size != self._end:
+                            prefix, size = _tail_fix(fd, size)
+                            data = prefix + data
+                        self._write(fd, data)
+                        self._end = size + len(data)
                     finally:
                         self._release(dirfd)
         except OSError as exc:
@@ -244,9 +272,14 @@ class PlaintextAgentStore:
             st = os.stat(self._memory_name, dir_fd=dirfd)
             if (st.st_dev, st.st_ino) != self._ident:
                 return False
+            size = st.st_size
+            if size != self._end:  # another writer appended since
+                prefix, size = _tail_fix(fd, size)
+                data = prefix + data
             written = os.write(fd, data)
             if written != len(data) or self._fsync_appends:
                 self._write(fd, data[written:])
+            self._end = size + len(data)
             return True
         except FileNotFoundError:
             return False
@@ -335,7 +368,7 @@ class PlaintextAgentStore:
     def _close_file(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
-        self._fd, self._ident = None, None
+        self._fd, self._ident, self._end = None, None, None
 
     def _drop_fds(self) -> None:
         self._close_file()
@@ -353,6 +386,69 @@ class PlaintextAgentStore:
     def __del__(self) -> None:
         with suppress(Exception):
             self._drop_fds()
+
+    def _after_fork(self) -> None:
+        """Forget what a forked child inherited.
+
+        The inherited folder descriptor shares the parent's open file
+        description, and so its flock: parent and child would both "hold"
+        the lock at once. The child closes its copies (the parent's lock and
+        descriptors are unaffected) and reopens on next use. The mutex is
+        replaced because a parent thread may have held it at fork time.
+        """
+        self._mutex = threading.RLock()
+        self._depth = 0
+        self._drop_fds()
+
+
+# Every live store, so a forked child can drop inherited lock descriptors
+# (multiprocessing forks by default on Linux). Weak: it keeps no store alive.
+_LIVE_STORES: weakref.WeakSet[PlaintextAgentStore] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_LIVE_STORES):
+        with suppress(Exception):
+            store._after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _tail_fix(fd: int, size: int) -> tuple[bytes, int]:
+    """Repair MEMORY.md's tail before a new block; return (prefix, new size).
+
+    The header and every block end in ``\\n\\n``. A file that does not (a block
+    torn by a kill in the middle of a large write, a hand edit) would glue
+    the next block's header to its last line, and the parser would read the
+    new record as part of the torn one: the prefix ends the line and adds the
+    blank line. A write torn inside a multi-byte character would leave the
+    file undecodable for good, so those few bytes of the unacknowledged
+    block are cut first (lock held: no other writer).
+    """
+    if size == 0:
+        return b"", 0
+    tail = os.pread(fd, 4, max(0, size - 4))
+    cut = _incomplete_utf8(tail)
+    if cut:
+        os.ftruncate(fd, size - cut)
+        size, tail = size - cut, tail[:-cut]
+    if tail.endswith(b"\n\n"):
+        return b"", size
+    return (b"\n" if tail.endswith(b"\n") else b"\n\n"), size
+
+
+def _incomplete_utf8(tail: bytes) -> int:
+    """How many bytes at the end of ``tail`` start a UTF-8 character they do not finish."""
+    for back in range(1, min(4, len(tail)) + 1):
+        byte = tail[-back]
+        if byte & 0xC0 == 0x80:  # a continuation byte: look further back
+            continue
+        if byte >= 0xC0:  # a lead byte: is the character complete?
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return back if back < need else 0
+        return 0  # ASCII
+    return 0
 
 
 def _decode(data: bytes, path: Path) -> str:
