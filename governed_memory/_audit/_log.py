@@ -1,0 +1,791 @@
+"""The audit log on disk: hash-chained JSON Lines in period segments, plus a head file.
+
+Layout of the audit folder (default ``<workspace>/.governed_memory/audit/``,
+0700, files 0600)::
+
+    audit-2026-11.jsonl   a segment: the entries of one period (UTC month by default)
+    audit-2026-12.jsonl
+    audit.head            seq + hash of the newest entry, MACed; also the lock file
+
+Each segment starts with an anchor entry (``audit.segment``) naming the
+segment before it; the anchor is chained like any entry, so the chain runs
+unbroken across segments. Segments are ordered by the ``seq`` of their anchor,
+not by name.
+
+Appending (one ``flock`` on ``audit.head`` serialises threads and processes):
+
+1. find the newest entry (cached; re-read when the head file changed);
+2. if the head records an entry the segments no longer hold (entries removed
+   from the end) or the head is missing/unreadable while entries exist, write
+   an ``audit.discontinuity`` entry that records both, so the gap stays
+   visible to ``verify`` forever;
+3. close off a torn last line left by a crash (see below);
+4. start a new segment, atomically with its anchor, when the period changed;
+5. write the line with one ``write`` on an ``O_APPEND`` descriptor, then
+   ``fdatasync``: the entry is durable before :meth:`AuditLog.append` returns;
+6. rewrite the head in place (``pwrite``; not fsynced, see below).
+
+Torn lines: a crash (kill -9, power loss) during step 5 can leave a partial
+last line. The next append (or ``governed-memory audit repair``) ends it with
+a newline and appends an ``audit.repair`` entry recording the torn line's
+segment, line number, length and SHA-256. Nothing is deleted: the torn bytes
+stay as evidence, and ``verify`` accepts a non-entry line only when a repair
+entry vouches for exactly those bytes. A partial line that is in fact a
+complete, authentic entry (only the newline was lost) is just completed.
+
+Limits (stated honestly): the head is not fsynced, so after a power loss it
+may lag the log by a few entries (``verify`` accepts a head behind the log,
+never ahead of it). Someone with write access to the folder who also keeps an
+old copy of the head can remove the newest entries undetected; ship spans to
+a collector (docs/audit.md) for an off-host record. POSIX only; not safe on
+network filesystems.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import fcntl
+import hashlib
+import json
+import os
+import threading
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from .._clock import Clock, SystemClock
+from .._errors import AuditWriteError, ConfigurationError, NotFoundError
+from .._fsutil import (
+    ensure_private_dir,
+    fsync_dir,
+    link_exclusive,
+    open_private,
+    remove_stale_temps,
+    write_all,
+)
+from ._entry import (
+    FORMAT_VERSION,
+    GENESIS,
+    AuditEntry,
+    EntryFormatError,
+    canonical,
+    format_ts,
+    parse_entry,
+    seal,
+)
+from ._events import AuditEvent, validate_event
+from ._keys import AuditKey
+
+__all__ = [
+    "HEAD_FILE",
+    "HEAD_SIZE",
+    "SEGMENT_PREFIX",
+    "SEGMENT_SUFFIX",
+    "AuditLog",
+    "Head",
+    "Period",
+    "SegmentInfo",
+    "iter_entries",
+    "list_segments",
+    "parse_head",
+    "read_segment_lines",
+    "reverse_lines",
+    "tail_entries",
+]
+
+SEGMENT_PREFIX = "audit-"
+SEGMENT_SUFFIX = ".jsonl"
+HEAD_FILE = "audit.head"
+HEAD_SIZE = 512
+_CHUNK = 65536
+
+
+class Period(StrEnum):
+    """How long one segment file covers (UTC)."""
+
+    MONTH = "month"
+    DAY = "day"
+
+    def label(self, when: _dt.datetime) -> str:
+        utc = when.astimezone(_dt.UTC)
+        return utc.strftime("%Y-%m") if self is Period.MONTH else utc.strftime("%Y-%m-%d")
+
+
+@dataclass(frozen=True)
+class Head:
+    """What ``audit.head`` records: the newest entry when it was written."""
+
+    seq: int
+    hash: str
+    segment: str
+    mac: str
+
+    def body(self) -> bytes:
+        return canonical(
+            {"v": FORMAT_VERSION, "seq": self.seq, "hash": self.hash, "segment": self.segment}
+        )
+
+    def mac_ok(self, key: AuditKey) -> bool:
+        return key.verify_mac(b"head\x00" + self.body(), self.mac)
+
+
+def _encode_head(key: AuditKey, seq: int, digest: str, segment: str) -> bytes:
+    body = canonical({"v": FORMAT_VERSION, "seq": seq, "hash": digest, "segment": segment})
+    mac = key.mac(b"head\x00" + body)
+    data = canonical(
+        {"v": FORMAT_VERSION, "seq": seq, "hash": digest, "segment": segment, "mac": mac}
+    )
+    if len(data) >= HEAD_SIZE:
+        raise ConfigurationError(
+            f"segment name {segment!r} is too long for the head file; use a shorter audit folder name"
+        )
+    return data + b" " * (HEAD_SIZE - 1 - len(data)) + b"\n"
+
+
+def parse_head(raw: bytes) -> Head | None:
+    """The head in ``raw`` (None when empty).
+
+    Raises:
+        EntryFormatError: the head is not readable.
+    """
+    if not raw.strip():
+        return None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+        head = Head(seq=data["seq"], hash=data["hash"], segment=data["segment"], mac=data["mac"])
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise EntryFormatError(f"head file is not readable ({exc})") from None
+    if data.get("v") != FORMAT_VERSION or not isinstance(head.seq, int):
+        raise EntryFormatError("head file has an unknown format")
+    return head
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    """One segment file and the seq of its first entry (None when unreadable)."""
+
+    name: str
+    path: Path
+    first_seq: int | None
+
+
+def _is_segment(name: str) -> bool:
+    return name.startswith(SEGMENT_PREFIX) and name.endswith(SEGMENT_SUFFIX)
+
+
+def _label(name: str) -> str:
+    return name[len(SEGMENT_PREFIX) : -len(SEGMENT_SUFFIX)]
+
+
+def _first_line(path: Path) -> bytes:
+    with open(path, "rb") as file:
+        buf = b""
+        while b"\n" not in buf:
+            chunk = file.read(_CHUNK)
+            if not chunk:
+                break
+            buf += chunk
+    return buf.split(b"\n", 1)[0]
+
+
+def list_segments(folder: Path) -> list[SegmentInfo]:
+    """The segment files in ``folder``, ordered by the seq of their first entry."""
+    try:
+        names = [n for n in os.listdir(folder) if _is_segment(n)]
+    except FileNotFoundError:
+        return []
+    infos = []
+    for name in names:
+        path = folder / name
+        try:
+            first: int | None = parse_entry(_first_line(path)).seq
+        except (EntryFormatError, OSError):
+            first = None
+        infos.append(SegmentInfo(name, path, first))
+    return sorted(infos, key=lambda s: (s.first_seq is None, s.first_seq or 0, s.name))
+
+
+def reverse_lines(fd: int, size: int) -> Iterator[tuple[int, bytes, bool]]:
+    """``(offset, line, terminated)`` of the file's lines, last first, reading backwards.
+
+    ``terminated`` is False only for a last line that lacks its newline.
+    """
+    if size <= 0:
+        return
+    terminated = os.pread(fd, 1, size - 1) == b"\n"
+    pos = size - 1 if terminated else size
+    buf = b""
+    first = True
+    while True:
+        idx = buf.rfind(b"\n")
+        if idx >= 0:
+            yield pos + idx + 1, buf[idx + 1 :], terminated or not first
+            buf = buf[:idx]
+            first = False
+            continue
+        if pos == 0:
+            yield 0, buf, terminated or not first
+            return
+        step = min(_CHUNK, pos)
+        pos -= step
+        buf = os.pread(fd, step, pos) + buf
+
+
+def read_segment_lines(path: Path) -> tuple[list[bytes], bool]:
+    """All lines of a segment (without newlines) and whether the last one was terminated."""
+    data = path.read_bytes()
+    if not data:
+        return [], True
+    terminated = data.endswith(b"\n")
+    lines = (data[:-1] if terminated else data).split(b"\n")
+    return lines, terminated
+
+
+@dataclass
+class _Tail:
+    """What the appender knows about the end of the log (valid while the lock is held)."""
+
+    segment: str | None = None
+    fd: int | None = None
+    ident: tuple[int, int] | None = None
+    size: int = 0
+    last: AuditEntry | None = None
+    head_bytes: bytes = b""
+    repaired: list[AuditEntry] = field(default_factory=list)
+    """Entries the last resync wrote (discontinuity, repair)."""
+
+    @property
+    def next_seq(self) -> int:
+        return self.last.seq + 1 if self.last else 1
+
+    @property
+    def prev(self) -> str:
+        return self.last.hash if self.last else GENESIS
+
+
+class AuditLog:
+    """Appends authenticated, hash-chained entries to the audit folder.
+
+    Safe across threads and processes on one machine. Every method that
+    writes holds the folder's lock (``flock`` on ``audit.head``).
+
+    Args:
+        folder: the audit folder (created 0700 by the first append).
+        key: authenticates entries (see :class:`AuditKey`).
+        clock: time of entries (default: the system clock; naive times are
+            local time, stored as UTC).
+        period: one segment per UTC ``month`` (default) or ``day``.
+        fsync: ``fdatasync`` each entry before returning (default True; only
+            benchmarks turn it off).
+    """
+
+    def __init__(
+        self,
+        folder: str | os.PathLike[str],
+        key: AuditKey,
+        *,
+        clock: Clock | None = None,
+        period: Period | str = Period.MONTH,
+        fsync: bool = True,
+    ) -> None:
+        self._folder = Path(folder)
+        self._key = key
+        self._clock: Clock = clock or SystemClock()
+        try:
+            self._period = Period(period)
+        except ValueError:
+            raise ConfigurationError(
+                f"audit segment period {period!r} is unknown; use 'month' or 'day'"
+            ) from None
+        self._fsync = fsync
+        self._mutex = threading.RLock()
+        self._head_fd: int | None = None
+        self._head_ident: tuple[int, int] | None = None
+        self._tail: _Tail | None = None
+
+    @property
+    def folder(self) -> Path:
+        return self._folder
+
+    @property
+    def key(self) -> AuditKey:
+        return self._key
+
+    @property
+    def head_path(self) -> Path:
+        return self._folder / HEAD_FILE
+
+    # -- locking -----------------------------------------------------------
+
+    def _open_head(self) -> int:
+        if self._head_fd is not None:
+            try:
+                st = os.stat(self.head_path)
+                if (st.st_dev, st.st_ino) == self._head_ident:
+                    return self._head_fd
+            except FileNotFoundError:
+                pass
+            self._drop()
+        ensure_private_dir(self._folder)
+        fd = open_private(self.head_path, os.O_RDWR | os.O_CREAT)
+        st = os.fstat(fd)
+        self._head_fd, self._head_ident = fd, (st.st_dev, st.st_ino)
+        return fd
+
+    @contextlib.contextmanager
+    def _locked(self, what: str) -> Iterator[int]:
+        with self._mutex:
+            try:
+                fd = self._open_head()
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError as exc:
+                raise AuditWriteError(self._failure(what, exc)) from exc
+            try:
+                yield fd
+            except OSError as exc:
+                self._forget_tail()
+                if isinstance(exc, AuditWriteError):
+                    raise
+                raise AuditWriteError(self._failure(what, exc)) from exc
+            except BaseException:
+                self._forget_tail()
+                raise
+            finally:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _failure(self, what: str, exc: BaseException) -> str:
+        return (
+            f"cannot {what} the audit log in {self._folder}: {exc}; the operation is not "
+            "reported as done. Check free space and permissions of the folder (policy "
+            "audit.log_dir), then run `governed-memory audit verify`"
+        )
+
+    # -- appending -----------------------------------------------------------
+
+    def append(
+        self,
+        event: str,
+        attrs: Mapping[str, Any],
+        *,
+        at: _dt.datetime | None = None,
+    ) -> AuditEntry:
+        """Append one entry; it is durable when this returns.
+
+        ``attrs`` are written as given: pass them through
+        :func:`~governed_memory._audit._events.audit_attributes` first (the
+        :class:`AuditTrail` does).
+
+        Raises:
+            AuditWriteError: the entry could not be written (the cause is chained).
+        """
+        validate_event(event)
+        when = at if at is not None else self._clock.now()
+        with self._locked("append to") as head_fd:
+            tail = self._current(head_fd)
+            entry = self._write_entry(head_fd, tail, event, dict(attrs), when)
+            self._write_head(head_fd, tail)
+            return entry
+
+    def repair(self) -> list[AuditEntry]:
+        """Close off a torn last line and record head discontinuities now.
+
+        Every append does the same first; this is for an idle log after a
+        crash. Returns the entries written (empty when nothing needed repair).
+        """
+        with self._locked("repair") as head_fd:
+            self._forget_tail()
+            return list(self._current(head_fd).repaired)
+
+    # -- the state of the end of the log -----------------------------------
+
+    def _forget_tail(self) -> None:
+        if self._tail is not None and self._tail.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._tail.fd)
+        self._tail = None
+
+    def _current(self, head_fd: int) -> _Tail:
+        head_bytes = os.pread(head_fd, HEAD_SIZE, 0)
+        tail = self._tail
+        if tail is not None and tail.head_bytes == head_bytes and tail.segment is not None:
+            try:
+                st = os.stat(self._folder / tail.segment)
+            except FileNotFoundError:
+                st = None
+            if st is not None and (st.st_dev, st.st_ino) == tail.ident and st.st_size == tail.size:
+                return tail
+        self._forget_tail()
+        tail = self._resync(head_fd, head_bytes)
+        self._tail = tail
+        return tail
+
+    def _open_segment(self, tail: _Tail, name: str) -> None:
+        if tail.fd is not None:
+            os.close(tail.fd)
+            tail.fd = None
+        fd = open_private(self._folder / name, os.O_RDWR | os.O_APPEND)
+        st = os.fstat(fd)
+        tail.segment, tail.fd, tail.ident, tail.size = name, fd, (st.st_dev, st.st_ino), st.st_size
+
+    def _resync(self, head_fd: int, head_bytes: bytes) -> _Tail:
+        """Read the end of the log from disk; repair and record what a crash or an edit left."""
+        remove_stale_temps(self._folder)
+        tail = _Tail(head_bytes=head_bytes)
+        written = tail.repaired
+        segments = self._drop_empty_segments(list_segments(self._folder))
+        torn: list[tuple[int, bytes, bool]] = []
+        if segments:
+            self._open_segment(tail, segments[-1].name)
+            assert tail.fd is not None
+            for offset, line, terminated in reverse_lines(tail.fd, tail.size):
+                try:
+                    entry = parse_entry(line)
+                except EntryFormatError:
+                    torn.append((offset, line, terminated))
+                    continue
+                if not terminated and not entry.mac_ok(self._key):
+                    torn.append((offset, line, terminated))
+                    continue
+                tail.last = entry
+                if not terminated:  # complete entry that lost only its newline
+                    self._raw_write(tail, b"\n")
+                break
+            if tail.last is None:
+                raise AuditWriteError(
+                    f"the newest audit segment {tail.segment} in {self._folder} holds no readable "
+                    "entry; run `governed-memory audit verify` and restore the folder from a backup"
+                )
+            if tail.last.kid != self._key.key_id:
+                raise AuditWriteError(
+                    f"the audit log in {self._folder} was written with key id {tail.last.kid}, but "
+                    f"the configured audit key has id {self._key.key_id}; configure the original "
+                    "GOVERNED_MEMORY_AUDIT_KEY, or point audit.log_dir at a new folder to start a "
+                    "new log with this key"
+                )
+        problem = self._head_problem(head_bytes, tail)
+        for _offset, _line, terminated in torn:
+            if not terminated:
+                self._raw_write(tail, b"\n")
+        if problem is not None:
+            reason, head = problem
+            attrs: dict[str, Any] = {
+                "reason_code": reason,
+                "found_seq": tail.last.seq if tail.last else 0,
+                "found_hash": tail.prev,
+            }
+            seq = tail.next_seq
+            if head is not None:
+                attrs.update(head_seq=head.seq, head_hash=head.hash, segment=head.segment)
+                seq = max(seq, head.seq + 1)
+            written.append(
+                self._write_entry(
+                    head_fd, tail, AuditEvent.DISCONTINUITY, attrs, self._clock.now(), seq=seq
+                )
+            )
+        for offset, line, _terminated in reversed(torn):
+            assert tail.fd is not None and tail.segment is not None
+            attrs = {
+                "segment": tail.segment,
+                "line": _line_number(tail.fd, offset),
+                "bytes": len(line),
+                "sha256": hashlib.sha256(line).hexdigest(),
+            }
+            written.append(
+                self._write_entry(head_fd, tail, AuditEvent.REPAIR, attrs, self._clock.now())
+            )
+        if written:
+            self._write_head(head_fd, tail)
+        return tail
+
+    def _drop_empty_segments(self, segments: list[SegmentInfo]) -> list[SegmentInfo]:
+        # A segment is created complete with its anchor; an empty file is only
+        # left by a crash on a filesystem without hard links. It holds nothing.
+        kept = []
+        for segment in segments:
+            try:
+                empty = segment.path.stat().st_size == 0
+            except FileNotFoundError:
+                continue
+            if empty:
+                segment.path.unlink(missing_ok=True)
+            else:
+                kept.append(segment)
+        return kept
+
+    def _head_problem(self, head_bytes: bytes, tail: _Tail) -> tuple[str, Head | None] | None:
+        try:
+            head = parse_head(head_bytes)
+        except EntryFormatError:
+            return ("head_unreadable", None) if tail.last else None
+        if head is not None and not head.mac_ok(self._key):
+            return ("head_unauthenticated", None) if tail.last else None
+        last = tail.last
+        if head is None:
+            return ("head_missing", None) if last is not None else None
+        if last is None:
+            return "segments_missing", head
+        if head.seq > last.seq:
+            return "head_ahead", head
+        if head.seq == last.seq and head.hash != last.hash:
+            return "head_mismatch", head
+        return None
+
+    # -- writing -------------------------------------------------------------
+
+    def _raw_write(self, tail: _Tail, data: bytes) -> None:
+        assert tail.fd is not None
+        write_all(tail.fd, data)
+        tail.size += len(data)
+        if self._fsync:
+            os.fdatasync(tail.fd)
+
+    def _write_entry(
+        self,
+        head_fd: int,
+        tail: _Tail,
+        event: str,
+        attrs: dict[str, Any],
+        when: _dt.datetime,
+        *,
+        seq: int | None = None,
+    ) -> AuditEntry:
+        ts = format_ts(when)
+        label = self._period.label(when)
+        if tail.segment is None or label > _label(tail.segment):
+            self._start_segment(tail, label, when)
+        entry = seal(
+            seq=seq if seq is not None else tail.next_seq,
+            ts=ts,
+            event=event,
+            attrs=attrs,
+            prev=tail.prev,
+            key=self._key,
+        )
+        self._raw_write(tail, entry.line + b"\n")
+        tail.last = entry
+        return entry
+
+    def _start_segment(self, tail: _Tail, label: str, when: _dt.datetime) -> None:
+        name = f"{SEGMENT_PREFIX}{label}{SEGMENT_SUFFIX}"
+        anchor = seal(
+            seq=tail.next_seq,
+            ts=format_ts(when),
+            event=AuditEvent.SEGMENT,
+            attrs={"segment": name, "previous_segment": tail.segment},
+            prev=tail.prev,
+            key=self._key,
+        )
+        try:
+            link_exclusive(self._folder, anchor.line + b"\n", [name])
+        except FileExistsError:
+            if tail.segment is None:
+                raise
+            return  # the clock went back to a period that has a segment: stay in the newest
+        self._open_segment(tail, name)
+        tail.last = anchor
+
+    def _write_head(self, head_fd: int, tail: _Tail) -> None:
+        if tail.last is None or tail.segment is None:
+            return
+        data = _encode_head(self._key, tail.last.seq, tail.last.hash, tail.segment)
+        os.pwrite(head_fd, data, 0)
+        if os.fstat(head_fd).st_size > HEAD_SIZE:
+            os.ftruncate(head_fd, HEAD_SIZE)
+        tail.head_bytes = data
+
+    # -- retention -------------------------------------------------------------
+
+    def purge_segments(self, names: Iterable[str]) -> list[str]:
+        """Remove whole old segments, recording the removal in the chain first.
+
+        The named segments must be the oldest ones (a prefix of the log) and
+        must not include the newest. An ``audit.purge`` entry naming them and
+        the last hash of the last one is appended (durably) before any file is
+        deleted, so ``verify`` can tell a purge from a deletion.
+
+        Raises:
+            NotFoundError: a name is not a segment of this log.
+            ConfigurationError: the names are not the oldest segments, or
+                include the newest.
+            AuditWriteError: the purge entry could not be written (nothing
+                was deleted).
+        """
+        wanted = list(dict.fromkeys(names))
+        if not wanted:
+            return []
+        with self._locked("purge segments of") as head_fd:
+            tail = self._current(head_fd)
+            segments = list_segments(self._folder)
+            order = [s.name for s in segments]
+            unknown = [n for n in wanted if n not in order]
+            if unknown:
+                raise NotFoundError(
+                    f"{unknown} are not segments of the audit log in {self._folder}; "
+                    f"its segments are {order}"
+                )
+            if order[-1] in wanted:
+                raise ConfigurationError(
+                    f"segment {order[-1]} is the newest and holds the head of the chain; it is "
+                    "never purged. Purge older segments only"
+                )
+            chosen = order[: max(order.index(n) for n in wanted) + 1]
+            skipped = [n for n in chosen if n not in wanted]
+            if skipped:
+                raise ConfigurationError(
+                    f"purging {wanted} would leave older segments {skipped} before a gap; purge "
+                    "segments oldest first (include those too)"
+                )
+            last_entry = _last_entry(self._folder / chosen[-1])
+            if last_entry is None:
+                raise AuditWriteError(
+                    f"segment {chosen[-1]} holds no readable entry, so its removal cannot be "
+                    "recorded; run `governed-memory audit verify`"
+                )
+            self._write_entry(
+                head_fd,
+                tail,
+                AuditEvent.AUDIT_PURGE,
+                {
+                    "segments": chosen,
+                    "last_segment": chosen[-1],
+                    "last_seq": last_entry.seq,
+                    "last_hash": last_entry.hash,
+                },
+                self._clock.now(),
+            )
+            self._write_head(head_fd, tail)
+            for name in chosen:
+                (self._folder / name).unlink(missing_ok=True)
+            fsync_dir(self._folder)
+            return chosen
+
+    def expired_segments(
+        self,
+        *,
+        now: _dt.datetime,
+        max_age: _dt.timedelta | None,
+        min_age: _dt.timedelta = _dt.timedelta(0),
+    ) -> list[str]:
+        """The oldest segments whose newest entry is older than ``max_age`` (and ``min_age``).
+
+        None for ``max_age`` (``forever``) keeps everything. The newest segment
+        is never listed. Strictly older: an entry of exactly the age is kept.
+        """
+        if max_age is None:
+            return []
+        cutoff = now.astimezone(_dt.UTC) - max(max_age, min_age)
+        segments = list_segments(self._folder)[:-1]
+        expired = []
+        for segment in segments:
+            last = _last_entry(segment.path)
+            if last is None or last.time >= cutoff:
+                break
+            expired.append(segment.name)
+        return expired
+
+    def purge_expired(
+        self,
+        *,
+        now: _dt.datetime | None = None,
+        max_age: _dt.timedelta | None,
+        min_age: _dt.timedelta = _dt.timedelta(0),
+    ) -> list[str]:
+        """Purge the segments :meth:`expired_segments` lists; return their names."""
+        when = now if now is not None else self._clock.now()
+        return self.purge_segments(
+            self.expired_segments(now=when, max_age=max_age, min_age=min_age)
+        )
+
+    # -- reading ---------------------------------------------------------------
+
+    def segments(self) -> list[SegmentInfo]:
+        """The segment files, oldest first."""
+        return list_segments(self._folder)
+
+    def entries(self) -> Iterator[AuditEntry]:
+        """Every readable entry, oldest first (no verification: use :func:`verify_log`)."""
+        return iter_entries(self._folder)
+
+    def tail(self, n: int) -> list[AuditEntry]:
+        """The newest ``n`` readable entries, oldest first."""
+        return tail_entries(self._folder, n)
+
+    def head(self) -> Head | None:
+        """The head as recorded (None when the log is empty)."""
+        try:
+            return parse_head(self.head_path.read_bytes())
+        except FileNotFoundError:
+            return None
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def _drop(self) -> None:
+        self._forget_tail()
+        if self._head_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._head_fd)
+        self._head_fd, self._head_ident = None, None
+
+    def close(self) -> None:
+        """Release file descriptors (reopened on the next use)."""
+        with self._mutex:
+            self._drop()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self._drop()
+
+    def __repr__(self) -> str:
+        return f"AuditLog(folder={str(self._folder)!r}, key_id={self._key.key_id!r})"
+
+
+def iter_entries(folder: Path) -> Iterator[AuditEntry]:
+    """Every readable entry in ``folder``, oldest first, without verifying (no key needed)."""
+    for segment in list_segments(folder):
+        try:
+            lines, _ = read_segment_lines(segment.path)
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            with contextlib.suppress(EntryFormatError):
+                yield parse_entry(line)
+
+
+def tail_entries(folder: Path, n: int) -> list[AuditEntry]:
+    """The newest ``n`` readable entries in ``folder``, oldest first."""
+    if n <= 0:
+        return []
+    return list(deque(iter_entries(folder), maxlen=n))
+
+
+def _line_number(fd: int, offset: int) -> int:
+    """1-based number of the line starting at ``offset``."""
+    count, pos = 0, 0
+    while pos < offset:
+        chunk = os.pread(fd, min(_CHUNK, offset - pos), pos)
+        if not chunk:
+            break
+        count += chunk.count(b"\n")
+        pos += len(chunk)
+    return count + 1
+
+
+def _last_entry(path: Path) -> AuditEntry | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        for _offset, line, _terminated in reverse_lines(fd, os.fstat(fd).st_size):
+            try:
+                return parse_entry(line)
+            except EntryFormatError:
+                continue
+        return None
+    finally:
+        os.close(fd)

@@ -1,0 +1,319 @@
+"""The audit trail: one span and one log entry per governed operation.
+
+:class:`AuditTrail` is the :class:`~governed_memory.AuditSink` a
+:class:`~governed_memory.Governance` uses when its policy enables audit or a
+TracerProvider is passed. Other layers call it the same way::
+
+    governance.audit.record("purge", agent=None, subject_id=None, outcome="ok",
+                            deleted=12, bytes_freed=40960, policy_id=..., policy_version=...)
+
+It filters the attributes (:func:`audit_attributes`: ids become keyed hashes,
+content only on opt-in), appends the entry to the hash-chained log (durable
+before ``record`` returns; :class:`AuditWriteError` when it cannot be
+written, so the operation fails), then emits the span. In default mode
+(no policy, audit disabled, no TracerProvider) no trail exists and nothing
+runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as _dt
+import secrets
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._artefacts import AUDIT_DIR
+from .._clock import Clock
+from .._errors import AuditWriteError, ConfigurationError
+from .._policy import Policy, RetentionPolicy
+from .._telemetry import Telemetry
+from .._workspace import GOVERNANCE_DIR
+from ._entry import AuditEntry
+from ._events import audit_attributes, span_attributes, span_name, validate_event
+from ._keys import AuditKey
+from ._log import AuditLog, Period
+from ._verify import VerifyReport, verify_log
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+    from .._governance import Governance
+    from .._settings import Settings
+
+__all__ = ["AuditTrail", "audit_key_from_settings", "audit_log_dir"]
+
+_MATCH_KEYS = ("agent.hash", "subject.hash", "actor.hash", "requested_by.hash")
+
+
+def audit_log_dir(policy: Policy, workspace: str | Path) -> Path:
+    """The audit folder: ``audit.log_dir`` (relative to the workspace), else ``<workspace>/.governed_memory/audit``."""
+    configured = policy.audit.log_dir
+    if configured:
+        path = Path(configured).expanduser()
+        return path if path.is_absolute() else Path(workspace) / path
+    return Path(workspace) / GOVERNANCE_DIR / AUDIT_DIR
+
+
+def _master_key_bytes(settings: Settings) -> bytes | None:
+    if settings.master_key is not None:
+        text, source = settings.master_key.get_secret_value(), "GOVERNED_MEMORY_MASTER_KEY"
+    elif settings.master_key_file is not None:
+        path = Path(settings.master_key_file)
+        try:
+            text = path.read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigurationError(
+                f"master key file {path} cannot be read to derive the audit key: {exc}"
+            ) from exc
+        source = f"master key file {path}"
+    else:
+        return None
+    try:
+        return base64.b64decode(text.strip(), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ConfigurationError(
+            f"{source} is not valid base64, so no audit key can be derived from it; set "
+            "GOVERNED_MEMORY_AUDIT_KEY or fix the master key"
+        ) from exc
+
+
+def audit_key_from_settings(settings: Settings) -> AuditKey | None:
+    """The audit key: ``GOVERNED_MEMORY_AUDIT_KEY``, else derived from the master key, else None.
+
+    Raises:
+        ConfigurationError: a configured key is malformed.
+    """
+    if settings.audit_key is not None:
+        return AuditKey.from_text(settings.audit_key.get_secret_value())
+    master = _master_key_bytes(settings)
+    return AuditKey.derive_from_master(master) if master is not None else None
+
+
+class AuditTrail:
+    """Spans plus the hash-chained log; implements the governance ``AuditSink``.
+
+    Args:
+        key: the audit key (keyed hashes and the log's MACs).
+        log: the durable log (None: spans only).
+        tracer_provider: where spans go (None: the global provider).
+        spans: emit spans at all (default True).
+        include_content: record ``content``/``summary`` attributes
+            (policy ``audit.include_content``).
+        include_subject_ids: record raw agent names, subject ids and free-text
+            reasons beside their hashes (policy ``audit.include_subject_ids``).
+    """
+
+    def __init__(
+        self,
+        *,
+        key: AuditKey,
+        log: AuditLog | None = None,
+        tracer_provider: TracerProvider | None = None,
+        spans: bool = True,
+        include_content: bool = False,
+        include_subject_ids: bool = False,
+    ) -> None:
+        self._key = key
+        self._log = log
+        self._telemetry = Telemetry(tracer_provider) if spans else None
+        self._include_content = include_content
+        self._include_subject_ids = include_subject_ids
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        policy: Policy,
+        workspace: str | Path,
+        tracer_provider: TracerProvider | None = None,
+        clock: Clock | None = None,
+        key: AuditKey | None = None,
+        period: Period | str = Period.MONTH,
+    ) -> AuditTrail:
+        """The trail a policy asks for: the log when ``audit.enabled``, spans always.
+
+        Without a configured audit key and with audit disabled, keyed hashes use
+        a random per-process key (they link within one process only).
+
+        Raises:
+            ConfigurationError: audit is enabled but no audit key is configured.
+        """
+        key = key or audit_key_from_settings(settings)
+        if key is None:
+            if policy.audit.enabled:
+                raise ConfigurationError(
+                    f"policy {policy.id} v{policy.version} enables audit (audit.enabled = true) "
+                    "but no audit key is configured; set GOVERNED_MEMORY_AUDIT_KEY (generate one "
+                    "with `governed-memory audit keygen`) or GOVERNED_MEMORY_MASTER_KEY, kept "
+                    "outside the workspace"
+                )
+            key = AuditKey(secrets.token_bytes(32))
+        log = None
+        if policy.audit.enabled:
+            log = AuditLog(audit_log_dir(policy, workspace), key, clock=clock, period=period)
+        return cls(
+            key=key,
+            log=log,
+            tracer_provider=tracer_provider,
+            include_content=policy.audit.include_content,
+            include_subject_ids=policy.audit.include_subject_ids,
+        )
+
+    @classmethod
+    def for_governance(cls, governance: Governance) -> AuditTrail:
+        """The trail for a Governance's settings, policy, workspace, clock and tracer provider."""
+        return cls.from_settings(
+            governance.settings,
+            policy=governance.policy,
+            workspace=governance.workspace,
+            tracer_provider=governance.tracer_provider,
+            clock=governance.clock,
+        )
+
+    @property
+    def key(self) -> AuditKey:
+        return self._key
+
+    @property
+    def log(self) -> AuditLog | None:
+        """The durable log (None when the policy does not enable audit)."""
+        return self._log
+
+    # -- recording -------------------------------------------------------------
+
+    def record(
+        self,
+        operation: str,
+        *,
+        agent: str | None,
+        subject_id: str | None,
+        outcome: str,
+        **attrs: Any,
+    ) -> AuditEntry | None:
+        """Record one finished operation: the log entry (durable on return), then the span.
+
+        Returns the log entry (None without a log).
+
+        Raises:
+            AuditWriteError: the log entry could not be written; the span is
+                still emitted, marked as an error.
+            ConfigurationError: ``operation`` or ``outcome`` is malformed.
+        """
+        event = validate_event(operation)
+        clean = audit_attributes(
+            agent=agent,
+            subject_id=subject_id,
+            outcome=outcome,
+            attrs=attrs,
+            key=self._key,
+            include_content=self._include_content,
+            include_subject_ids=self._include_subject_ids,
+        )
+        entry: AuditEntry | None = None
+        failure: AuditWriteError | None = None
+        if self._log is not None:
+            try:
+                entry = self._log.append(event, clean)
+            except AuditWriteError as exc:
+                failure = exc
+        if self._telemetry is not None:
+            span_attrs = span_attributes(event, clean, entry.seq if entry else None)
+            error: str | None = None
+            if outcome == "error":
+                error = str(clean.get("error.type", "error"))
+            if failure is not None:
+                span_attrs["governed_memory.audit.error"] = type(failure).__name__
+                error = "audit log write failed"
+            self._telemetry.emit(span_name(event), span_attrs, error=error)
+        if failure is not None:
+            raise failure
+        return entry
+
+    # -- keyed hashes (for auditors) -------------------------------------------
+
+    def agent_hash(self, agent: str) -> str:
+        """The keyed hash recorded for ``agent`` (``agent.hash``)."""
+        return self._key.pseudonym("agent", agent)
+
+    def subject_hash(self, subject_id: str) -> str:
+        """The keyed hash recorded for ``subject_id`` (``subject.hash``, ``actor.hash``)."""
+        return self._key.pseudonym("subject", subject_id)
+
+    def hold_hash(self, hold_id: str) -> str:
+        """The keyed hash recorded for a legal hold id (``hold.hash``)."""
+        return self._key.pseudonym("hold", hold_id)
+
+    def entries_for(
+        self, agent: str | None = None, subject_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Log entries about ``agent`` and/or ``subject_id`` (as dicts), oldest first.
+
+        An entry matches a subject when it is the subject (``subject.hash``),
+        the actor, or among ``subject.hashes``; both given means both match.
+        """
+        if self._log is None:
+            return []
+        wanted_agent = self.agent_hash(agent) if agent is not None else None
+        wanted_subject = self.subject_hash(subject_id) if subject_id is not None else None
+        found = []
+        for entry in self._log.entries():
+            attrs = entry.attrs
+            if wanted_agent is not None and not _mentions(attrs, wanted_agent, "agent.hashes"):
+                continue
+            if wanted_subject is not None and not _mentions(
+                attrs, wanted_subject, "subject.hashes"
+            ):
+                continue
+            found.append(entry.to_dict())
+        return found
+
+    # -- maintenance -------------------------------------------------------------
+
+    def verify(self, *previous_keys: AuditKey) -> VerifyReport:
+        """Verify the log with this trail's key (and ``previous_keys``).
+
+        Raises:
+            ConfigurationError: there is no log (audit is not enabled).
+        """
+        log = self._require_log()
+        return verify_log(log.folder, [self._key, *previous_keys])
+
+    def purge_segments(self, names: Iterable[str]) -> list[str]:
+        """Remove whole old audit segments, recorded in the chain first (see :meth:`AuditLog.purge_segments`)."""
+        return self._require_log().purge_segments(names)
+
+    def purge_expired(
+        self, retention: RetentionPolicy, *, now: _dt.datetime | None = None
+    ) -> list[str]:
+        """Purge the segments older than ``retention.audit_max_age`` (never under ``audit_min_age``)."""
+        return self._require_log().purge_expired(
+            now=now, max_age=retention.audit_max_age, min_age=retention.audit_min_age
+        )
+
+    def _require_log(self) -> AuditLog:
+        if self._log is None:
+            raise ConfigurationError(
+                "this audit trail has no log: the policy does not enable audit; set "
+                "audit.enabled = true in the policy"
+            )
+        return self._log
+
+    def close(self) -> None:
+        """Release the log's file descriptors."""
+        if self._log is not None:
+            self._log.close()
+
+    def __repr__(self) -> str:
+        where = str(self._log.folder) if self._log else None
+        return f"AuditTrail(key_id={self._key.key_id!r}, log={where!r})"
+
+
+def _mentions(attrs: Any, wanted: str, list_key: str) -> bool:
+    if any(attrs.get(k) == wanted for k in _MATCH_KEYS):
+        return True
+    values = attrs.get(list_key)
+    return isinstance(values, list) and wanted in values

@@ -1,0 +1,556 @@
+"""Verifying the audit log: every entry authentic, in order, none missing.
+
+:func:`verify_log` walks the segments in chain order and checks each line:
+
+* it is an entry (canonical JSON of format version 1);
+* its ``hash`` matches its content, and its bytes are the canonical encoding
+  (any edit, even of whitespace, shows);
+* its ``mac`` verifies under the audit key (an edit that recomputed the hash
+  still fails here; an entry under another key id is foreign);
+* its ``seq`` is one more than the entry before and its ``prev`` is that
+  entry's hash;
+* each segment starts with its anchor, naming the segment before it;
+* the head file agrees: it may lag the log, never lead it.
+
+Each problem becomes a :class:`Finding` naming file, line, seq and what is
+wrong, classified as altered, forged, removed, inserted, reordered, torn tail,
+missing segment, truncated, wrong key, ... (see :class:`FindingKind`). After a
+problem the walk resynchronises on the next authentic entry where that is
+unambiguous, and stops after a reordering or an unreadable line in the middle.
+
+Purged segments: the oldest segments may be missing when an authentic
+``audit.purge`` entry later in the chain names them and records the hash and
+seq of the last purged entry, which the first remaining anchor chains to. A
+missing segment that no purge entry accounts for is reported. Torn lines are
+accepted when an ``audit.repair`` entry records exactly their bytes; an
+unrepaired torn last line is reported as ``torn_tail`` (a crash, not an edit:
+the next append or ``governed-memory audit repair`` closes it off).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from ._entry import GENESIS, AuditEntry, EntryFormatError, parse_entry
+from ._events import AuditEvent
+from ._keys import AuditKey
+from ._log import HEAD_FILE, Head, list_segments, parse_head, read_segment_lines
+
+__all__ = ["Finding", "FindingKind", "VerifyReport", "verify_log"]
+
+
+class FindingKind(StrEnum):
+    """What is wrong at a place in the log."""
+
+    ALTERED = "altered"
+    """An entry's fields or bytes changed after it was written."""
+    FORGED = "forged"
+    """An entry's MAC does not verify: rewritten without the key, or signed by another key."""
+    REMOVED = "removed"
+    """Entries are missing (a gap in seq)."""
+    INSERTED = "inserted"
+    """A line or entry that is not part of the chain (the chain runs over it)."""
+    REORDERED = "reordered"
+    """Entries appear out of order."""
+    CHAIN_BROKEN = "chain_broken"
+    """An entry does not chain to the one before it."""
+    MALFORMED = "malformed"
+    """A line in the middle of a segment is not an entry, or a segment is misshapen."""
+    TORN_TAIL = "torn_tail"
+    """The last line was cut short by a crash during an append (not yet repaired)."""
+    MISSING_SEGMENT = "missing_segment"
+    """A whole segment file is gone and no audit.purge entry records its removal."""
+    TRUNCATED = "truncated"
+    """Entries were removed from the end: the head records a later entry."""
+    HEAD = "head"
+    """The head file is missing, unreadable, unauthenticated or disagrees with the log."""
+    DISCONTINUITY = "discontinuity"
+    """The log itself recorded that its head disagreed with the entries it found."""
+    WRONG_KEY = "wrong_key"
+    """The log was written with another audit key than the one given."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem, located as exactly as the log allows."""
+
+    kind: FindingKind
+    message: str
+    file: str | None = None
+    line: int | None = None
+    seq: int | None = None
+
+    def __str__(self) -> str:
+        where = self.file or "<audit folder>"
+        if self.line is not None:
+            where += f":{self.line}"
+        seq = f" seq {self.seq}" if self.seq is not None else ""
+        return f"{where}{seq}: {self.kind.value}: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "kind": self.kind.value}
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The outcome of :func:`verify_log`."""
+
+    folder: Path
+    segments: tuple[str, ...]
+    entries: int
+    first_seq: int | None
+    last_seq: int | None
+    findings: tuple[Finding, ...]
+    purged: tuple[str, ...] = ()
+    """Segments missing at the start whose removal an audit.purge entry records."""
+    repaired: tuple[str, ...] = ()
+    """Torn lines that an audit.repair entry accounts for (``file:line``)."""
+    complete: bool = True
+    """False when the walk stopped early (after a reordering or a broken line)."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    @property
+    def first(self) -> Finding | None:
+        """The first problem in chain order, or None."""
+        return self.findings[0] if self.findings else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "folder": str(self.folder),
+            "ok": self.ok,
+            "segments": list(self.segments),
+            "entries": self.entries,
+            "first_seq": self.first_seq,
+            "last_seq": self.last_seq,
+            "findings": [f.to_dict() for f in self.findings],
+            "purged": list(self.purged),
+            "repaired": list(self.repaired),
+            "complete": self.complete,
+        }
+
+
+@dataclass
+class _Item:
+    segment: str
+    line: int
+    raw: bytes
+    terminated: bool
+    entry: AuditEntry | None
+    error: str | None
+
+
+@dataclass
+class _Walk:
+    keys: dict[str, AuditKey]
+    items: list[_Item]
+    purges: list[AuditEntry]
+    repairs: dict[tuple[str, int], AuditEntry]
+    findings: list[Finding] = field(default_factory=list)
+    purged: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+    exp_seq: int | None = None
+    exp_prev: str = GENESIS
+    prev_segment: str | None = None
+    last: _Item | None = None
+    count: int = 0
+    first_seq: int | None = None
+    by_seq: dict[int, str] = field(default_factory=dict)
+
+    def authentic(self, entry: AuditEntry) -> bool:
+        key = self.keys.get(entry.kid)
+        return key is not None and entry.hash_ok() and entry.canonical_ok() and entry.mac_ok(key)
+
+    def add(self, kind: FindingKind, item: _Item | None, message: str) -> None:
+        self.findings.append(
+            Finding(
+                kind,
+                message,
+                file=item.segment if item else None,
+                line=item.line if item else None,
+                seq=item.entry.seq if item and item.entry else None,
+            )
+        )
+
+    def advance(self, item: _Item) -> None:
+        assert item.entry is not None
+        self.exp_seq, self.exp_prev = item.entry.seq + 1, item.entry.hash
+        self.prev_segment = item.segment
+        self.last = item
+        self.count += 1
+        self.by_seq[item.entry.seq] = item.entry.hash
+        if self.first_seq is None:
+            self.first_seq = item.entry.seq
+
+    def fits(self, entry: AuditEntry | None) -> bool:
+        return entry is not None and entry.seq == self.exp_seq and entry.prev == self.exp_prev
+
+    def next_entry(self, index: int) -> _Item | None:
+        for item in self.items[index + 1 :]:
+            if item.entry is not None:
+                return item
+        return None
+
+
+def _load(folder: Path, findings: list[Finding]) -> tuple[list[str], list[_Item]]:
+    names: list[str] = []
+    items: list[_Item] = []
+    for segment in list_segments(folder):
+        names.append(segment.name)
+        try:
+            lines, terminated = read_segment_lines(segment.path)
+        except OSError as exc:
+            findings.append(Finding(FindingKind.MALFORMED, f"cannot read: {exc}", segment.name))
+            continue
+        if not lines:
+            findings.append(
+                Finding(
+                    FindingKind.MALFORMED,
+                    "the segment file is empty (a crash while creating it, or emptied)",
+                    segment.name,
+                )
+            )
+        for number, raw in enumerate(lines, start=1):
+            last = number == len(lines)
+            try:
+                entry: AuditEntry | None = parse_entry(raw)
+                error = None
+            except EntryFormatError as exc:
+                entry, error = None, str(exc)
+            items.append(_Item(segment.name, number, raw, terminated or not last, entry, error))
+    return names, items
+
+
+def verify_log(folder: str | Path, keys: AuditKey | Iterable[AuditKey]) -> VerifyReport:
+    """Check the audit log in ``folder`` with ``keys`` (one key, or several after a key change).
+
+    Never raises for what it finds: problems are the report's findings.
+    """
+    folder = Path(folder)
+    key_list: Sequence[AuditKey] = [keys] if isinstance(keys, AuditKey) else list(keys)
+    early: list[Finding] = []
+    names, items = _load(folder, early)
+    walk = _Walk(
+        keys={k.key_id: k for k in key_list},
+        items=items,
+        purges=[],
+        repairs={},
+        findings=early,
+    )
+    for item in items:
+        entry = item.entry
+        if entry is None or not walk.authentic(entry):
+            continue
+        if entry.event == AuditEvent.AUDIT_PURGE:
+            walk.purges.append(entry)
+        elif entry.event == AuditEvent.REPAIR:
+            segment, line = entry.attrs.get("segment"), entry.attrs.get("line")
+            if isinstance(segment, str) and isinstance(line, int):
+                walk.repairs[(segment, line)] = entry
+    complete = _walk(walk)
+    if complete:
+        _check_head(folder, walk, names)
+    return VerifyReport(
+        folder=folder,
+        segments=tuple(names),
+        entries=walk.count,
+        first_seq=walk.first_seq,
+        last_seq=walk.last.entry.seq if walk.last and walk.last.entry else None,
+        findings=tuple(walk.findings),
+        purged=tuple(walk.purged),
+        repaired=tuple(walk.repaired),
+        complete=complete,
+    )
+
+
+def _walk(walk: _Walk) -> bool:
+    """Walk the items in order; return False when it had to stop early."""
+    items = walk.items
+    for index, item in enumerate(items):
+        if item.entry is None:
+            if _repaired(walk, item):
+                continue
+            if index == len(items) - 1:
+                what = (
+                    "the last line is cut short (no newline)"
+                    if not item.terminated
+                    else "the last line is not an entry and no audit.repair entry accounts for it"
+                )
+                walk.add(
+                    FindingKind.TORN_TAIL,
+                    item,
+                    f"{what}: an append was interrupted by a crash. The next append or "
+                    "`governed-memory audit repair` closes it off and records it",
+                )
+                return True
+            if walk.fits(_entry_of(walk.next_entry(index))):
+                walk.add(
+                    FindingKind.INSERTED,
+                    item,
+                    f"a line that is not an audit entry ({item.error}) sits inside the chain",
+                )
+                continue
+            walk.add(FindingKind.MALFORMED, item, f"the line is not an audit entry ({item.error})")
+            return False
+        if not _check_entry(walk, index, item):
+            return False
+    return True
+
+
+def _entry_of(item: _Item | None) -> AuditEntry | None:
+    return item.entry if item is not None else None
+
+
+def _repaired(walk: _Walk, item: _Item) -> bool:
+    repair = walk.repairs.get((item.segment, item.line))
+    if repair is None:
+        return False
+    if repair.attrs.get("sha256") != hashlib.sha256(item.raw).hexdigest():
+        return False
+    walk.repaired.append(f"{item.segment}:{item.line}")
+    return True
+
+
+def _check_entry(walk: _Walk, index: int, item: _Item) -> bool:
+    entry = item.entry
+    assert entry is not None
+    key = walk.keys.get(entry.kid)
+    hash_ok = entry.hash_ok() and entry.canonical_ok()
+    authentic = key is not None and hash_ok and entry.mac_ok(key)
+    if walk.exp_seq is None:
+        return _check_start(walk, item, key, hash_ok, authentic)
+    if item.line == 1 and authentic and entry.event == AuditEvent.SEGMENT:
+        previous = entry.attrs.get("previous_segment")
+        if previous != walk.prev_segment:
+            walk.add(
+                FindingKind.MISSING_SEGMENT,
+                item,
+                f"segment {previous} is missing: {item.segment} chains to it, but the segment "
+                f"before it in the folder is {walk.prev_segment} (entries seq {walk.exp_seq}.."
+                f"{entry.seq - 1} are gone)",
+            )
+            walk.advance(item)
+            return True
+    if walk.fits(entry) and authentic:
+        _check_shape(walk, item)
+        walk.advance(item)
+        return True
+    nxt = walk.next_entry(index)
+    next_fits = walk.fits(_entry_of(nxt))
+    if walk.fits(entry):
+        if next_fits:
+            walk.add(
+                FindingKind.INSERTED,
+                item,
+                "this entry is not part of the chain: it does not authenticate and the next "
+                "entry chains over it",
+            )
+            return True
+        if not hash_ok:
+            walk.add(
+                FindingKind.ALTERED,
+                item,
+                "fields were changed after the entry was written: its content does not match "
+                "its hash",
+            )
+        elif key is None:
+            walk.add(
+                FindingKind.FORGED,
+                item,
+                f"signed with key id {entry.kid}, which is not the log's key: the entry was "
+                "written by someone else",
+            )
+        else:
+            walk.add(
+                FindingKind.FORGED,
+                item,
+                "its hash matches its content but its MAC does not verify: the entry was "
+                "rewritten and re-hashed without the audit key",
+            )
+        walk.advance(item)
+        return True
+    assert walk.exp_seq is not None
+    if authentic and entry.seq > walk.exp_seq and _later_has(walk, index, walk.exp_seq):
+        walk.add(
+            FindingKind.REORDERED,
+            item,
+            f"entry seq {entry.seq} appears before seq {walk.exp_seq}: entries were reordered",
+        )
+        return False
+    if next_fits:
+        what = (
+            f"a copy of entry seq {entry.seq}"
+            if authentic and entry.seq in walk.by_seq
+            else "an entry that does not belong here"
+        )
+        walk.add(FindingKind.INSERTED, item, f"{what} was inserted; the next entry chains over it")
+        return True
+    if entry.seq > walk.exp_seq:
+        gap = (
+            f"seq {walk.exp_seq}"
+            if entry.seq - 1 == walk.exp_seq
+            else f"seq {walk.exp_seq}..{entry.seq - 1}"
+        )
+        noticed = ""
+        if entry.event == AuditEvent.DISCONTINUITY:
+            noticed = (
+                f" (the log noticed at its next append: {entry.attrs.get('reason_code')}, "
+                f"head recorded seq {entry.attrs.get('head_seq')})"
+            )
+        walk.add(FindingKind.REMOVED, item, f"entries {gap} are missing before this entry{noticed}")
+        if not authentic:
+            walk.add(FindingKind.FORGED, item, "and this entry does not authenticate")
+            return False
+        walk.advance(item)
+        return True
+    if entry.seq < walk.exp_seq:
+        walk.add(
+            FindingKind.REORDERED,
+            item,
+            f"entry seq {entry.seq} appears after seq {walk.exp_seq - 1}: entries were reordered "
+            "or duplicated",
+        )
+        return False
+    walk.add(
+        FindingKind.CHAIN_BROKEN,
+        item,
+        f"its prev hash does not match the hash of entry seq {entry.seq - 1}: the entry before "
+        "it was replaced",
+    )
+    if not authentic:
+        return False
+    walk.advance(item)
+    return True
+
+
+def _check_start(
+    walk: _Walk, item: _Item, key: AuditKey | None, hash_ok: bool, authentic: bool
+) -> bool:
+    entry = item.entry
+    assert entry is not None
+    if key is None:
+        given = ", ".join(sorted(walk.keys)) or "none"
+        walk.add(
+            FindingKind.WRONG_KEY,
+            item,
+            f"the log was written with audit key id {entry.kid}, the key given has id {given}: "
+            "verify with the key the log was written with (GOVERNED_MEMORY_AUDIT_KEY)",
+        )
+        return False
+    if not authentic:
+        kind = FindingKind.ALTERED if not hash_ok else FindingKind.FORGED
+        walk.add(kind, item, "the first entry does not authenticate")
+    if entry.event != AuditEvent.SEGMENT or item.line != 1:
+        walk.add(FindingKind.MALFORMED, item, "the log does not start with a segment anchor")
+    elif entry.prev != GENESIS or entry.seq != 1 or entry.attrs.get("previous_segment"):
+        previous = entry.attrs.get("previous_segment")
+        purge = next(
+            (
+                p
+                for p in reversed(walk.purges)
+                if previous in (p.attrs.get("segments") or ())
+                and p.attrs.get("last_hash") == entry.prev
+                and p.attrs.get("last_seq") == entry.seq - 1
+            ),
+            None,
+        )
+        if purge is None:
+            walk.add(
+                FindingKind.MISSING_SEGMENT,
+                item,
+                f"the log starts at seq {entry.seq}, chained to segment {previous}, which is "
+                "not in the folder, and no audit.purge entry records its removal: segments "
+                "were deleted",
+            )
+        else:
+            walk.purged.extend(str(s) for s in purge.attrs.get("segments") or ())
+    walk.advance(item)
+    return True
+
+
+def _check_shape(walk: _Walk, item: _Item) -> None:
+    entry = item.entry
+    assert entry is not None
+    if entry.event == AuditEvent.SEGMENT and item.line != 1:
+        walk.add(
+            FindingKind.MALFORMED,
+            item,
+            "a segment anchor in the middle of a file: segment files were joined",
+        )
+    elif entry.event != AuditEvent.SEGMENT and item.line == 1:
+        walk.add(
+            FindingKind.MALFORMED,
+            item,
+            "the segment does not start with its anchor: a segment file was split or renamed",
+        )
+    elif entry.event == AuditEvent.DISCONTINUITY:
+        walk.add(
+            FindingKind.DISCONTINUITY,
+            item,
+            f"the log found its head file {entry.attrs.get('reason_code')} at this point; "
+            "entries before it may have been removed",
+        )
+
+
+def _later_has(walk: _Walk, index: int, seq: int) -> bool:
+    return any(i.entry is not None and i.entry.seq == seq for i in walk.items[index + 1 :])
+
+
+def _check_head(folder: Path, walk: _Walk, names: list[str]) -> None:
+    last = walk.last.entry if walk.last else None
+    try:
+        raw = (folder / HEAD_FILE).read_bytes()
+    except FileNotFoundError:
+        raw = b""
+    except OSError as exc:
+        walk.add(FindingKind.HEAD, None, f"cannot read {HEAD_FILE}: {exc}")
+        return
+    try:
+        head: Head | None = parse_head(raw)
+    except EntryFormatError as exc:
+        walk.add(FindingKind.HEAD, None, f"{HEAD_FILE}: {exc}")
+        return
+    if head is None:
+        if last is not None:
+            walk.add(
+                FindingKind.HEAD,
+                None,
+                f"{HEAD_FILE} is missing or empty: removal of the newest entries cannot be "
+                "ruled out",
+            )
+        return
+    key = walk.keys.get(last.kid) if last else next(iter(walk.keys.values()), None)
+    if key is None or not head.mac_ok(key):
+        walk.add(FindingKind.HEAD, None, f"{HEAD_FILE} does not authenticate under the audit key")
+        return
+    last_seq = last.seq if last else 0
+    if head.seq > last_seq:
+        segment = walk.last.segment if walk.last else (names[-1] if names else None)
+        line = walk.last.line + 1 if walk.last else 1
+        gap = (
+            f"seq {last_seq + 1}" if head.seq == last_seq + 1 else f"seq {last_seq + 1}..{head.seq}"
+        )
+        walk.findings.append(
+            Finding(
+                FindingKind.TRUNCATED,
+                f"entries {gap} were removed from the end of the log (the head records seq "
+                f"{head.seq} in {head.segment})",
+                file=segment,
+                line=line,
+                seq=last_seq + 1,
+            )
+        )
+    elif walk.by_seq.get(head.seq, head.hash) != head.hash:
+        walk.add(
+            FindingKind.HEAD,
+            None,
+            f"{HEAD_FILE} records seq {head.seq} with another hash than the log holds: the "
+            "entry was replaced",
+        )

@@ -1,0 +1,280 @@
+"""Audit commands: ``audit verify``, ``tail``, ``export``, ``lookup``, ``repair``, ``keygen``.
+
+These commands read the audit log; only ``repair`` writes to it. They do not
+build a Governance (which would record a ``policy.load`` entry): they resolve
+the settings, the policy and the workspace, then the audit folder and key.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .._audit import AuditEntry, AuditKey, AuditLog, audit_key_from_settings, audit_log_dir
+from .._audit._log import HEAD_FILE, iter_entries, list_segments, tail_entries
+from .._audit._verify import verify_log
+from .._duration import parse_duration
+from .._errors import AuditVerificationError, ConfigurationError, NotFoundError
+from .._fsutil import atomic_write, ensure_private_dir
+from .._workspace import resolve_workspace
+from ._context import CliContext
+from ._render import emit_json, emit_table, json_option
+
+__all__ = ["commands"]
+
+_dir_option = click.option(
+    "--dir",
+    "folder",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Audit folder to read (default: the policy's audit.log_dir, else "
+    "<workspace>/.governed_memory/audit).",
+)
+
+
+def _folder(ctx: CliContext, folder: Path | None) -> Path:
+    if folder is not None:
+        return folder
+    from .._policy import resolve_policy
+
+    settings = ctx.settings()
+    policy = resolve_policy(settings).policy
+    workspace = resolve_workspace(ctx.workspace_arg or settings.workspace_dir)
+    return audit_log_dir(policy, workspace)
+
+
+def _key(ctx: CliContext) -> AuditKey:
+    key = audit_key_from_settings(ctx.settings())
+    if key is None:
+        raise ConfigurationError(
+            "no audit key is configured; set GOVERNED_MEMORY_AUDIT_KEY (or "
+            "GOVERNED_MEMORY_MASTER_KEY, from which it is derived) to the key the log was "
+            "written with"
+        )
+    return key
+
+
+def _details(entry: AuditEntry) -> str:
+    skip = {"outcome", "agent.hash", "subject.hash"}
+    return " ".join(
+        f"{k}={json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v}"
+        for k, v in sorted(entry.attrs.items())
+        if k not in skip
+    )
+
+
+def _rows(entries: list[AuditEntry]) -> list[list[Any]]:
+    return [
+        [
+            e.seq,
+            e.ts,
+            e.event,
+            e.attrs.get("outcome", ""),
+            e.attrs.get("agent.hash", ""),
+            e.attrs.get("subject.hash", ""),
+            _details(e),
+        ]
+        for e in entries
+    ]
+
+
+_COLUMNS = ("seq", "time (UTC)", "event", "outcome", "agent hash", "subject hash", "details")
+
+
+@click.group("audit")
+def audit_group() -> None:
+    """Inspect and verify the tamper-evident audit log (see docs/audit.md)."""
+
+
+@audit_group.command("verify")
+@_dir_option
+@json_option
+@click.pass_obj
+def verify(ctx: CliContext, folder: Path | None, as_json: bool) -> None:
+    """Check every entry's hash, MAC and order; name the first problem and exit 1 on any."""
+    where = _existing(_folder(ctx, folder))
+    report = verify_log(where, _key(ctx))
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        status = "OK" if report.ok else "FAILED"
+        span = f"seq {report.first_seq}..{report.last_seq}" if report.first_seq is not None else "-"
+        click.echo(
+            f"{status}: {where}: {len(report.segments)} segment(s), {report.entries} entries "
+            f"({span})"
+        )
+        if report.purged:
+            click.echo(f"purged by retention (recorded in the chain): {', '.join(report.purged)}")
+        if report.repaired:
+            click.echo(f"torn lines closed off after a crash: {', '.join(report.repaired)}")
+        for finding in report.findings:
+            click.echo(f"  {finding}")
+        if not report.complete:
+            click.echo("  (verification stopped here; entries after this point were not checked)")
+    if not report.ok:
+        first = report.first
+        assert first is not None
+        raise AuditVerificationError(
+            f"audit log verification failed at {first}"
+            + (f" ({len(report.findings) - 1} more finding(s))" if len(report.findings) > 1 else "")
+        )
+
+
+@audit_group.command("tail")
+@click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True)
+@_dir_option
+@json_option
+@click.pass_obj
+def tail(ctx: CliContext, count: int, folder: Path | None, as_json: bool) -> None:
+    """Show the newest N entries (unverified; run `audit verify` to check them)."""
+    entries = tail_entries(_existing(_folder(ctx, folder)), count)
+    if as_json:
+        emit_json([e.to_dict() for e in entries])
+        return
+    emit_table(None, _COLUMNS, _rows(entries))
+
+
+def _existing(folder: Path) -> Path:
+    if not list_segments(folder) and not (folder / HEAD_FILE).exists():
+        raise NotFoundError(
+            f"there is no audit log in {folder}; check --workspace and --policy (audit.log_dir), "
+            "or pass --dir"
+        )
+    return folder
+
+
+def _parse_since(text: str, now: _dt.datetime) -> _dt.datetime:
+    try:
+        when = _dt.datetime.fromisoformat(text)
+    except ValueError:
+        try:
+            age = parse_duration(text)
+        except ValueError:
+            age = None
+        if age is None:
+            raise click.BadParameter(
+                f"{text!r} is neither an ISO date/time (2026-11-01, 2026-11-01T08:00:00Z) nor an "
+                "age such as 7d or 12h",
+                param_hint="--since",
+            ) from None
+        return now - age
+    return when if when.tzinfo is not None else when.replace(tzinfo=_dt.UTC)
+
+
+@audit_group.command("export")
+@click.option(
+    "--since",
+    required=True,
+    help="First time to include: ISO date/time (UTC unless it has an offset) or an age like 30d.",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write JSON Lines to this file (0600, atomically); default: stdout.",
+)
+@_dir_option
+@click.pass_obj
+def export(ctx: CliContext, since: str, out: Path | None, folder: Path | None) -> None:
+    """Write the entries since DATETIME as JSON Lines, exactly as recorded, for reviewers."""
+    start = _parse_since(since, _dt.datetime.now(_dt.UTC))
+    lines = [
+        json.dumps(e.to_dict(), sort_keys=True, ensure_ascii=False) + "\n"
+        for e in iter_entries(_existing(_folder(ctx, folder)))
+        if e.time >= start
+    ]
+    data = "".join(lines)
+    if out is None:
+        sys.stdout.write(data)
+        return
+    if not out.parent.exists():
+        ensure_private_dir(out.parent)
+    atomic_write(out, data.encode("utf-8"))
+    click.echo(f"exported {len(lines)} entries since {start.isoformat()} to {out}", err=True)
+
+
+@audit_group.command("lookup")
+@click.option("--subject", "subject_id", default=None, help="A data subject's id.")
+@click.option("--agent", default=None, help="An agent name.")
+@click.option("--hold", "hold_id", default=None, help="A legal hold id.")
+@click.option("--entries", "show_entries", is_flag=True, help="Also list the entries about it.")
+@_dir_option
+@json_option
+@click.pass_obj
+def lookup(
+    ctx: CliContext,
+    subject_id: str | None,
+    agent: str | None,
+    hold_id: str | None,
+    show_entries: bool,
+    folder: Path | None,
+    as_json: bool,
+) -> None:
+    """Print the keyed hash the audit log records for a subject, agent or hold."""
+    given = [(k, v) for k, v in (("subject", subject_id), ("agent", agent), ("hold", hold_id)) if v]
+    if len(given) != 1:
+        raise click.UsageError("give exactly one of --subject, --agent or --hold")
+    kind, value = given[0]
+    assert value is not None
+    digest = _key(ctx).pseudonym(kind, value)
+    attr = {"subject": "subject.hash", "agent": "agent.hash", "hold": "hold.hash"}[kind]
+    matches: list[AuditEntry] = []
+    if show_entries:
+        matches = [
+            e for e in iter_entries(_existing(_folder(ctx, folder))) if digest in _hashes(e.attrs)
+        ]
+    if as_json:
+        result: dict[str, Any] = {"kind": kind, "attribute": attr, "hash": digest}
+        if show_entries:
+            result["entries"] = [e.to_dict() for e in matches]
+        emit_json(result)
+        return
+    click.echo(f"{attr} = {digest}")
+    if show_entries:
+        emit_table(None, _COLUMNS, _rows(matches))
+
+
+def _hashes(attrs: Any) -> set[str]:
+    found: set[str] = set()
+    for key, value in attrs.items():
+        if key.endswith(".hash") and isinstance(value, str):
+            found.add(value)
+        elif key.endswith(".hashes") and isinstance(value, list):
+            found.update(v for v in value if isinstance(v, str))
+    return found
+
+
+@audit_group.command("repair")
+@_dir_option
+@json_option
+@click.pass_obj
+def repair(ctx: CliContext, folder: Path | None, as_json: bool) -> None:
+    """Close off a torn last line left by a crash (recorded as an audit.repair entry)."""
+    log = AuditLog(_existing(_folder(ctx, folder)), _key(ctx))
+    try:
+        written = log.repair()
+    finally:
+        log.close()
+    if as_json:
+        emit_json([e.to_dict() for e in written])
+        return
+    if not written:
+        click.echo("nothing to repair")
+    for entry in written:
+        click.echo(f"wrote seq {entry.seq}: {entry.event} {_details(entry)}")
+
+
+@audit_group.command("keygen")
+def keygen() -> None:
+    """Print a new random audit key (64 hex digits) for GOVERNED_MEMORY_AUDIT_KEY."""
+    from .._audit import generate_audit_key
+
+    click.echo(generate_audit_key())
+
+
+commands: list[click.Command] = [audit_group]
