@@ -179,13 +179,14 @@ def _report_table(report: PurgeReport) -> None:
         (rule, report.deleted.get(rule, 0), report.held.get(rule, 0)) for rule in rules
     ]
     rows.append(("total", report.total_deleted, report.total_held))
-    title = (
-        f"Purge {'(dry run) ' if report.dry_run else ''}as of {report.as_of:%Y-%m-%d %H:%M:%S}, "
-        f"policy {report.policy_id} v{report.policy_version}"
-    )
+    title = "Purge report (dry run)" if report.dry_run else "Purge report"
     emit_table(title, ["rule", verb, "held (skipped)"], rows)
     freed = "to free" if report.dry_run else "freed"
-    lines = [f"bytes {freed}: {report.bytes_freed} ({_size(report.bytes_freed)})"]
+    lines = [
+        f"as of {report.as_of:%Y-%m-%d %H:%M:%S}, policy {report.policy_id} "
+        f"v{report.policy_version}",
+        f"bytes {freed}: {report.bytes_freed} ({_size(report.bytes_freed)})",
+    ]
     lines.append(f"held bytes kept: {report.held_bytes}")
     if not report.dry_run:
         lines.append(
