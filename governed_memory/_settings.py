@@ -45,6 +45,13 @@ class Settings(BaseSettings):
             (``GOVERNED_MEMORY_MASTER_KEY``).
         master_key_file: file holding the master key
             (``GOVERNED_MEMORY_MASTER_KEY_FILE``).
+        master_key_old, master_key_old_file: the previous master key, still
+            accepted for unwrapping during a rotation
+            (``GOVERNED_MEMORY_MASTER_KEY_OLD``, ``..._OLD_FILE``).
+        keyring_dir: where the wrapped data keys live
+            (``GOVERNED_MEMORY_KEYRING_DIR``; default
+            ``<workspace>/.governed_memory/keyring``). See SECURITY.md on
+            keeping it out of workspace backups.
         audit_key: key that signs the audit log's hash chain
             (``GOVERNED_MEMORY_AUDIT_KEY``).
         otlp_endpoint: OpenTelemetry OTLP/HTTP endpoint; None exports no spans.
@@ -72,6 +79,9 @@ class Settings(BaseSettings):
     )
     master_key: SecretStr | None = None
     master_key_file: Path | None = None
+    master_key_old: SecretStr | None = None
+    master_key_old_file: Path | None = None
+    keyring_dir: Path | None = None
     audit_key: SecretStr | None = None
     otlp_endpoint: str | None = None
     otlp_headers: SecretStr | None = None

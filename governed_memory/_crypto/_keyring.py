@@ -207,7 +207,7 @@ class Keyring:
             finally:
                 os.close(fd)  # closing the descriptor releases the flock
 
-    def _provider(self) -> KeyProvider:
+    def require_provider(self) -> KeyProvider:
         if self.provider is None:
             raise KeyProviderError(
                 "this operation needs the master key; set GOVERNED_MEMORY_MASTER_KEY or "
@@ -234,7 +234,7 @@ class Keyring:
                     f"there is no keyring in {self.folder}; point GOVERNED_MEMORY_KEYRING_DIR at "
                     "the keyring this workspace was encrypted with, or restore it from its backup"
                 ) from None
-        provider = self._provider()
+        provider = self.require_provider()
         ensure_private_dir(self.keys_dir)
         workspace_id = self.random(16)
         index_key = self.random(KEY_BYTES)
@@ -296,7 +296,7 @@ class Keyring:
         }
 
     def _unwrap(self, record: dict[str, str], context: bytes, path: Path) -> bytes:
-        provider = self._provider()
+        provider = self.require_provider()
         try:
             wrapped = base64.b64decode(record["wrapped"], validate=True)
             key = provider.unwrap(record["wrapped_by"], wrapped, context)
@@ -345,7 +345,7 @@ class Keyring:
     def _new_generation(self, entry: Entry, gen: int) -> None:
         key = self.random(KEY_BYTES)
         entry.keys[gen] = self._wrap(
-            self._provider(), key, self._key_context(entry.kind, entry.ref, gen)
+            self.require_provider(), key, self._key_context(entry.kind, entry.ref, gen)
         )
 
     def current(self, kind: str, name: str) -> DataKey:
@@ -516,7 +516,7 @@ class Keyring:
         self, record: dict[str, str], context: bytes, path: Path
     ) -> dict[str, str] | None:
         """``record`` re-wrapped under the current master key (None when it already is)."""
-        provider = self._provider()
+        provider = self.require_provider()
         if record.get("wrapped_by") == provider.key_id:
             return None
         key = self._unwrap(record, context, path)

@@ -145,7 +145,9 @@ class EncryptedAgentStore:
             raise StorageError(f"cannot lock agent folder {self._folder}: {exc}") from exc
 
     def _refuse_plaintext(self) -> None:
-        if self._plain_path.exists() and not self._memory_path.exists():
+        # Also when both exist (a migration that stopped half-way, or a
+        # plaintext-mode process run after it): never silently ignore memory.
+        if self._plain_path.exists():
             raise ConfigurationError(
                 f"{self._plain_path} is plaintext but the policy enables encryption; run "
                 "`governed-memory encrypt-workspace` to encrypt the workspace (or disable "
@@ -224,6 +226,7 @@ class EncryptedAgentStore:
     def ensure(self) -> None:
         try:
             with self._lock.held():
+                self._refuse_plaintext()
                 if not self._memory_path.exists():
                     self._create_memory()
         except GovernedMemoryError:
@@ -298,10 +301,10 @@ class EncryptedAgentStore:
                 remove_stale_temps(self._folder)
                 remove_stale_temps(self.archive_dir)
                 archive = None
+                self._refuse_plaintext()
                 try:
                     data = self._memory_path.read_bytes()
                 except FileNotFoundError:
-                    self._refuse_plaintext()
                     data = None
                 if data is not None:
                     decoded = self.codec.decode(
