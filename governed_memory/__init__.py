@@ -5,6 +5,7 @@ The public names are re-exported here; everything else is internal.
 
 from __future__ import annotations
 
+from ._agent import Agent
 from ._clock import Clock, FixedClock, SystemClock
 from ._compressor import Backoff, ContextCompressor
 from ._consent import ConsentEvent, ConsentRegistry
@@ -59,6 +60,7 @@ from ._tokenizer import counter_for
 from ._workspace import memory_md_path, resolve_workspace
 
 __all__ = [
+    "Agent",
     "AgentInfo",
     "AgentStore",
     "Allowed",
