@@ -60,12 +60,24 @@ def _plaintext_store(path: Path, header: Callable[[], str], clock: Clock) -> Age
     return PlaintextAgentStore(path, header, clock=clock)
 
 
+def _encrypted_store(path: Path, header: Callable[[], str], clock: Clock) -> AgentStore:
+    from governed_memory._crypto import Keyring, LocalKeyProvider
+    from governed_memory._stores._encrypted import EncryptedAgentStore
+
+    # The keyring beside the workspace (<tmp>/keyring), so a workspace holds agents only.
+    keyring = Keyring(path.parents[2].parent / "keyring", LocalKeyProvider(bytes(range(32))))
+    return EncryptedAgentStore(path, header, keyring=keyring, clock=clock)
+
+
 StoreMaker = Callable[[Path, Callable[[], str], Clock], AgentStore]
 """Builds a store from (MEMORY.md path, header factory, clock)."""
 
 # Every AgentStore implementation, by readable id; tests/test_stores_plaintext.py's
 # contract tests run over each. Append a pytest.param for a new store.
-STORE_FACTORIES: list[Any] = [pytest.param(_plaintext_store, id="plaintext")]
+STORE_FACTORIES: list[Any] = [
+    pytest.param(_plaintext_store, id="plaintext"),
+    pytest.param(_encrypted_store, id="encrypted"),
+]
 
 
 @pytest.fixture(params=STORE_FACTORIES)

@@ -26,7 +26,8 @@ import json
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,6 +175,12 @@ class Keyring:
         self._index_key: bytes | None = None
         self._cache: dict[bytes, _Cached] = {}
         self._ciphers: dict[tuple[bytes, FrameKey], AESGCM] = {}
+        _LIVE.add(self)
+
+    def _after_fork(self) -> None:
+        # A parent thread may have held the mutex at fork time.
+        self._mutex = threading.RLock()
+        self._depth = 0
 
     # -- files and locking ------------------------------------------------
 
@@ -555,4 +562,12 @@ class Keyring:
         return f"Keyring({str(self.folder)!r}, provider={self.provider!r})"
 
 
-ProgressCallback = Callable[[int, int], None]
+_LIVE: weakref.WeakSet[Keyring] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for keyring in list(_LIVE):
+        keyring._after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

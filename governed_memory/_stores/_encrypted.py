@@ -159,10 +159,15 @@ class EncryptedAgentStore:
     def _fresh_memory(self) -> bytes:
         return self.codec.encode_text(KIND_MEMORY, ENCRYPTED_MEMORY, self._header())
 
-    def _create_memory(self) -> None:
+    def _create_memory(self, *, replace: bool = False) -> None:
         self._refuse_plaintext()
         self._close_file()
-        atomic_write(self._memory_path, self._fresh_memory())
+        if replace:
+            atomic_write(self._memory_path, self._fresh_memory())
+            return
+        # Claimed with link(): never replaces a memory another writer created.
+        with suppress(FileExistsError):
+            link_exclusive(self._folder, self._fresh_memory(), [ENCRYPTED_MEMORY])
 
     def _tail_for_append(self) -> tuple[int, _Tail]:
         """The append descriptor and position of the current memory file (lock held)."""
@@ -199,7 +204,7 @@ class EncryptedAgentStore:
         opened = self.codec.open_for_append(_read_all(fd), self._memory_path, ENCRYPTED_MEMORY)
         if opened is None:
             # The agent's key was crypto-shredded: the file is erased data. Start afresh.
-            self._create_memory()
+            self._create_memory(replace=True)
             return self._open_tail()
         context, end, count = opened
         self._tail = _Tail(ident, end, count, context)
@@ -236,7 +241,7 @@ class EncryptedAgentStore:
 
     def read_memory(self) -> str | None:
         try:
-            with self._lock.held(fcntl.LOCK_SH):
+            with self._lock.held(fcntl.LOCK_SH, create=False):
                 self._refuse_plaintext()
                 try:
                     fd = os.open(self._memory_path, os.O_RDONLY | os.O_CLOEXEC)
@@ -258,6 +263,8 @@ class EncryptedAgentStore:
                 return decoded.text(self._memory_path)
         except GovernedMemoryError:
             raise
+        except FileNotFoundError:
+            return None  # no agent folder: nothing to read, and nothing created
         except OSError as exc:
             raise StorageError(f"cannot read {self._memory_path}: {exc}") from exc
 

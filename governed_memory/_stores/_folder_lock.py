@@ -15,8 +15,9 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from .._fsutil import ensure_private_dir
@@ -42,10 +43,12 @@ class FolderLock:
         self.depth = 0
         self.dirfd: int | None = None
         self._ident: tuple[int, int] | None = None
+        _LIVE.add(self)
 
-    def _open(self) -> int:
+    def _open(self, create: bool) -> int:
         if self.dirfd is None:
-            ensure_private_dir(self.folder)
+            if create:
+                ensure_private_dir(self.folder)
             fd = os.open(self._folder_str, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             st = os.fstat(fd)
             self.dirfd, self._ident = fd, (st.st_dev, st.st_ino)
@@ -56,16 +59,23 @@ class FolderLock:
             st = os.stat(self._folder_str)
         except FileNotFoundError:
             return False
-        return (st.st_dev, st.st_ino) == self._ident
+        # A removed folder keeps its descriptor but has no links; a new folder
+        # may reuse its inode number, which alone would look like ours.
+        assert self.dirfd is not None
+        return (st.st_dev, st.st_ino) == self._ident and os.fstat(self.dirfd).st_nlink > 0
 
-    def acquire(self, mode: int = fcntl.LOCK_EX) -> int:
-        """Take the lock (hold :attr:`mutex`); return the locked folder descriptor."""
+    def acquire(self, mode: int = fcntl.LOCK_EX, *, create: bool = True) -> int:
+        """Take the lock (hold :attr:`mutex`); return the locked folder descriptor.
+
+        With ``create=False`` a missing folder raises ``FileNotFoundError``
+        instead of being created (reads never create an agent).
+        """
         if self.depth:
             assert self.dirfd is not None
             self.depth += 1
             return self.dirfd
         while True:
-            fd = self._open()
+            fd = self._open(create)
             fcntl.flock(fd, mode)
             if self._current():
                 break
@@ -82,10 +92,10 @@ class FolderLock:
             fcntl.flock(self.dirfd, fcntl.LOCK_UN)
 
     @contextmanager
-    def held(self, mode: int = fcntl.LOCK_EX) -> Iterator[int]:
+    def held(self, mode: int = fcntl.LOCK_EX, *, create: bool = True) -> Iterator[int]:
         """Hold the lock for a block; yields the folder descriptor."""
         with self.mutex:
-            fd = self.acquire(mode)
+            fd = self.acquire(mode, create=create)
             try:
                 yield fd
             finally:
@@ -98,3 +108,28 @@ class FolderLock:
         if self.dirfd is not None:
             os.close(self.dirfd)
             self.dirfd = None
+
+    def _after_fork(self) -> None:
+        """In a forked child: forget the inherited descriptor.
+
+        It shares the parent's open file description, and so its flock:
+        parent and child would both "hold" the lock. The mutex is replaced
+        because a parent thread may have held it at fork time.
+        """
+        self.mutex = threading.RLock()
+        self.depth = 0
+        self.drop()
+
+
+# Every live lock, so a forked child drops inherited lock descriptors
+# (multiprocessing forks by default on Linux). Weak: it keeps nothing alive.
+_LIVE: weakref.WeakSet[FolderLock] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for lock in list(_LIVE):
+        with suppress(Exception):
+            lock._after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
