@@ -12,6 +12,7 @@ import datetime as _dt
 import shutil
 import stat
 import tempfile
+import textwrap
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -78,7 +79,7 @@ def _when(value: _dt.datetime | None) -> str:
 @click.pass_obj
 def agents(cli: CliContext, as_json: bool) -> None:
     """List the agents in the workspace with message and archive counts, size and last activity."""
-    workspace = cli.workspace
+    workspace = cli.workspace.absolute()
     found = list_agents(workspace, store_factory=_lazy_store_factory(cli))
     if as_json:
         emit_json([info.to_dict() for info in found])
@@ -112,7 +113,7 @@ def agents(cli: CliContext, as_json: bool) -> None:
 @click.pass_obj
 def show(cli: CliContext, agent: str, archives: bool, as_json: bool) -> None:
     """Print AGENT's memory as records (role, timestamp, content)."""
-    workspace = cli.workspace
+    workspace = cli.workspace.absolute()
     factory = _lazy_store_factory(cli)
     records = agent_records(workspace, agent, include_archives=archives, store_factory=factory)
     if as_json:
@@ -126,23 +127,23 @@ def show(cli: CliContext, agent: str, archives: bool, as_json: bool) -> None:
         return
     console = _console()
     if not records:
-        hint = "" if archives else " (add --archives to include archived records)"
-        console.print(Text(f"Agent {agent} in {workspace} has no records{hint}."))
-        return
-    table = Table(title=Text(f"{agent} in {workspace}"), show_lines=True, expand=False)
-    table.add_column("#", justify="right")
-    if archives:
-        table.add_column("source")
-    table.add_column("role")
-    table.add_column("timestamp", no_wrap=True)
-    table.add_column("content", overflow="fold")
+        console.print(Text(f"Agent {agent} in {workspace} has no records."))
+    else:
+        archived = sum(1 for r in records if r.archived)
+        detail = f" ({archived} archived)" if archives else ""
+        noun = "record" if len(records) == 1 else "records"
+        console.print(Text(f"{agent} in {workspace}: {len(records)} {noun}{detail}", style="bold"))
+    source = None
     for number, record in enumerate(records, 1):
-        cells = [Text(str(number))]
-        if archives:
-            cells.append(Text(record.source))
-        cells += [Text(record.role), Text(record.timestamp), Text(record.content)]
-        table.add_row(*cells)
-    console.print(table)
+        if record.source != source:  # one heading per file
+            source = record.source
+            console.rule(Text(source), align="left")
+        head = Text(f"#{number}  ")
+        head.append(record.role, style="bold")
+        head.append(f"  {record.timestamp}", style="dim")
+        console.print(head)
+        # The content as stored, indented, never re-wrapped or parsed as markup.
+        click.echo(textwrap.indent(record.content, "    ", lambda line: True) + "\n")
     if not archives:
         count = agent_info(workspace, agent, store_factory=factory).archives
         if count:
@@ -299,7 +300,7 @@ def _run_demo(console: Console, workspace: Path, temporary: bool) -> None:
     archives = store.list_archives() if store is not None else []
     for archive in archives:
         console.print(Text(f"archived  {archive.relative_to(path.parent)}"))
-    console.print(Text(f"summary   {_short(summary, 100)}"))
+    console.print(Text(f"summary   {_short(summary, 68)}"))
     conversation.memory_md_path = None  # release the descriptors of session 1
 
     # 3. Session two: a new Conversation preloads the memory.
