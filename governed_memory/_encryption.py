@@ -10,7 +10,7 @@ code; during a rotation the previous key (``..._OLD`` / ``..._OLD_FILE`` /
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pydantic import SecretStr
@@ -19,8 +19,10 @@ from ._clock import Clock
 from ._crypto._keyring import Keyring
 from ._crypto._observer import CryptoObserver
 from ._crypto._providers import KeyChain, KeyProvider, LocalKeyProvider
-from ._errors import KeyProviderError
+from ._errors import ConfigurationError, KeyProviderError
 from ._settings import Settings
+from ._stores import AgentStore, PlaintextAgentStore
+from ._stores._encrypted import ENCRYPTED_MEMORY, EncryptedAgentStore
 from ._workspace import GOVERNANCE_DIR
 
 __all__ = [
@@ -114,3 +116,31 @@ def open_keyring(
         else:
             chosen = KeyChain(chosen, *extra_old)
     return Keyring(folder, chosen, clock=clock, observer=observer)
+
+
+def policy_store(
+    memory_path: Path,
+    header: Callable[[], str],
+    *,
+    encrypted: bool,
+    keyring: Callable[[], Keyring],
+    clock: Clock,
+) -> AgentStore:
+    """The store the policy asks for: encrypted when ``encrypted``, else plaintext.
+
+    Either way, memory in the other form is refused rather than silently
+    ignored (it would look like a fresh, empty memory).
+
+    Raises:
+        ConfigurationError: encrypted memory while encryption is off (the
+            plaintext-side check; the encrypted store checks the other side).
+    """
+    if encrypted:
+        return EncryptedAgentStore(memory_path, header, keyring=keyring(), clock=clock)
+    if (Path(memory_path).parent / ENCRYPTED_MEMORY).exists():
+        raise ConfigurationError(
+            f"{Path(memory_path).parent / ENCRYPTED_MEMORY} is encrypted but the policy does not "
+            "enable encryption; set [encryption] enabled = true (with the master key) or run "
+            "`governed-memory decrypt-workspace`"
+        )
+    return PlaintextAgentStore(memory_path, header, clock=clock)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import fnmatch
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -40,7 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._clock import Clock, SystemClock
 from ._consent import ConsentAction, ConsentEvent, ConsentRegistry, validate_subject_id
@@ -54,7 +55,7 @@ from ._policy import (
     WithdrawalAction,
 )
 from ._settings import Settings
-from ._stores import AgentStore, PlaintextAgentStore
+from ._stores import AgentStore
 from ._workspace import GOVERNANCE_DIR, resolve_workspace
 
 __all__ = [
@@ -71,6 +72,9 @@ __all__ = [
     "UseLocal",
     "is_local_model",
 ]
+
+if TYPE_CHECKING:
+    from ._crypto import Keyring
 
 logger = logging.getLogger("governed_memory")
 
@@ -219,7 +223,8 @@ class Governance:
         settings: runtime settings (default: ``Settings()``, read from the
             environment).
         clock: time of decisions and consent records (default: system clock).
-        key_provider: for the encryption layer.
+        key_provider: the master key provider for encryption at rest (default:
+            from ``settings``: ``GOVERNED_MEMORY_MASTER_KEY`` or ``..._FILE``).
         tracer_provider: OpenTelemetry tracer provider for the audit layer.
         audit: the audit sink (default: :meth:`_default_audit`).
         consent: the consent registry (default: the one in the governance folder).
@@ -267,8 +272,35 @@ class Governance:
         return NullAuditSink()
 
     def store_factory(self, memory_path: Path, header: Callable[[], str]) -> AgentStore:
-        """Build the store for one agent's MEMORY.md (plaintext here)."""
-        return PlaintextAgentStore(memory_path, header, clock=self.clock)
+        """Build the store for one agent's MEMORY.md: encrypted when ``encryption.enabled``."""
+        from ._encryption import policy_store
+
+        return policy_store(
+            memory_path,
+            header,
+            encrypted=self.policy.encryption.enabled,
+            keyring=lambda: self.keyring,
+            clock=self.clock,
+        )
+
+    @functools.cached_property
+    def keyring(self) -> Keyring:
+        """The workspace's data keys (built on first use from ``key_provider`` or settings).
+
+        ``keyring.shred_subject(id)`` / ``keyring.shred_agent(name)`` crypto-shred.
+
+        Raises:
+            KeyProviderError: no usable master key is configured.
+        """
+        from ._encryption import open_keyring
+
+        return open_keyring(
+            self.workspace,
+            self.settings,
+            provider=self.key_provider,
+            clock=self.clock,
+            observer=self.audit,
+        )
 
     @property
     def governance_dir(self) -> Path:
