@@ -111,3 +111,27 @@ def test_keyring_is_the_key_shredder_erasure_uses(workspace: Path) -> None:
     gov.keyring.shred_subject("s")
     again = Conversation(name="c", memory_md_path=memory_md_path("A", workspace), governance=gov)
     assert all("about s" not in str(m["content"]) for m in again.conversation_history)
+
+
+def test_erasing_a_subject_crypto_shreds_copies_taken_before(tmp_path: Path) -> None:
+    """With the keyring outside the workspace, a backup of the workspace loses the subject too."""
+    import shutil
+
+    from governed_memory._stores._encrypted import EncryptedAgentStore
+    from governed_memory._subjects import erase
+
+    workspace = tmp_path / "ws"
+    settings = Settings(master_key=generate_master_key(), keyring_dir=tmp_path / "keyring")
+    gov = Governance(workspace=workspace, policy=ENCRYPTED, settings=settings)
+    conv = Conversation(name="c", memory_md_path=memory_md_path("A", workspace), governance=gov)
+    conv.add("User", "alice's diagnosis", subject_id="alice")
+    conv.add("User", "bob's note", subject_id="bob")
+    backup = tmp_path / "backup"
+    shutil.copytree(workspace, backup)
+
+    receipt = erase(gov, subject="alice")
+    assert receipt.keys_shredded == ("subject",)
+
+    restored = EncryptedAgentStore(memory_md_path("A", backup), lambda: "", keyring=gov.keyring)
+    text = restored.read_memory() or ""
+    assert "bob's note" in text and "alice" not in text

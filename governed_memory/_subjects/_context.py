@@ -165,5 +165,7 @@ def _from_governance(gov: Governance) -> SubjectContext:
         audit=gov.audit,
         consent=gov.consent,
         holds=getattr(gov, "holds", None) or HoldRegistry(gov.governance_dir, clock=gov.clock),
+        # The keyring crypto-shreds (a KeyShredder); built only when encryption is on.
+        keys=gov.keyring if gov.policy.encryption.enabled else None,
         encrypted=gov.policy.encryption.enabled,
     )
