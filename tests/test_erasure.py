@@ -392,3 +392,75 @@ def test_the_purge_scheduler_runs_due_erasures(workspace: Path, clock: FixedCloc
     scheduler.run_once()
     assert "alice secret" not in readable_text(gov)
     assert [r.id for r in erasure_receipts(gov)] == [item.id]
+
+
+# -- kill -9 during erasure ------------------------------------------------------
+
+
+def _erase_in_child_and_kill(gov, function: str, nth: int) -> bool:  # type: ignore[no-untyped-def]
+    """Fork; the child erases alice and SIGKILLs itself at the ``nth`` call of ``os.<function>``.
+
+    Returns whether the child died by the signal (False: it finished first).
+    """
+    import os
+    import signal
+
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            real = getattr(os, function)
+            calls = [0]
+
+            def dying(*args: object, **kwargs: object) -> object:
+                calls[0] += 1
+                if calls[0] == nth:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return real(*args, **kwargs)
+
+            setattr(os, function, dying)
+            erase(gov, subject="alice")
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+
+
+@pytest.mark.parametrize(
+    ("function", "nth"),
+    [("fsync", n) for n in range(1, 17)] + [("replace", n) for n in range(1, 8)],
+)
+def test_kill_9_at_any_durable_step_then_resume(
+    workspace: Path, clock: FixedClock, function: str, nth: int
+) -> None:
+    gov = governance(workspace, clock)
+    _populate(gov)
+    _erase_in_child_and_kill(gov, function, nth)
+    if not TombstoneStore(gov.governance_dir).ids():
+        # Killed before the tombstone was durable: nothing was touched, and
+        # the admin (who got no receipt) runs the erasure again.
+        assert "alice secret A-1" in readable_text(gov)
+        erase(gov, subject="alice")
+    # Otherwise the erasure is complete, or pending and resumable.
+    resume_erasures(gov)
+    [receipt] = erasure_receipts(gov)
+    assert receipt.records == 4 and receipt.summaries == 2
+    text = readable_text(gov)
+    assert "alice secret" not in text and "mixed summary" not in text
+    for agent in ("A", "B"):
+        assert f"bob note {agent}-1" in text and f"bob note {agent}-2" in text
+    # No temporary file with content is left in agent folders (a crashed
+    # tombstone temp file in the governance folder holds no content).
+    assert not list((gov.workspace / "agents").rglob(".gm-tmp-*"))
+
+
+def test_kill_9_then_the_next_open_of_the_agent_finishes(
+    workspace: Path, clock: FixedClock
+) -> None:
+    gov = governance(workspace, clock)
+    _populate(gov)
+    assert _erase_in_child_and_kill(gov, "fsync", 6)  # after the tombstone, mid-way
+    assert TombstoneStore(gov.governance_dir).pending()
+    conv = conversation(gov, "A")
+    assert "alice" not in conv.return_history_as_string()
+    assert TombstoneStore(gov.governance_dir).pending() == []
+    assert "alice secret" not in readable_text(gov)
