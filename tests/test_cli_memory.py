@@ -104,6 +104,12 @@ def test_demo_compacts_with_demo_summary(workspace: Path, monkeypatch: pytest.Mo
     assert [r.content for r in parse_memory(memory).records] == ["a swapped-in summary"]
 
 
+def test_demo_says_it_does_not_apply_a_policy(workspace: Path) -> None:
+    code, out, _ = run("--policy", "regulated", "--workspace", str(workspace), "demo")
+    assert code == 0 and "--policy is not applied" in out
+    assert "--policy" not in run("--workspace", str(workspace), "demo")[1]
+
+
 def test_demo_runs_twice_in_one_workspace(workspace: Path) -> None:
     assert run("--workspace", str(workspace), "demo")[0] == 0
     assert run("--workspace", str(workspace), "demo")[0] == 0

@@ -246,18 +246,21 @@ def _step(console: Console, number: int, title: str, note: str) -> None:
     console.print(Text(note, style="dim"))
 
 
-def _run_demo(console: Console, workspace: Path, temporary: bool) -> None:
+def _run_demo(console: Console, workspace: Path, temporary: bool, policy_given: bool) -> None:
     path = memory_md_path(DEMO_AGENT, workspace)
     where = "temporary, removed at the end" if temporary else "kept after the demo"
+    lines = [
+        Text(f"Workspace  {workspace}"),
+        Text(f"           ({where})"),
+        Text(f"Agent      {DEMO_AGENT}"),
+        Text("Mode       default policy: plaintext, byte-compatible with swarms 16.0.3"),
+        Text("Network    none: no model calls, nothing leaves this machine"),
+    ]
+    if policy_given:
+        lines.append(Text("Note       --policy is not applied: the demo shows the default mode"))
     console.print(
         Panel(
-            Group(
-                Text(f"Workspace  {workspace}"),
-                Text(f"           ({where})"),
-                Text(f"Agent      {DEMO_AGENT}"),
-                Text("Mode       default policy: plaintext, byte-compatible with swarms 16.0.3"),
-                Text("Network    none: no model calls, nothing leaves this machine"),
-            ),
+            Group(*lines),
             title="governed-memory demo",
             expand=False,
         )
@@ -364,7 +367,7 @@ def demo(cli: CliContext) -> None:
         else cli.workspace.absolute()
     )
     try:
-        _run_demo(console, workspace, temporary)
+        _run_demo(console, workspace, temporary, cli.policy_arg is not None)
     finally:
         if temporary:
             shutil.rmtree(workspace, ignore_errors=True)
