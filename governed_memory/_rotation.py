@@ -40,7 +40,7 @@ __all__ = [
     "rotate_master_key",
 ]
 
-REENCRYPT_FILE = "reencrypt.json"
+from ._crypto._status import REENCRYPT_FILE
 
 Progress = Callable[[str, int, int], None]
 """Called as ``(phase, done, total)`` while a long operation runs."""

@@ -1,0 +1,234 @@
+"""Encryption commands: ``keys generate|status|rotate``, ``encrypt-workspace``, ``decrypt-workspace``.
+
+Key material is never printed except by ``keys generate`` (which prints or
+writes the new key it made, and nothing else). Everything else shows key ids.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from .._crypto._providers import LocalKeyProvider, generate_master_key
+from .._crypto._status import keyring_status
+from .._errors import ConfigurationError
+from .._fsutil import FILE_MODE
+from ._context import CliContext
+from ._render import emit_json, emit_table, json_option
+
+if TYPE_CHECKING:
+    from .._crypto._keyring import Keyring
+
+__all__ = ["commands"]
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[ProgressFn]:
+    """A progress bar on stderr (none for --json or when stderr is not a terminal)."""
+    console = Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        yield lambda phase, done, total: None
+        return
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console
+    ) as bar:
+        tasks: dict[str, int] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done, total=total)  # type: ignore[arg-type]
+
+        yield update
+
+
+def _keyring(
+    cli: CliContext, *, require_key: bool = True, old_key_file: Path | None = None
+) -> Keyring:
+    from .._encryption import open_keyring
+
+    extra = [LocalKeyProvider.from_file(old_key_file)] if old_key_file is not None else []
+    return open_keyring(cli.workspace, cli.settings(), require_key=require_key, extra_old=extra)
+
+
+@click.group("keys")
+def keys_group() -> None:
+    """Manage encryption keys: generate a master key, show which key wraps what, rotate (docs/encryption.md)."""
+
+
+@keys_group.command("generate")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the key to this new file (mode 0600) instead of printing it.",
+)
+@json_option
+def generate(out: Path | None, as_json: bool) -> None:
+    """Create a new random master key (base64 of 32 bytes) and show its key id.
+
+    Printed on stdout unless --out is given. Store it outside the workspace:
+    in a secret manager, or a 0600 file named by GOVERNED_MEMORY_MASTER_KEY_FILE.
+    """
+    key = generate_master_key()
+    key_id = LocalKeyProvider.from_base64(key).key_id
+    if out is not None:
+        try:
+            fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+        except FileExistsError:
+            raise ConfigurationError(
+                f"{out} already exists; a key file is never overwritten (that would lose the "
+                "key). Choose another path"
+            ) from None
+        with os.fdopen(fd, "w") as fh:
+            fh.write(key + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(out, FILE_MODE)
+    if as_json:
+        emit_json(
+            {"key_id": key_id, "file": str(out) if out else None, **({} if out else {"key": key})}
+        )
+    elif out is not None:
+        click.echo(f"wrote master key {key_id} to {out} (mode 0600)")
+    else:
+        click.echo(key)
+        click.echo(f"key id: {key_id}", err=True)
+
+
+@keys_group.command("status")
+@json_option
+@click.pass_obj
+def status(cli: CliContext, as_json: bool) -> None:
+    """Show the keyring: each data key, its generations and the master key id wrapping it."""
+    keyring = _keyring(cli, require_key=False)
+    report = keyring_status(keyring, cli.workspace)
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    click.echo(f"keyring: {report.folder}" + ("" if report.exists else " (not created yet)"))
+    if report.exists:
+        click.echo(f"workspace id: {report.workspace_id}")
+    click.echo(f"configured master key: {report.master_key_id or '(none configured)'}")
+    if report.inside_workspace:
+        click.echo(
+            "note: the keyring is inside the workspace, so a backup of the workspace keeps the "
+            "wrapped keys and crypto-shredding does not reach it (see SECURITY.md)"
+        )
+    if report.reencrypt_pending:
+        click.echo(
+            "a re-encryption was interrupted: run `governed-memory keys rotate` to finish it"
+        )
+    if not report.exists:
+        return
+    emit_table(
+        "Wrapped keys per master key",
+        ["master key id", "wrapped keys", "current"],
+        [
+            (k, n, "yes" if k == report.master_key_id else "")
+            for k, n in report.by_master_key.items()
+        ],
+    )
+    emit_table(
+        "Data keys",
+        ["kind", "name", "ref", "current gen", "generations", "wrapped by", "state"],
+        [
+            (
+                k.kind,
+                k.name,
+                k.ref[:12],
+                k.current,
+                ",".join(map(str, k.generations)) or "-",
+                ",".join(sorted(set(k.wrapped_by))) or "-",
+                k.state if k.state != "shredded" else f"shredded {k.shredded_at or ''}".strip(),
+            )
+            for k in report.keys
+        ],
+    )
+
+
+@keys_group.command("rotate")
+@click.option(
+    "--old-key-file",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    default=None,
+    help="File holding the previous master key (else GOVERNED_MEMORY_MASTER_KEY_OLD[_FILE]).",
+)
+@click.option("--reencrypt", is_flag=True, help="Also re-encrypt all data under fresh data keys.")
+@json_option
+@click.pass_obj
+def rotate(cli: CliContext, old_key_file: Path | None, reencrypt: bool, as_json: bool) -> None:
+    """Re-wrap every data key under the current master key (GOVERNED_MEMORY_MASTER_KEY).
+
+    The previous key must still be given while this runs. Resumable: run it
+    again after an interruption. Nothing is printed of the keys but their ids.
+    """
+    from .._rotation import rotate as run
+
+    keyring = _keyring(cli, old_key_file=old_key_file)
+    with _progress(not as_json) as progress:
+        report = run(cli.workspace, keyring, reencrypt_data=reencrypt, progress=progress)
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    emit_table(
+        f"Rotation to master key {report.to_key_id}",
+        ["what", "count"],
+        [
+            (name.replace("_", " "), value)
+            for name, value in report.as_dict().items()
+            if isinstance(value, int)
+        ],
+    )
+    if report.from_key_ids:
+        click.echo(
+            f"no longer used: {', '.join(report.from_key_ids)} (keep it until backups made under it expire)"
+        )
+
+
+def _migrate(cli: CliContext, direction: str, as_json: bool) -> None:
+    from .._migration import decrypt_workspace, encrypt_workspace
+
+    keyring = _keyring(cli)
+    run = encrypt_workspace if direction == "encrypt" else decrypt_workspace
+    with _progress(not as_json) as progress:
+        report = run(cli.workspace, keyring, progress=progress)
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    click.echo(
+        f"{direction}ed {report.converted} file(s) in {report.agents} agent(s); "
+        f"{report.already_done} finished by an earlier run"
+    )
+
+
+@click.command("encrypt-workspace")
+@json_option
+@click.pass_obj
+def encrypt_workspace(cli: CliContext, as_json: bool) -> None:
+    """Encrypt every plaintext MEMORY.md and archive of the workspace (idempotent, crash-safe).
+
+    Stop the agents first. Each plaintext file is removed only after its
+    encrypted copy was read back and found identical.
+    """
+    _migrate(cli, "encrypt", as_json)
+
+
+@click.command("decrypt-workspace")
+@json_option
+@click.pass_obj
+def decrypt_workspace(cli: CliContext, as_json: bool) -> None:
+    """Turn every encrypted memory and archive back into plaintext files (idempotent)."""
+    _migrate(cli, "decrypt", as_json)
+
+
+commands: list[click.Command] = [keys_group, encrypt_workspace, decrypt_workspace]

@@ -1,0 +1,110 @@
+"""What ``keys status`` shows: which master key wraps which data key (ids only)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ._keyring import AGENT, META_FILE, Keyring
+
+__all__ = ["KeyStatus", "KeyringStatus", "keyring_status"]
+
+REENCRYPT_FILE = "reencrypt.json"
+
+
+@dataclass(frozen=True)
+class KeyStatus:
+    """One agent's or subject's data key: generations and their wrapping master keys."""
+
+    kind: str
+    name: str
+    ref: str
+    current: int
+    generations: list[int]
+    wrapped_by: list[str]
+    shredded_through: int
+    shredded_at: str | None
+
+    @property
+    def state(self) -> str:
+        if not self.generations:
+            return "shredded"
+        if len(self.generations) > 1:
+            return "re-encrypting"
+        return "active"
+
+
+@dataclass(frozen=True)
+class KeyringStatus:
+    """The keyring as ``keys status`` reports it. Never holds key material."""
+
+    folder: str
+    exists: bool
+    workspace_id: str | None
+    inside_workspace: bool
+    master_key_id: str | None
+    index_key_wrapped_by: str | None
+    reencrypt_pending: bool
+    keys: list[KeyStatus] = field(default_factory=list)
+
+    @property
+    def by_master_key(self) -> dict[str, int]:
+        """How many wrapped keys each master key id wraps (the index key included)."""
+        counts: dict[str, int] = {}
+        if self.index_key_wrapped_by:
+            counts[self.index_key_wrapped_by] = 1
+        for key in self.keys:
+            for key_id in key.wrapped_by:
+                counts[key_id] = counts.get(key_id, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def as_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        data["by_master_key"] = self.by_master_key
+        for row, key in zip(data["keys"], self.keys, strict=True):
+            row["state"] = key.state
+        return data
+
+
+def keyring_status(keyring: Keyring, workspace: Path) -> KeyringStatus:
+    """Read the keyring's metadata (needs no master key)."""
+    folder = keyring.folder.resolve()
+    inside = folder.is_relative_to(Path(workspace).resolve())
+    provider = keyring.provider
+    master = provider.key_id if provider is not None else None
+    meta_path = keyring.folder / META_FILE
+    if not meta_path.exists():
+        return KeyringStatus(str(keyring.folder), False, None, inside, master, None, False)
+    meta = json.loads(meta_path.read_bytes())
+    keys = []
+    for _, entry in keyring.entries():
+        name = (
+            entry.label
+            if entry.kind == AGENT and entry.label
+            else f"{entry.kind}:{entry.ref.hex()[:12]}"
+        )
+        gens = sorted(entry.keys)
+        keys.append(
+            KeyStatus(
+                kind=entry.kind,
+                name=name,
+                ref=entry.ref.hex(),
+                current=entry.current,
+                generations=gens,
+                wrapped_by=[entry.keys[g]["wrapped_by"] for g in gens],
+                shredded_through=entry.shredded_through,
+                shredded_at=entry.shredded_at,
+            )
+        )
+    keys.sort(key=lambda k: (k.kind, k.name))
+    return KeyringStatus(
+        folder=str(keyring.folder),
+        exists=True,
+        workspace_id=str(meta.get("workspace_id")),
+        inside_workspace=inside,
+        master_key_id=master,
+        index_key_wrapped_by=meta.get("index_key", {}).get("wrapped_by"),
+        reencrypt_pending=(keyring.folder / REENCRYPT_FILE).exists(),
+        keys=keys,
+    )
