@@ -20,6 +20,7 @@ from .._stores import AgentStore
 from ._context import SubjectContext
 from ._lineage import is_summary, record_lineage
 from ._receipt import ErasureReceipt
+from ._redact import mentions
 from ._tombstones import COMPLETE, ErasureScope, TombstoneStore
 
 __all__ = ["collect"]
@@ -96,7 +97,7 @@ def collect(
     summaries: list[dict[str, Any]] = []
     for name, store in ctx.stores(only=scope.agent):
         for path, kind, text in _files(store):
-            if text is None:
+            if text is None or (scope.subject is not None and not mentions(text, scope.subject)):
                 continue
             file = ctx.relative(path)
             for record in parse_memory(text).records:

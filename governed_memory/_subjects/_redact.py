@@ -15,12 +15,20 @@ Everything else (the header, other records, their exact bytes) is kept.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from dataclasses import dataclass
 
 from .._format import Record, parse_memory, render_block
 from ._lineage import ERASED_MARKER_KEY, is_summary, record_lineage
 
-__all__ = ["FileEdit", "count_records", "marker_text", "strip_subject"]
+__all__ = [
+    "FileEdit",
+    "count_records",
+    "marker_text",
+    "mentions",
+    "strip_subject",
+    "subject_needle",
+]
 
 
 def marker_text(day: _dt.date) -> str:
@@ -44,8 +52,25 @@ def _prefix(text: str, records: list[Record]) -> str:
     return text[: len(text) - sum(len(r.raw) for r in records)]
 
 
+def subject_needle(subject: str) -> str:
+    """How ``subject`` appears in every metadata line naming it (as a JSON string).
+
+    Metadata lines are written by :func:`~governed_memory._format.render_block`
+    only, with this exact encoding; a file without this text names the
+    subject nowhere, and need not be parsed (most files, in a large erasure).
+    """
+    return json.dumps(subject, ensure_ascii=True).replace(">", "\\u003e")
+
+
+def mentions(text: str, subject: str) -> bool:
+    """Whether ``text`` may hold a record or summary of ``subject`` (no false negatives)."""
+    return subject_needle(subject) in text
+
+
 def strip_subject(text: str, subject: str, *, erasure_id: str, day: _dt.date) -> FileEdit | None:
     """``text`` without ``subject``'s records and summaries, or None when it has none."""
+    if not mentions(text, subject):
+        return None
     parsed = parse_memory(text)
     kept: list[str] = []
     records = summaries = removed_bytes = 0
