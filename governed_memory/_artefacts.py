@@ -12,7 +12,7 @@ every scanner::
     <governance>/exports/<entry>                                  export (file or folder)
     <governance>/tombstones/<entry>                               tombstone
     <governance>/consent.jsonl                                    consent (one record per line)
-    <audit dir>/<segment>                                         audit (whole segments)
+    <audit dir>/audit-<period>.jsonl                              audit (whole segments)
 
 ``<ts>`` is ``%Y-%m-%d_%H-%M-%S`` in naive local time, as the reference names
 archives. Names starting with ``.`` (temporary files ``.gm-tmp-*``, trash)
@@ -103,8 +103,8 @@ ARCHIVE_FILE_KINDS: tuple[FileKind, ...] = (
 """Files in an agent's ``archive/`` folder."""
 
 
-AUDIT_FILE_KINDS: tuple[FileKind, ...] = (FileKind(ArtefactKind.AUDIT, r"[^.].*\.jsonl"),)
-"""Segments of the audit log (JSON Lines) in the audit folder."""
+AUDIT_FILE_KINDS: tuple[FileKind, ...] = (FileKind(ArtefactKind.AUDIT, r"audit-.+\.jsonl"),)
+"""Segments of the hash-chained audit log in the audit folder (``audit-<period>.jsonl``)."""
 
 
 def is_hidden(name: str) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from governed_memory import Conversation, FixedClock, Policy
-from governed_memory._governance import Governance
+from governed_memory._governance import Governance, NullAuditSink
 from governed_memory._retention import (
     Executor,
     Journal,
@@ -138,7 +138,7 @@ KILLER = textwrap.dedent(
     import datetime as dt, os, signal, sys
     from pathlib import Path
     from governed_memory import FixedClock, Policy
-    from governed_memory._governance import Governance
+    from governed_memory._governance import Governance, NullAuditSink
     from governed_memory._retention import Retention
 
     workspace = Path(sys.argv[1])
@@ -287,24 +287,64 @@ def test_governance_artefacts_are_purged_by_their_rules(workspace: Path) -> None
     (tomb / "t-done.json").write_text(json.dumps(done))
     (tomb / "t-pending.json").write_text(json.dumps({"v": 1, "state": "pending"}))
     os.utime(tomb / "t-pending.json", (old, old))
-    audit = gov_dir / "audit"
-    audit.mkdir()
-    for i, name in enumerate(["a-1.jsonl", "a-2.jsonl"]):
-        (audit / name).write_text("{}\n")
-        os.utime(audit / name, (old + i, old + i))  # both old; a-2 is the live segment
-    r = retention(
-        workspace,
-        T0,
-        exports_max_age="30d",
-        tombstones_max_age="30d",
-        audit_min_age="30d",
-        audit_max_age="60d",
-    )
+    r = retention(workspace, T0, exports_max_age="30d", tombstones_max_age="30d")
     report = r.purge()
-    assert report.deleted == {"exports_max_age": 1, "tombstones_max_age": 1, "audit_max_age": 1}
+    assert report.deleted == {"exports_max_age": 1, "tombstones_max_age": 1}
     assert sorted(p.name for p in exports.iterdir()) == ["export-new"]
     assert sorted(p.name for p in tomb.iterdir()) == ["t-pending.json"]
-    assert sorted(p.name for p in audit.iterdir()) == ["a-2.jsonl"]
+
+
+def test_audit_segments_are_purged_through_the_audit_log(workspace: Path) -> None:
+    """Old segments go, oldest first, recorded in the chain; `audit verify` still passes."""
+    from governed_memory._audit import AuditKey, AuditLog, AuditTrail, verify_log
+
+    key = AuditKey(b"k" * 32)
+    clock = FixedClock(dt.datetime(2026, 1, 15, 12, 0))
+    folder = workspace / ".governed_memory" / "audit"
+    trail = AuditTrail(key=key, log=AuditLog(folder, key, clock=clock), spans=False)
+    policy = make_policy(audit_min_age="30d", audit_max_age="60d")
+    gov = Governance(workspace=workspace, policy=policy, clock=clock, audit=trail)
+    for month in (2, 3, 4):  # one segment per month: audit-2026-01 .. audit-2026-04
+        clock.set(dt.datetime(2026, month, 15, 12, 0))
+        gov.audit.record("policy.load", agent=None, subject_id=None, outcome="ok")
+    clock.set(dt.datetime(2026, 4, 20, 12, 0))
+    r = Retention(gov)
+    assert [i.artefact.path.rsplit("/", 1)[1] for i in r.plan().deletions] == [
+        "audit-2026-01.jsonl",  # last entry 95 days old
+        "audit-2026-02.jsonl",  # 64 days; March (36 days) and April (live) stay
+    ]
+    report = r.purge()
+    assert report.deleted == {"audit_max_age": 2} and report.failed == 0
+    assert sorted(p.name for p in folder.glob("audit-*")) == [
+        "audit-2026-03.jsonl",
+        "audit-2026-04.jsonl",
+    ]
+    assert verify_log(folder, [key]).ok
+    assert any(e.event == "audit.purge" for e in trail.log.entries())  # type: ignore[union-attr]
+    trail.close()
+
+
+def test_audit_segments_are_not_deleted_without_the_audit_log(workspace: Path) -> None:
+    """Deleting segments behind the log's back would break its chain: refused, reported."""
+    from governed_memory._audit import AuditKey, AuditLog
+
+    folder = workspace / ".governed_memory" / "audit"
+    clock = FixedClock(T0 - 400 * DAY)
+    log = AuditLog(folder, AuditKey(b"k" * 32), clock=clock)
+    for month in (0, 40, 80):
+        clock.set(T0 - (400 - month) * DAY)
+        log.append("policy.load", {"outcome": "ok"})
+    log.close()
+    gov = Governance(
+        workspace=workspace,
+        policy=make_policy(audit_max_age="30d"),
+        clock=FixedClock(T0),
+        audit=NullAuditSink(),  # no audit key configured here
+    )
+    report = Retention(gov).purge()
+    assert report.total_deleted == 0 and report.failed == 2  # the newest segment is never planned
+    assert "audit key" in report.errors[0]
+    assert len(list(folder.glob("audit-*.jsonl"))) == 3
 
 
 def test_consent_records_keep_the_grant_in_force(workspace: Path) -> None:

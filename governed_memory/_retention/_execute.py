@@ -11,8 +11,8 @@ Before deleting an entry it checks, at that moment:
 Files in an agent folder are deleted while holding that folder's store lock
 (the ``flock`` every writer of the agent takes), so a purge never races an
 append or a compaction. Consent records are removed by one atomic rewrite of
-the consent log under its own lock. Deleted entries' folders are fsynced
-before their progress bytes are written.
+the consent log under its own lock. All deletions are made durable by one
+``sync`` before the purge reports completion.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from .._artefacts import (
     classify_archive,
 )
 from .._consent import CONSENT_LOCK, CONSENT_LOG
-from .._errors import InvalidAgentNameError
+from .._errors import GovernedMemoryError, InvalidAgentNameError
 from .._fsutil import atomic_write, fsync_dir, open_private, write_all
 from .._holds import HoldRegistry, HoldSet
 from .._names import validate_agent_name
@@ -51,6 +51,7 @@ __all__ = ["Executor", "Tally"]
 
 TRASH_PREFIX = ".gm-trash-"
 Progress = Callable[[int, int], None]
+AuditPurger = Callable[[list[str]], Iterable[str]]
 
 
 @dataclass
@@ -91,6 +92,9 @@ class Executor:
         holds: consulted again before each deletion.
         store_factory: builds the agent stores whose lock is taken (and that
             read encrypted files when a subject hold needs their subjects).
+        audit_purger: removes old audit segments through the audit log, which
+            records the removal in its hash chain first (``AuditTrail.
+            purge_segments``); without one, audit entries fail (``e``).
     """
 
     def __init__(
@@ -100,24 +104,32 @@ class Executor:
         audit_dir: Path,
         holds: HoldRegistry,
         store_factory: StoreFactory | None = None,
+        audit_purger: AuditPurger | None = None,
     ) -> None:
         self.workspace = Path(workspace)
         self.governance_dir = Path(governance_dir)
         self.audit_dir = Path(audit_dir)
         self.holds = holds
         self.store_factory = store_factory
+        self.audit_purger = audit_purger
 
     def run(self, journal: Journal, tally: Tally, on_progress: Progress | None = None) -> None:
-        """Apply every entry of ``journal`` not done yet, adding outcomes to ``tally``."""
+        """Apply every entry of ``journal`` not done yet, adding outcomes to ``tally``.
+
+        Deletions in agent folders are not fsynced one by one (a folder fsync
+        per agent would cost more than the deletions): :func:`os.sync` runs
+        once at the end, before the caller writes the receipt. A power cut
+        before then can bring a deleted file back; it is still expired, so
+        the next purge deletes it again.
+        """
         done = journal.outcomes()
         total = journal.total
         _empty_trash(self.governance_dir / EXPORTS_DIR)
         fd = journal.open_progress()
         try:
             position = 0
-            for (agent, kind), group in itertools.groupby(
-                journal.entries(), key=lambda e: (e.agent, e.kind is ArtefactKind.CONSENT)
-            ):
+            deleted_before = sum(tally.deleted.values())
+            for (agent, kind), group in itertools.groupby(journal.entries(), key=_batch_key):
                 batch = list(group)
                 todo = [e for e in batch if e.n >= len(done)]
                 for entry in batch:
@@ -129,13 +141,19 @@ class Executor:
                 position += len(batch)
                 if on_progress is not None:
                     on_progress(position, total)
+            if sum(tally.deleted.values()) > deleted_before:
+                os.sync()  # every unlink durable before the purge is reported done
         finally:
             os.close(fd)
 
-    def _apply(self, agent: str | None, consent: bool, batch: list[Entry], tally: Tally) -> bytes:
+    def _apply(
+        self, agent: str | None, kind: ArtefactKind | None, batch: list[Entry], tally: Tally
+    ) -> bytes:
         holds = self.holds.active()
-        if consent:
+        if kind is ArtefactKind.CONSENT:
             outcomes = self._consent(batch, holds)
+        elif kind is ArtefactKind.AUDIT:
+            outcomes = self._audit(batch, tally)
         elif agent is not None:
             outcomes = self._agent(agent, batch, holds)
         else:
@@ -160,7 +178,6 @@ class Executor:
         targets = [self._agent_path(entry, agent) for entry in batch]  # refuse before locking
         store = agent_store(folder, self.store_factory)
         outcomes = bytearray()
-        touched: set[Path] = set()
         try:
             with store.lock():
                 for entry, (path, kind) in zip(batch, targets, strict=True):
@@ -175,11 +192,7 @@ class Executor:
                                 else holds.for_subjects(subjects)
                             )
                         outcome = b"h" if held else _unlink(path)
-                        if outcome == b"d":
-                            touched.add(path.parent)
                     outcomes += outcome
-                for parent in touched:
-                    fsync_dir(parent)
         finally:
             store.close()
         return bytes(outcomes)
@@ -234,6 +247,27 @@ class Executor:
             raise _not_purgeable(entry)
         return path
 
+    def _audit(self, batch: list[Entry], tally: Tally) -> bytes:
+        """Old segments, removed by the audit log itself (oldest first, chain recorded)."""
+        paths = [self._other_path(entry) for entry in batch]
+        outcome = {p.name: _verify(p, e) for p, e in zip(paths, batch, strict=True)}
+        wanted = [name for name, o in outcome.items() if o is None]
+        if wanted:
+            if self.audit_purger is None:
+                tally.errors.append(
+                    "audit segments can only be removed through the audit log; configure the "
+                    "audit key (GOVERNED_MEMORY_AUDIT_KEY) so the purge is recorded in its chain"
+                )
+                return b"e" * len(batch)
+            try:
+                removed = set(self.audit_purger(wanted))
+            except (GovernedMemoryError, OSError) as exc:
+                tally.errors.append(f"audit segments {wanted}: {exc}")
+                removed = set()
+            for name in wanted:
+                outcome[name] = b"d" if name in removed else b"e"
+        return b"".join(outcome[p.name] or b"e" for p in paths)
+
     def _consent(self, batch: list[Entry], holds: HoldSet) -> bytes:
         log = self.governance_dir / CONSENT_LOG
         wanted: dict[str, Entry] = {}
@@ -273,6 +307,12 @@ def _consent_subject(raw: bytes) -> str | None:
     except (ValueError, AttributeError):
         return None
     return subject if isinstance(subject, str) else None
+
+
+def _batch_key(entry: Entry) -> tuple[str | None, ArtefactKind | None]:
+    """Entries applied together: one agent folder, the consent log, the audit log."""
+    special = entry.kind if entry.kind in (ArtefactKind.CONSENT, ArtefactKind.AUDIT) else None
+    return entry.agent, special
 
 
 def _not_purgeable(entry: Entry) -> JournalError:

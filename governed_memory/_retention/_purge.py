@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._artefacts import AUDIT_DIR
 from .._errors import GovernedMemoryError, StorageError
 from .._fsutil import atomic_write, ensure_private_dir, open_private
 from .._holds import HoldRegistry
@@ -56,11 +55,9 @@ def to_local(when: _dt.datetime) -> _dt.datetime:
 
 def audit_dir_of(governance: Governance) -> Path:
     """Where the audit log's segments live (``audit.log_dir``, else ``<governance>/audit``)."""
-    configured = governance.policy.audit.log_dir
-    if configured:
-        path = Path(configured).expanduser()
-        return path if path.is_absolute() else governance.workspace / path
-    return governance.governance_dir / AUDIT_DIR
+    from .._audit import audit_log_dir
+
+    return audit_log_dir(governance.policy, governance.workspace)
 
 
 @dataclass(frozen=True)
@@ -273,7 +270,14 @@ class Retention:
 
     def _executor(self) -> Executor:
         g = self.governance
-        return Executor(g.workspace, g.governance_dir, audit_dir_of(g), self.holds, g.store_factory)
+        return Executor(
+            g.workspace,
+            g.governance_dir,
+            audit_dir_of(g),
+            self.holds,
+            g.store_factory,
+            getattr(g.audit, "purge_segments", None),
+        )
 
     def _dry_run(self, now: _dt.datetime) -> PurgeReport:
         g = self.governance

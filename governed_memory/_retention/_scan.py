@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 
 from .._artefacts import (
@@ -317,25 +316,48 @@ def _consent(workspace: Path, log: Path) -> Iterator[Artefact]:
 
 
 def _audit(workspace: Path, folder: Path) -> Iterator[Artefact]:
-    segments: list[Artefact] = []
-    for entry in _entries(folder):
-        if not entry.is_file(follow_symlinks=False):
+    """Audit segments, oldest first; the newest (where entries are appended) is current.
+
+    A segment's age is the time of its last entry (it holds nothing newer),
+    its mtime when that entry cannot be read.
+    """
+    from .._audit._log import list_segments
+
+    segments = [
+        s
+        for s in list_segments(folder)
+        if any(k.match(s.name) for k in AUDIT_FILE_KINDS) and s.path.is_file()
+    ]
+    for number, segment in enumerate(segments):
+        try:
+            st = segment.path.stat()
+        except FileNotFoundError:
             continue
-        if not any(k.match(entry.name) for k in AUDIT_FILE_KINDS):
-            continue
-        st = entry.stat(follow_symlinks=False)
-        segments.append(
-            Artefact(
-                ArtefactKind.AUDIT,
-                _rel(workspace, Path(entry.path)),
-                st.st_size,
-                local_time(st.st_mtime),
-                ident=(st.st_ino, st.st_mtime_ns),
-            )
+        yield Artefact(
+            ArtefactKind.AUDIT,
+            _rel(workspace, segment.path),
+            st.st_size,
+            local_time(st.st_mtime),
+            _last_entry_time(segment.path),
+            current=number == len(segments) - 1 or segment.first_seq is None,
+            ident=(st.st_ino, st.st_mtime_ns),
         )
-    if not segments:
-        return
-    newest = max(segments, key=lambda a: (a.ident[1], a.path))
-    for segment in segments:
-        # The newest segment is the one being appended to: never purged.
-        yield replace(segment, current=True) if segment is newest else segment
+
+
+def _last_entry_time(path: Path) -> _dt.datetime | None:
+    from .._audit._entry import EntryFormatError, parse_entry
+    from .._audit._log import reverse_lines
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        for _offset, line, _terminated in reverse_lines(fd, os.fstat(fd).st_size):
+            try:
+                return parse_entry(line).time.astimezone().replace(tzinfo=None)
+            except EntryFormatError:
+                continue
+        return None
+    finally:
+        os.close(fd)
