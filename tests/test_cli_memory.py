@@ -283,3 +283,54 @@ def test_console_script_runs_demo_agents_and_show(workspace: Path) -> None:
     assert missing.returncode == 1 and missing.stderr.startswith("error: agent 'Ghost'")
     usage = script("show")
     assert usage.returncode == 2
+
+
+# -- encrypted memory ------------------------------------------------------------
+
+
+def test_agents_and_show_read_encrypted_memory_through_the_policy_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from governed_memory import Governance, Settings
+    from governed_memory._crypto import generate_master_key
+
+    policy = tmp_path / "encrypted.toml"
+    policy.write_text('[policy]\nid = "enc"\nversion = "1"\n\n[encryption]\nenabled = true\n')
+    workspace = tmp_path / "ws"
+    monkeypatch.setenv("GOVERNED_MEMORY_MASTER_KEY", generate_master_key())
+    gov = Governance(settings=Settings(policy=policy, workspace_dir=workspace))
+    conv = Conversation(
+        name="c",
+        time_enabled=True,
+        memory_md_path=memory_md_path("Vault", workspace),
+        governance=gov,
+    )
+    conv.add("Human", "balance 4200 EUR")
+    conv.compact("asked for the balance")
+    folder = workspace / "agents" / "Vault"
+    assert not (folder / "MEMORY.md").exists()  # only ciphertext on disk
+
+    code, out, err = run("--policy", str(policy), "--workspace", str(workspace), "agents", "--json")
+    assert code == 0, err
+    [agent] = json.loads(out)
+    assert (agent["name"], agent["messages"], agent["archives"]) == ("Vault", 1, 1)
+    code, out, err = run(
+        "--policy",
+        str(policy),
+        "--workspace",
+        str(workspace),
+        "show",
+        "Vault",
+        "--archives",
+        "--json",
+    )
+    assert code == 0, err
+    records = json.loads(out)["records"]
+    assert [(r["content"], r["archived"]) for r in records] == [
+        ("balance 4200 EUR", True),
+        ("asked for the balance", False),
+    ]
+    # Without the key the command fails cleanly, naming the fix.
+    monkeypatch.delenv("GOVERNED_MEMORY_MASTER_KEY")
+    code, _, err = run("--policy", str(policy), "--workspace", str(workspace), "show", "Vault")
+    assert code == 1 and "master key" in err
