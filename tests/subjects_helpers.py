@@ -8,10 +8,36 @@ from governed_memory import Conversation, FixedClock, memory_md_path
 from governed_memory._governance import Governance
 from governed_memory._policy import DEFAULT_POLICY, Policy
 
+STORE_KINDS = ("plaintext", "encrypted")
 
-def governance(workspace: Path, clock: FixedClock, policy: Policy = DEFAULT_POLICY) -> Governance:
-    """A Governance on ``workspace`` with a fixed clock (no environment)."""
+
+def governance(
+    workspace: Path, clock: FixedClock, policy: Policy = DEFAULT_POLICY, *, kind: str = "plaintext"
+) -> Governance:
+    """A Governance on ``workspace`` with a fixed clock (no environment).
+
+    ``kind="encrypted"`` turns encryption on (same policy otherwise) with an
+    in-memory master key, so the encrypted store and crypto-shredding run.
+    """
+    if kind == "encrypted":
+        from governed_memory._crypto._providers import InMemoryKeyProvider
+
+        data = policy.model_dump(exclude={"source"}, mode="json")
+        data["encryption"] = {"enabled": True}
+        encrypted = Policy.model_validate(data)
+        return Governance(
+            workspace=workspace, policy=encrypted, clock=clock, key_provider=InMemoryKeyProvider()
+        )
     return Governance(workspace=workspace, policy=policy, clock=clock)
+
+
+def memory_text(gov: Governance, agent: str) -> str:
+    """An agent's active memory as text, read through its store (decrypted)."""
+    store = gov.store_factory(gov.workspace / "agents" / agent / "MEMORY.md", lambda: "")
+    try:
+        return store.read_memory() or ""
+    finally:
+        store.close()
 
 
 def conversation(gov: Governance, agent: str, **kwargs: object) -> Conversation:

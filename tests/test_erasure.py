@@ -7,7 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-from subjects_helpers import all_bytes, conversation, governance, readable_text
+from subjects_helpers import (
+    STORE_KINDS,
+    all_bytes,
+    conversation,
+    governance,
+    memory_text,
+    readable_text,
+)
 
 from governed_memory import FixedClock, StorageError, parse_memory
 from governed_memory._holds import HoldRegistry
@@ -26,6 +33,12 @@ from governed_memory._subjects import (
 from governed_memory._subjects._lineage import LINEAGE_KEY
 
 
+@pytest.fixture(params=STORE_KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    """Every erasure test runs on a plaintext and on an encrypted workspace."""
+    return str(request.param)
+
+
 def _populate(gov, agents=("A", "B")):  # type: ignore[no-untyped-def]
     """Each agent: alice+bob, compact (summary from both), then alice again, bob alone."""
     for agent in agents:
@@ -39,9 +52,11 @@ def _populate(gov, agents=("A", "B")):  # type: ignore[no-untyped-def]
 
 
 def test_erase_subject_removes_records_from_memory_and_archives_of_every_agent(
-    workspace: Path, clock: FixedClock
+    workspace: Path,
+    clock: FixedClock,
+    kind: str,
 ) -> None:
-    gov = governance(workspace, clock)
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov)
     receipt = erase(gov, subject="alice", reason="ticket 7", actor="dpo@example.org")
     text = readable_text(gov)
@@ -52,16 +67,20 @@ def test_erase_subject_removes_records_from_memory_and_archives_of_every_agent(
     assert receipt.records == 4
     assert receipt.summaries == 2
     assert receipt.agents == ["A", "B"]
-    assert {f.file for f in receipt.files} >= {"agents/A/MEMORY.md", "agents/B/MEMORY.md"}
+    memory = "MEMORY.md.gmenc" if kind == "encrypted" else "MEMORY.md"
+    assert {f.file for f in receipt.files} >= {f"agents/A/{memory}", f"agents/B/{memory}"}
+    assert receipt.keys_shredded == (("subject",) if kind == "encrypted" else ())
     assert receipt.requested_by == "dpo@example.org" and receipt.reason == "ticket 7"
     assert receipt.policy_id == "default"
 
 
-def test_removed_summary_leaves_a_marker_record(workspace: Path, clock: FixedClock) -> None:
-    gov = governance(workspace, clock)
+def test_removed_summary_leaves_a_marker_record(
+    workspace: Path, clock: FixedClock, kind: str
+) -> None:
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov, agents=("A",))
     erase(gov, subject="bob")
-    records = parse_memory((workspace / "agents/A/MEMORY.md").read_text()).records
+    records = parse_memory(memory_text(gov, "A")).records
     marker = records[0]
     assert marker.role == "System"
     assert (
@@ -71,43 +90,49 @@ def test_removed_summary_leaves_a_marker_record(workspace: Path, clock: FixedClo
     assert [r.content for r in records[1:]] == ["alice secret A-2"]
 
 
-def test_other_records_keep_their_exact_bytes(workspace: Path, clock: FixedClock) -> None:
-    gov = governance(workspace, clock)
+def test_other_records_keep_their_exact_bytes(
+    workspace: Path, clock: FixedClock, kind: str
+) -> None:
+    gov = governance(workspace, clock, kind=kind)
     conv = conversation(gov, "A")
     conv.add("Human", "keep ### me — exactly\n\n---\n\nplease", subject_id="carol")
     conv.add("Human", "drop me", subject_id="alice")
     conv.add("Human", "keep too", subject_id="carol")
-    before = (workspace / "agents/A/MEMORY.md").read_text()
+    before = memory_text(gov, "A")
     erase(gov, subject="alice")
-    after = (workspace / "agents/A/MEMORY.md").read_text()
+    after = memory_text(gov, "A")
     parsed = parse_memory(before)
     expected = parsed.preamble + parsed.records[0].raw + parsed.records[2].raw
     assert after == expected
 
 
-def test_summary_of_a_summary_inherits_lineage(workspace: Path, clock: FixedClock) -> None:
-    gov = governance(workspace, clock)
+def test_summary_of_a_summary_inherits_lineage(
+    workspace: Path, clock: FixedClock, kind: str
+) -> None:
+    gov = governance(workspace, clock, kind=kind)
     conv = conversation(gov, "A")
     conv.add("Human", "alice early", subject_id="alice")
     conv.compact("[Compressed Memory Summary] first")
     conv.add("Human", "bob later", subject_id="bob")
     conv.compact("[Compressed Memory Summary] second")
-    summary = parse_memory((workspace / "agents/A/MEMORY.md").read_text()).records[0]
+    summary = parse_memory(memory_text(gov, "A")).records[0]
     assert summary.meta[LINEAGE_KEY] == ["alice", "bob"]
     assert conv.conversation_history[-1][LINEAGE_KEY] == ["alice", "bob"]
 
 
 def test_lineage_includes_the_preloaded_records_after_a_restart(
-    workspace: Path, clock: FixedClock
+    workspace: Path,
+    clock: FixedClock,
+    kind: str,
 ) -> None:
-    gov = governance(workspace, clock)
+    gov = governance(workspace, clock, kind=kind)
     first = conversation(gov, "A")
     first.add("Human", "alice from yesterday", subject_id="alice")
     first.store.close()  # type: ignore[union-attr]
     second = conversation(gov, "A")
     second.add("Human", "today", subject_id="bob")
     second.compact("[Compressed Memory Summary] both days")
-    summary = parse_memory((workspace / "agents/A/MEMORY.md").read_text()).records[0]
+    summary = parse_memory(memory_text(gov, "A")).records[0]
     assert summary.meta[LINEAGE_KEY] == ["alice", "bob"]
 
 
@@ -122,8 +147,10 @@ def test_default_mode_compaction_writes_no_lineage(workspace: Path, clock: Fixed
     assert LINEAGE_KEY not in conv.conversation_history[-1]
 
 
-def test_erase_agent_deletes_the_whole_folder_only(workspace: Path, clock: FixedClock) -> None:
-    gov = governance(workspace, clock)
+def test_erase_agent_deletes_the_whole_folder_only(
+    workspace: Path, clock: FixedClock, kind: str
+) -> None:
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov)
     before_b = all_bytes(workspace / "agents/B")
     receipt = erase(gov, agent="A")
@@ -133,8 +160,10 @@ def test_erase_agent_deletes_the_whole_folder_only(workspace: Path, clock: Fixed
     assert receipt.records == 4 and receipt.summaries == 1
 
 
-def test_erase_subject_in_one_agent_leaves_other_agents(workspace: Path, clock: FixedClock) -> None:
-    gov = governance(workspace, clock)
+def test_erase_subject_in_one_agent_leaves_other_agents(
+    workspace: Path, clock: FixedClock, kind: str
+) -> None:
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov)
     before_b = all_bytes(workspace / "agents/B")
     receipt = erase(gov, subject="alice", agent="A")
@@ -143,17 +172,21 @@ def test_erase_subject_in_one_agent_leaves_other_agents(workspace: Path, clock: 
     assert receipt.agents == ["A"]
 
 
-def test_erase_of_unknown_agent_is_a_clear_error(workspace: Path, clock: FixedClock) -> None:
+def test_erase_of_unknown_agent_is_a_clear_error(
+    workspace: Path, clock: FixedClock, kind: str
+) -> None:
     from governed_memory import NotFoundError
 
     with pytest.raises(NotFoundError, match="agent 'ghost' has no folder"):
-        erase(governance(workspace, clock), agent="ghost")
+        erase(governance(workspace, clock, kind=kind), agent="ghost")
 
 
 def test_erasure_of_a_subject_without_data_completes_with_zero_counts(
-    workspace: Path, clock: FixedClock
+    workspace: Path,
+    clock: FixedClock,
+    kind: str,
 ) -> None:
-    gov = governance(workspace, clock)
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov, agents=("A",))
     before = all_bytes(workspace / "agents")
     receipt = erase(gov, subject="nobody")
@@ -161,8 +194,10 @@ def test_erasure_of_a_subject_without_data_completes_with_zero_counts(
     assert all_bytes(workspace / "agents") == before
 
 
-def test_receipt_is_stored_and_holds_no_content(workspace: Path, clock: FixedClock) -> None:
-    gov = governance(workspace, clock)
+def test_receipt_is_stored_and_holds_no_content(
+    workspace: Path, clock: FixedClock, kind: str
+) -> None:
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov)
     receipt = erase(gov, subject="alice")
     assert erasure_receipts(gov) == [receipt]
@@ -182,8 +217,10 @@ def _holds(gov) -> HoldRegistry:  # type: ignore[no-untyped-def]
     return HoldRegistry(gov.governance_dir, clock=gov.clock)
 
 
-def test_hold_on_subject_blocks_and_names_the_hold(workspace: Path, clock: FixedClock) -> None:
-    gov = governance(workspace, clock)
+def test_hold_on_subject_blocks_and_names_the_hold(
+    workspace: Path, clock: FixedClock, kind: str
+) -> None:
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov)
     hold = _holds(gov).place(subject="alice", reason="litigation 2026-114", actor="legal@bank")
     before = all_bytes(workspace)
@@ -196,9 +233,11 @@ def test_hold_on_subject_blocks_and_names_the_hold(workspace: Path, clock: Fixed
 
 
 def test_hold_on_an_agent_blocks_erasing_a_subject_it_holds(
-    workspace: Path, clock: FixedClock
+    workspace: Path,
+    clock: FixedClock,
+    kind: str,
 ) -> None:
-    gov = governance(workspace, clock)
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov)
     conversation(gov, "C").add("Human", "only bob here", subject_id="bob")
     _holds(gov).place(agent="C", reason="audit", actor="legal")
@@ -209,9 +248,11 @@ def test_hold_on_an_agent_blocks_erasing_a_subject_it_holds(
 
 
 def test_hold_on_a_subject_blocks_erasing_an_agent_holding_their_records(
-    workspace: Path, clock: FixedClock
+    workspace: Path,
+    clock: FixedClock,
+    kind: str,
 ) -> None:
-    gov = governance(workspace, clock)
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov)
     conversation(gov, "C").add("Human", "carol only", subject_id="carol")
     _holds(gov).place(subject="bob", reason="case", actor="legal")
@@ -221,8 +262,8 @@ def test_hold_on_a_subject_blocks_erasing_an_agent_holding_their_records(
     assert not (workspace / "agents/C").exists()
 
 
-def test_released_hold_no_longer_blocks(workspace: Path, clock: FixedClock) -> None:
-    gov = governance(workspace, clock)
+def test_released_hold_no_longer_blocks(workspace: Path, clock: FixedClock, kind: str) -> None:
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov)
     registry = _holds(gov)
     hold = registry.place(subject="alice", reason="case", actor="legal")
@@ -234,22 +275,28 @@ def test_released_hold_no_longer_blocks(workspace: Path, clock: FixedClock) -> N
 
 
 def _fail_second_rewrite(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = PlaintextAgentStore.rewrite
+    from governed_memory._stores._encrypted import EncryptedAgentStore
+
     calls = {"n": 0}
+    for cls in (PlaintextAgentStore, EncryptedAgentStore):
+        real = cls.rewrite
 
-    def flaky(self: PlaintextAgentStore, path: Path, text: str) -> None:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise StorageError("disk full (injected)")
-        real(self, path, text)
+        def flaky(self: object, path: Path, text: str, real: object = real) -> None:
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise StorageError("disk full (injected)")
+            real(self, path, text)  # type: ignore[operator]
 
-    monkeypatch.setattr(PlaintextAgentStore, "rewrite", flaky)
+        monkeypatch.setattr(cls, "rewrite", flaky)
 
 
 def test_interrupted_erasure_resumes_with_exact_counts(
-    workspace: Path, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+    workspace: Path,
+    clock: FixedClock,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
 ) -> None:
-    gov = governance(workspace, clock)
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov)
     _fail_second_rewrite(monkeypatch)
     with pytest.raises(StorageError, match="injected"):
@@ -264,9 +311,12 @@ def test_interrupted_erasure_resumes_with_exact_counts(
 
 
 def test_opening_an_agent_completes_its_pending_erasure_before_preload(
-    workspace: Path, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+    workspace: Path,
+    clock: FixedClock,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
 ) -> None:
-    gov = governance(workspace, clock)
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov)
     _fail_second_rewrite(monkeypatch)
     with pytest.raises(StorageError):
@@ -282,9 +332,11 @@ def test_opening_an_agent_completes_its_pending_erasure_before_preload(
 
 
 def test_live_conversation_refuses_a_summary_built_from_erased_messages(
-    workspace: Path, clock: FixedClock
+    workspace: Path,
+    clock: FixedClock,
+    kind: str,
 ) -> None:
-    gov = governance(workspace, clock)
+    gov = governance(workspace, clock, kind=kind)
     live = conversation(gov, "A")
     live.add("Human", "alice secret live", subject_id="alice")
     live.add("Human", "bob live", subject_id="bob")
@@ -294,12 +346,12 @@ def test_live_conversation_refuses_a_summary_built_from_erased_messages(
     assert "alice secret" not in live.return_history_as_string()
     assert "alice secret" not in readable_text(gov)
     live.compact("[Compressed Memory Summary] bob only")
-    summary = parse_memory((workspace / "agents/A/MEMORY.md").read_text()).records[0]
+    summary = parse_memory(memory_text(gov, "A")).records[0]
     assert summary.meta[LINEAGE_KEY] == ["bob"]
 
 
-def test_drop_erased_reloads_a_clean_preload(workspace: Path, clock: FixedClock) -> None:
-    gov = governance(workspace, clock)
+def test_drop_erased_reloads_a_clean_preload(workspace: Path, clock: FixedClock, kind: str) -> None:
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov, agents=("A",))
     live = conversation(gov, "A", system_prompt="You are A.")
     assert "alice secret A-2" in live.return_history_as_string()
@@ -313,9 +365,11 @@ def test_drop_erased_reloads_a_clean_preload(workspace: Path, clock: FixedClock)
 
 
 def test_erasing_a_whole_agent_empties_a_live_conversation(
-    workspace: Path, clock: FixedClock
+    workspace: Path,
+    clock: FixedClock,
+    kind: str,
 ) -> None:
-    gov = governance(workspace, clock)
+    gov = governance(workspace, clock, kind=kind)
     live = conversation(gov, "A", system_prompt="sys")
     live.add("Human", "anything", subject_id="carol")
     erase(gov, agent="A")
@@ -327,8 +381,10 @@ def test_erasing_a_whole_agent_empties_a_live_conversation(
 # -- scheduling ----------------------------------------------------------------
 
 
-def test_scheduled_erasure_runs_only_when_due(workspace: Path, clock: FixedClock) -> None:
-    gov = governance(workspace, clock)
+def test_scheduled_erasure_runs_only_when_due(
+    workspace: Path, clock: FixedClock, kind: str
+) -> None:
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov)
     item = schedule_erasure(gov, subject="alice", grace="30d", reason="withdrawn")
     now = clock.now()
@@ -340,10 +396,12 @@ def test_scheduled_erasure_runs_only_when_due(workspace: Path, clock: FixedClock
     assert TombstoneStore(gov.governance_dir).scheduled() == []
 
 
-def test_cancelled_scheduled_erasure_never_runs(workspace: Path, clock: FixedClock) -> None:
+def test_cancelled_scheduled_erasure_never_runs(
+    workspace: Path, clock: FixedClock, kind: str
+) -> None:
     from governed_memory import NotFoundError
 
-    gov = governance(workspace, clock)
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov)
     item = schedule_erasure(gov, subject="alice", grace="1d")
     cancel_scheduled_erasure(gov, item.id)
@@ -352,8 +410,10 @@ def test_cancelled_scheduled_erasure_never_runs(workspace: Path, clock: FixedClo
         cancel_scheduled_erasure(gov, item.id)
 
 
-def test_due_erasure_blocked_by_a_hold_stays_scheduled(workspace: Path, clock: FixedClock) -> None:
-    gov = governance(workspace, clock)
+def test_due_erasure_blocked_by_a_hold_stays_scheduled(
+    workspace: Path, clock: FixedClock, kind: str
+) -> None:
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov)
     schedule_erasure(gov, subject="alice", grace="1d")
     _holds(gov).place(subject="alice", reason="case", actor="legal")
@@ -363,26 +423,28 @@ def test_due_erasure_blocked_by_a_hold_stays_scheduled(workspace: Path, clock: F
 
 
 @pytest.mark.parametrize("grace", ["forever", "soon", -5])
-def test_bad_grace_is_refused(workspace: Path, clock: FixedClock, grace: object) -> None:
+def test_bad_grace_is_refused(workspace: Path, clock: FixedClock, grace: object, kind: str) -> None:
     from governed_memory import ConfigurationError
 
     with pytest.raises(ConfigurationError, match="grace"):
-        schedule_erasure(governance(workspace, clock), subject="alice", grace=grace)
+        schedule_erasure(governance(workspace, clock, kind=kind), subject="alice", grace=grace)
 
 
-def test_scope_needs_a_subject_or_an_agent(workspace: Path, clock: FixedClock) -> None:
+def test_scope_needs_a_subject_or_an_agent(workspace: Path, clock: FixedClock, kind: str) -> None:
     from governed_memory import ConfigurationError
 
     with pytest.raises(ConfigurationError, match="needs a subject, an agent, or both"):
-        erase(governance(workspace, clock))
+        erase(governance(workspace, clock, kind=kind))
 
 
-def test_the_purge_scheduler_runs_due_erasures(workspace: Path, clock: FixedClock) -> None:
+def test_the_purge_scheduler_runs_due_erasures(
+    workspace: Path, clock: FixedClock, kind: str
+) -> None:
     from governed_memory._policy import Policy
     from governed_memory._scheduler import PurgeScheduler
 
     policy = Policy.model_validate({"schedule": {"purge_interval": "1d"}})
-    gov = governance(workspace, clock, policy)
+    gov = governance(workspace, clock, policy, kind=kind)
     _populate(gov)
     item = schedule_erasure(gov, subject="alice", grace="1h")
     scheduler = PurgeScheduler(gov)
@@ -430,9 +492,13 @@ def _erase_in_child_and_kill(gov, function: str, nth: int) -> bool:  # type: ign
     [("fsync", n) for n in range(1, 17)] + [("replace", n) for n in range(1, 8)],
 )
 def test_kill_9_at_any_durable_step_then_resume(
-    workspace: Path, clock: FixedClock, function: str, nth: int
+    workspace: Path,
+    clock: FixedClock,
+    function: str,
+    nth: int,
+    kind: str,
 ) -> None:
-    gov = governance(workspace, clock)
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov)
     _erase_in_child_and_kill(gov, function, nth)
     if not TombstoneStore(gov.governance_dir).ids():
@@ -454,9 +520,11 @@ def test_kill_9_at_any_durable_step_then_resume(
 
 
 def test_kill_9_then_the_next_open_of_the_agent_finishes(
-    workspace: Path, clock: FixedClock
+    workspace: Path,
+    clock: FixedClock,
+    kind: str,
 ) -> None:
-    gov = governance(workspace, clock)
+    gov = governance(workspace, clock, kind=kind)
     _populate(gov)
     assert _erase_in_child_and_kill(gov, "fsync", 6)  # after the tombstone, mid-way
     assert TombstoneStore(gov.governance_dir).pending()

@@ -244,3 +244,23 @@ TestErasurePlaintext.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+class EncryptedErasureMachine(ErasureMachine):
+    """The same rules on an encrypted workspace (erasure also crypto-shreds)."""
+
+    def make_governance(self, workspace: Path, clock: FixedClock, policy: Policy) -> Governance:
+        from governed_memory._crypto._providers import InMemoryKeyProvider
+
+        data = policy.model_dump(exclude={"source"}, mode="json")
+        data["encryption"] = {"enabled": True}
+        return Governance(
+            workspace=workspace,
+            policy=Policy.model_validate(data),
+            clock=clock,
+            key_provider=InMemoryKeyProvider(),
+        )
+
+
+TestErasureEncrypted = EncryptedErasureMachine.TestCase
+TestErasureEncrypted.settings = TestErasurePlaintext.settings

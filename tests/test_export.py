@@ -231,3 +231,32 @@ def test_failed_export_leaves_nothing_and_a_stale_staging_folder_is_cleaned(
 def test_unknown_agent_is_a_clear_error(workspace: Path, clock: FixedClock, tmp_path: Path) -> None:
     with pytest.raises(NotFoundError, match="agent 'ghost'"):
         export_agent(governance(workspace, clock), "ghost", tmp_path / "out")
+
+
+def test_encrypted_workspace_export_stages_no_plaintext_elsewhere(
+    workspace: Path, clock: FixedClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the export folder the admin asked for ever holds plaintext."""
+    from subjects_helpers import governance as make
+
+    gov = make(workspace, clock, kind="encrypted")
+    _populate(gov)
+    assert not list(workspace.rglob("MEMORY.md"))  # the workspace itself is ciphertext
+    seen: list[Path] = []
+    real_rename = os.rename
+
+    def checking_rename(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        staging = Path(src)
+        for path in tmp_path.rglob("*"):
+            if path.is_file() and staging not in path.parents:
+                assert b"alice asks" not in path.read_bytes(), path
+        seen.append(staging)
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", checking_rename)
+    export_subject(gov, "alice", tmp_path / "out")
+    assert seen and seen[0].name.startswith(".out.gm-export-")
+    document = _validate(tmp_path / "out")
+    assert document["encrypted_workspace"] is True
+    assert document["records"][0]["content"] == "alice asks about her loan"
+    assert document["records"][0]["source_file"].endswith(".gmenc")
