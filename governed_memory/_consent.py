@@ -145,6 +145,8 @@ class ConsentRegistry:
 
     def __init__(self, folder: Path) -> None:
         self._folder = Path(folder)
+        self._path = self._folder / CONSENT_LOG
+        self._path_str = os.fspath(self._path)  # stat()ed on every gate check: no pathlib there
         self._mutex = threading.RLock()
         self._state: dict[tuple[str, str], ConsentEvent] = {}
         self._events: list[ConsentEvent] = []
@@ -154,14 +156,14 @@ class ConsentRegistry:
     @property
     def path(self) -> Path:
         """The JSON Lines log."""
-        return self._folder / CONSENT_LOG
+        return self._path
 
     # -- reading -------------------------------------------------------
 
     def _refresh(self) -> None:
         """Bring the cache up to date with the log (one stat when unchanged)."""
         try:
-            st = os.stat(self.path)
+            st = os.stat(self._path_str)
         except FileNotFoundError:
             self._reset()
             return

@@ -102,7 +102,7 @@ class Outcome(StrEnum):
     """Keep working in memory; nothing reaches (or is read back from) disk."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Decision:
     """One decision of the consent gate, with the policy it was made under."""
 
@@ -268,8 +268,18 @@ class Governance:
     # -- extension points ----------------------------------------------
 
     def _default_audit(self) -> AuditSink:
-        """The sink used when none is given (the audit layer replaces this)."""
-        return NullAuditSink()
+        """The sink used when none is given.
+
+        An :class:`~governed_memory.AuditTrail` (spans, plus the hash-chained
+        log when ``audit.enabled``) when the policy enables audit or a tracer
+        provider was passed; otherwise :class:`NullAuditSink`: default mode
+        creates no spans and writes no audit files.
+        """
+        if not self.policy.audit.enabled and self.tracer_provider is None:
+            return NullAuditSink()
+        from ._audit import AuditTrail
+
+        return AuditTrail.for_governance(self)
 
     def store_factory(self, memory_path: Path, header: Callable[[], str]) -> AgentStore:
         """Build the store for one agent's MEMORY.md: encrypted when ``encryption.enabled``."""
@@ -334,7 +344,7 @@ class Governance:
         Raises:
             ConsentRequiredError: consent is missing and the policy denies.
         """
-        op = Operation(operation)
+        op = operation if isinstance(operation, Operation) else Operation(operation)
         purpose = purpose or op.purpose
         if purpose not in self.policy.consent.required_for:
             return self._decision(
@@ -390,21 +400,18 @@ class Governance:
         try:
             yield decision
         except BaseException as exc:
-            self.audit.record(
-                decision.operation,
-                agent=agent,
-                subject_id=subject_id,
-                outcome="error",
-                error=type(exc).__name__,
-                **decision.attributes(),
-                **attrs,
-            )
+            self._audit_decision(decision, "error", error=type(exc).__name__, **attrs)
             raise
+        self._audit_decision(decision, "ok" if decision.persist else "memory_only", **attrs)
+
+    def _audit_decision(self, decision: Decision, outcome: str, **attrs: Any) -> None:
+        if type(self.audit) is NullAuditSink:
+            return  # skip building the attributes on the hot path
         self.audit.record(
             decision.operation,
-            agent=agent,
-            subject_id=subject_id,
-            outcome="ok" if decision.persist else "memory_only",
+            agent=decision.agent,
+            subject_id=decision.subject_id,
+            outcome=outcome,
             **decision.attributes(),
             **attrs,
         )
@@ -415,10 +422,35 @@ class Governance:
         self, store: AgentStore, block: str, *, agent: str | None, subject_id: str | None
     ) -> bool:
         """Append ``block`` if the gate allows; return whether it reached disk."""
-        with self.operation(Operation.PERSIST, agent, subject_id) as decision:
-            if decision.persist:
+        if (
+            type(self.audit) is NullAuditSink
+            and Operation.PERSIST.purpose not in self.policy.consent.required_for
+        ):
+            # Hot path (every add): nothing to check, nothing to record.
+            store.append(block)
+            return True
+        decision = self.check(Operation.PERSIST, agent, subject_id)
+        attrs = self._block_attrs(block)
+        if decision.persist:
+            try:
                 store.append(block)
+            except BaseException as exc:
+                self._audit_decision(decision, "error", error=type(exc).__name__, **attrs)
+                raise
+        self._audit_decision(decision, "ok" if decision.persist else "memory_only", **attrs)
         return decision.persist
+
+    def _block_attrs(self, block: str | None) -> dict[str, Any]:
+        """Size (and, only under ``audit.include_content``, the text) of a block, for the audit."""
+        if block is None or type(self.audit) is NullAuditSink:
+            return {}
+        attrs: dict[str, Any] = {"bytes": len(block.encode("utf-8"))}
+        if self.policy.audit.include_content:
+            from ._format import parse_memory
+
+            records = parse_memory(block).records
+            attrs["content"] = records[0].content if records else block
+        return attrs
 
     def preload_text(self, text: str, *, agent: str | None) -> str | None:
         """``text`` (a MEMORY.md) without the records whose subject may not be read back.
@@ -463,7 +495,9 @@ class Governance:
                     **archiving.attributes(),
                 )
                 return None
-            with self.operation(Operation.COMPACT, agent, subject_id):
+            with self.operation(
+                Operation.COMPACT, agent, subject_id, **self._block_attrs(first_block)
+            ):
                 archive = store.compact(first_block)
         return archive
 
