@@ -260,3 +260,33 @@ def test_encrypted_workspace_export_stages_no_plaintext_elsewhere(
     assert document["encrypted_workspace"] is True
     assert document["records"][0]["content"] == "alice asks about her loan"
     assert document["records"][0]["source_file"].endswith(".gmenc")
+
+
+def test_audit_entries_about_the_subject_are_included(
+    workspace: Path, clock: FixedClock, tmp_path: Path
+) -> None:
+    from governed_memory import Governance, Settings
+    from governed_memory._policy import Policy
+
+    policy = Policy.model_validate({"audit": {"enabled": True}})
+    gov = Governance(
+        workspace=workspace, policy=policy, clock=clock, settings=Settings(audit_key="ab" * 32)
+    )
+    _populate(gov)
+    export_subject(gov, "bob", tmp_path / "out")
+    document = _validate(tmp_path / "out")
+    audit = document["audit"]
+    assert audit, "the persist of bob's message is audited"
+    assert {e["event"] for e in audit} >= {"persist"}
+    from governed_memory._audit import audit_key_from_settings
+
+    key = audit_key_from_settings(gov.settings)
+    assert key is not None
+    bob = key.pseudonym("subject", "bob")
+    for entry in audit:
+        hashes = {v for k, v in entry["attrs"].items() if k.endswith(".hash")}
+        hashes |= {h for k, v in entry["attrs"].items() if k.endswith(".hashes") for h in v}
+        assert bob in hashes
+    # Without an audit log the section says so (null), rather than "none".
+    export_subject(governance(workspace, clock), "bob", tmp_path / "plain")
+    assert _validate(tmp_path / "plain")["audit"] is None

@@ -155,6 +155,45 @@ def _consent_registry(governance_dir: Path) -> Any:
     return ConsentRegistry(governance_dir)
 
 
+def _audit_reader(
+    gov: Governance,
+) -> Callable[[str | None, str | None], list[dict[str, Any]]] | None:
+    """Entries of the audit log about a subject (or agent), found by their keyed hash.
+
+    None when the policy keeps no audit log or no audit key is configured
+    (the entries name subjects only by a hash of the key).
+    """
+    if not gov.policy.audit.enabled:
+        return None
+    from .._audit import audit_key_from_settings, audit_log_dir
+    from .._audit._log import iter_entries
+
+    key = audit_key_from_settings(gov.settings)
+    if key is None:
+        return None
+    folder = audit_log_dir(gov.policy, gov.workspace)
+
+    def about(subject: str | None, agent: str | None) -> list[dict[str, Any]]:
+        wanted = (
+            key.pseudonym("subject", subject)
+            if subject is not None
+            else key.pseudonym("agent", agent or "")
+        )
+        found = []
+        for entry in iter_entries(folder):
+            values: set[str] = set()
+            for name, value in entry.attrs.items():
+                if name.endswith(".hash") and isinstance(value, str):
+                    values.add(value)
+                elif name.endswith(".hashes") and isinstance(value, list):
+                    values.update(v for v in value if isinstance(v, str))
+            if wanted in values:
+                found.append(entry.to_dict())
+        return found
+
+    return about
+
+
 def _from_governance(gov: Governance) -> SubjectContext:
     return SubjectContext(
         workspace=gov.workspace,
@@ -167,5 +206,6 @@ def _from_governance(gov: Governance) -> SubjectContext:
         holds=getattr(gov, "holds", None) or HoldRegistry(gov.governance_dir, clock=gov.clock),
         # The keyring crypto-shreds (a KeyShredder); built only when encryption is on.
         keys=gov.keyring if gov.policy.encryption.enabled else None,
+        audit_entries=_audit_reader(gov),
         encrypted=gov.policy.encryption.enabled,
     )
