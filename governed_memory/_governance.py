@@ -102,7 +102,7 @@ class Outcome(StrEnum):
     """Keep working in memory; nothing reaches (or is read back from) disk."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Decision:
     """One decision of the consent gate, with the policy it was made under."""
 
@@ -344,7 +344,7 @@ class Governance:
         Raises:
             ConsentRequiredError: consent is missing and the policy denies.
         """
-        op = operation if isinstance(operation, Operation) else Operation(operation)
+        op = Operation(operation)
         purpose = purpose or op.purpose
         if purpose not in self.policy.consent.required_for:
             return self._decision(
@@ -400,18 +400,21 @@ class Governance:
         try:
             yield decision
         except BaseException as exc:
-            self._audit_decision(decision, "error", error=type(exc).__name__, **attrs)
+            self.audit.record(
+                decision.operation,
+                agent=agent,
+                subject_id=subject_id,
+                outcome="error",
+                error=type(exc).__name__,
+                **decision.attributes(),
+                **attrs,
+            )
             raise
-        self._audit_decision(decision, "ok" if decision.persist else "memory_only", **attrs)
-
-    def _audit_decision(self, decision: Decision, outcome: str, **attrs: Any) -> None:
-        if type(self.audit) is NullAuditSink:
-            return  # skip building the attributes on the hot path
         self.audit.record(
             decision.operation,
-            agent=decision.agent,
-            subject_id=decision.subject_id,
-            outcome=outcome,
+            agent=agent,
+            subject_id=subject_id,
+            outcome="ok" if decision.persist else "memory_only",
             **decision.attributes(),
             **attrs,
         )
@@ -422,22 +425,11 @@ class Governance:
         self, store: AgentStore, block: str, *, agent: str | None, subject_id: str | None
     ) -> bool:
         """Append ``block`` if the gate allows; return whether it reached disk."""
-        if (
-            type(self.audit) is NullAuditSink
-            and Operation.PERSIST.purpose not in self.policy.consent.required_for
-        ):
-            # Hot path (every add): nothing to check, nothing to record.
-            store.append(block)
-            return True
-        decision = self.check(Operation.PERSIST, agent, subject_id)
-        attrs = self._block_attrs(block)
-        if decision.persist:
-            try:
+        with self.operation(
+            Operation.PERSIST, agent, subject_id, **self._block_attrs(block)
+        ) as decision:
+            if decision.persist:
                 store.append(block)
-            except BaseException as exc:
-                self._audit_decision(decision, "error", error=type(exc).__name__, **attrs)
-                raise
-        self._audit_decision(decision, "ok" if decision.persist else "memory_only", **attrs)
         return decision.persist
 
     def _block_attrs(self, block: str | None) -> dict[str, Any]:

@@ -15,7 +15,9 @@ def run(workspace: Path, *args: str) -> tuple[int, str, str]:
     from governed_memory._cli import main
 
     result = CliRunner().invoke(
-        main, ["--workspace", str(workspace), "--policy", "regulated", *args]
+        main,
+        ["--workspace", str(workspace), "--policy", "regulated", *args],
+        env={"GOVERNED_MEMORY_AUDIT_KEY": "ab" * 32},  # the regulated policy audits
     )
     return result.exit_code, result.stdout, result.stderr
 
@@ -75,7 +77,7 @@ def test_history_keeps_every_event_in_order(workspace: Path) -> None:
 def test_unknown_purpose_fails_with_exit_1_and_records_nothing(workspace: Path) -> None:
     code, _, err = run(workspace, "consent", "grant", "--subject", "a", "--purpose", "marketing")
     assert code == 1 and "'marketing' is not defined" in err
-    assert not (workspace / GOVERNANCE_DIR).exists()
+    assert not (workspace / GOVERNANCE_DIR / "consent.jsonl").exists()  # (the audit log exists)
 
 
 def test_status_with_unknown_purpose_is_a_usage_error(workspace: Path) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ._entry import GENESIS, AuditEntry
 from ._events import GEN_AI_OPERATIONS, AuditEvent, audit_attributes
-from ._keys import AUDIT_KEY_INFO, AuditKey, generate_audit_key
+from ._keys import AUDIT_KEY_INFO, AuditKey, as_audit_key, generate_audit_key
 from ._log import AuditLog, Head, Period, SegmentInfo
 from ._trail import AuditTrail, audit_key_from_settings, audit_log_dir
 from ._verify import Finding, FindingKind, VerifyReport, verify_log
@@ -34,6 +34,7 @@ __all__ = [
     "Period",
     "SegmentInfo",
     "VerifyReport",
+    "as_audit_key",
     "audit_attributes",
     "audit_key_from_settings",
     "audit_log_dir",

@@ -37,7 +37,9 @@ __all__ = [
     "MIN_KEY_BYTES",
     "PSEUDONYM_HEX_DIGITS",
     "AuditKey",
+    "AuditKeyLike",
     "PseudonymKind",
+    "as_audit_key",
     "generate_audit_key",
 ]
 
@@ -148,3 +150,25 @@ class AuditKey:
 
     def __repr__(self) -> str:
         return f"AuditKey(key_id={self.key_id!r})"
+
+
+AuditKeyLike = AuditKey | str | bytes
+"""An :class:`AuditKey`, its text form (hex or base64) or its raw bytes."""
+
+
+def as_audit_key(value: AuditKeyLike) -> AuditKey:
+    """``value`` as an :class:`AuditKey` (text is decoded as by :meth:`AuditKey.from_text`).
+
+    Raises:
+        ConfigurationError: the key is malformed or too short.
+    """
+    if isinstance(value, AuditKey):
+        return value
+    if isinstance(value, bytes):
+        return AuditKey(value)
+    if isinstance(value, str):
+        return AuditKey.from_text(value, name="the audit key")
+    raise ConfigurationError(
+        f"audit key of type {type(value).__name__} is not usable; pass an AuditKey, "
+        "64 hex digits, base64 text or 32+ raw bytes"
+    )

@@ -78,7 +78,7 @@ from ._entry import (
     seal,
 )
 from ._events import AuditEvent, validate_event
-from ._keys import AuditKey
+from ._keys import AuditKey, AuditKeyLike, as_audit_key
 
 __all__ = [
     "HEAD_FILE",
@@ -275,7 +275,8 @@ class AuditLog:
 
     Args:
         folder: the audit folder (created 0700 by the first append).
-        key: authenticates entries (see :class:`AuditKey`).
+        key: authenticates entries: an :class:`AuditKey`, or its hex/base64 text
+            or raw bytes.
         clock: time of entries (default: the system clock; naive times are
             local time, stored as UTC).
         period: one segment per UTC ``month`` (default) or ``day``.
@@ -286,14 +287,14 @@ class AuditLog:
     def __init__(
         self,
         folder: str | os.PathLike[str],
-        key: AuditKey,
+        key: AuditKeyLike,
         *,
         clock: Clock | None = None,
         period: Period | str = Period.MONTH,
         fsync: bool = True,
     ) -> None:
         self._folder = Path(folder)
-        self._key = key
+        self._key = as_audit_key(key)
         self._clock: Clock = clock or SystemClock()
         try:
             self._period = Period(period)

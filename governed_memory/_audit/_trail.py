@@ -33,7 +33,7 @@ from .._telemetry import Telemetry
 from .._workspace import GOVERNANCE_DIR
 from ._entry import AuditEntry
 from ._events import audit_attributes, span_attributes, span_name, validate_event
-from ._keys import AuditKey
+from ._keys import AuditKey, AuditKeyLike, as_audit_key
 from ._log import AuditLog, Period
 from ._verify import VerifyReport, verify_log
 
@@ -96,7 +96,8 @@ class AuditTrail:
     """Spans plus the hash-chained log; implements the governance ``AuditSink``.
 
     Args:
-        key: the audit key (keyed hashes and the log's MACs).
+        key: the audit key (keyed hashes and the log's MACs): an
+            :class:`AuditKey`, or its hex/base64 text or raw bytes.
         log: the durable log (None: spans only).
         tracer_provider: where spans go (None: the global provider).
         spans: emit spans at all (default True).
@@ -109,14 +110,14 @@ class AuditTrail:
     def __init__(
         self,
         *,
-        key: AuditKey,
+        key: AuditKeyLike,
         log: AuditLog | None = None,
         tracer_provider: TracerProvider | None = None,
         spans: bool = True,
         include_content: bool = False,
         include_subject_ids: bool = False,
     ) -> None:
-        self._key = key
+        self._key = as_audit_key(key)
         self._log = log
         self._telemetry = Telemetry(tracer_provider) if spans else None
         self._include_content = include_content
@@ -186,6 +187,18 @@ class AuditTrail:
     # -- recording -------------------------------------------------------------
 
     def record(
+        self,
+        operation: str,
+        *,
+        agent: str | None,
+        subject_id: str | None,
+        outcome: str,
+        **attrs: Any,
+    ) -> None:
+        """Record one finished operation (the ``AuditSink`` method); see :meth:`record_entry`."""
+        self.record_entry(operation, agent=agent, subject_id=subject_id, outcome=outcome, **attrs)
+
+    def record_entry(
         self,
         operation: str,
         *,

@@ -38,7 +38,7 @@ from typing import Any
 
 from ._entry import GENESIS, AuditEntry, EntryFormatError, parse_entry
 from ._events import AuditEvent
-from ._keys import AuditKey
+from ._keys import AuditKey, AuditKeyLike, as_audit_key
 from ._log import HEAD_FILE, Head, list_segments, parse_head, read_segment_lines
 
 __all__ = ["Finding", "FindingKind", "VerifyReport", "verify_log"]
@@ -228,13 +228,17 @@ def _load(folder: Path, findings: list[Finding]) -> tuple[list[str], list[_Item]
     return names, items
 
 
-def verify_log(folder: str | Path, keys: AuditKey | Iterable[AuditKey]) -> VerifyReport:
+def verify_log(folder: str | Path, keys: AuditKeyLike | Iterable[AuditKeyLike]) -> VerifyReport:
     """Check the audit log in ``folder`` with ``keys`` (one key, or several after a key change).
 
     Never raises for what it finds: problems are the report's findings.
+
+    Raises:
+        ConfigurationError: a key is malformed.
     """
     folder = Path(folder)
-    key_list: Sequence[AuditKey] = [keys] if isinstance(keys, AuditKey) else list(keys)
+    given = [keys] if isinstance(keys, AuditKey | str | bytes) else list(keys)
+    key_list: Sequence[AuditKey] = [as_audit_key(k) for k in given]
     early: list[Finding] = []
     names, items = _load(folder, early)
     walk = _Walk(
