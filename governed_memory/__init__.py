@@ -6,6 +6,7 @@ The public names are re-exported here; everything else is internal.
 from __future__ import annotations
 
 from ._agent import Agent
+from ._artefacts import ArtefactKind
 from ._clock import Clock, FixedClock, SystemClock
 from ._compressor import Backoff, ContextCompressor
 from ._consent import ConsentEvent, ConsentRegistry
@@ -34,8 +35,22 @@ from ._governance import (
     SummarizerDecision,
     UseLocal,
 )
+from ._holds import Hold, HoldNotFoundError, HoldRegistry, HoldSet
 from ._inspect import AgentInfo, StoredRecord, agent_info, agent_names, agent_records, list_agents
 from ._policy import Policy, PolicyError, ResolvedPolicy, load_policy, resolve_policy
+from ._retention import (
+    AgentState,
+    Artefact,
+    Plan,
+    PlanItem,
+    PurgeInProgressError,
+    PurgeReport,
+    Retention,
+    Rule,
+    WorkspaceState,
+)
+from ._retention import plan as plan_retention
+from ._scheduler import PurgeScheduler, start_scheduler
 from ._settings import Settings
 from ._stores import AgentStore, PlaintextAgentStore
 from ._subjects import (
@@ -62,8 +77,11 @@ from ._workspace import memory_md_path, resolve_workspace
 __all__ = [
     "Agent",
     "AgentInfo",
+    "AgentState",
     "AgentStore",
     "Allowed",
+    "Artefact",
+    "ArtefactKind",
     "AuditSink",
     "Backoff",
     "Clock",
@@ -86,6 +104,10 @@ __all__ = [
     "FormatVersionError",
     "Governance",
     "GovernedMemoryError",
+    "Hold",
+    "HoldNotFoundError",
+    "HoldRegistry",
+    "HoldSet",
     "InvalidAgentNameError",
     "LiteLLMSummarizer",
     "MemoryFile",
@@ -94,10 +116,17 @@ __all__ = [
     "NullAuditSink",
     "Outcome",
     "PlaintextAgentStore",
+    "Plan",
+    "PlanItem",
     "Policy",
     "PolicyError",
+    "PurgeInProgressError",
+    "PurgeReport",
+    "PurgeScheduler",
     "Record",
     "ResolvedPolicy",
+    "Retention",
+    "Rule",
     "ScheduledErasure",
     "Settings",
     "Skip",
@@ -109,6 +138,7 @@ __all__ = [
     "TokenizerError",
     "Transcript",
     "UseLocal",
+    "WorkspaceState",
     "agent_info",
     "agent_names",
     "agent_records",
@@ -122,11 +152,13 @@ __all__ = [
     "load_policy",
     "memory_md_path",
     "parse_memory",
+    "plan_retention",
     "resolve_policy",
     "resolve_workspace",
     "resume_erasures",
     "run_due_erasures",
     "schedule_erasure",
+    "start_scheduler",
 ]
 
 __version__ = "0.1.0"

@@ -23,6 +23,8 @@ Guarantees:
   when the first scheduler becomes leader.
 * A failed run is logged with its error and does not count as a success, so
   the next start catches it up.
+* With each run the leader also does the other due work (by default:
+  erasures whose grace period is over, and interrupted erasures).
 
 Time: fire times follow the real clock in ``schedule.timezone``; the purge's
 ``as_of`` and the catch-up decision read ``governance.clock`` (a FixedClock
