@@ -39,15 +39,25 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ._clock import Clock, SystemClock
 from ._consent import ConsentAction, ConsentEvent, ConsentRegistry, validate_subject_id
+from ._decisions import (
+    Allowed,
+    AuditSink,
+    Decision,
+    NullAuditSink,
+    Operation,
+    Outcome,
+    Skip,
+    SummarizerDecision,
+    UseLocal,
+    is_local_model,
+)
 from ._errors import ConfigurationError, ConsentRequiredError
 from ._policy import (
-    LOCAL_PREFIX,
     LOCAL_SUMMARIZER,
     MissingConsent,
     Policy,
@@ -77,133 +87,6 @@ if TYPE_CHECKING:
     from ._crypto import Keyring
 
 logger = logging.getLogger("governed_memory")
-
-
-class Operation(StrEnum):
-    """The governed operations; each maps to a consent purpose."""
-
-    PERSIST = "persist"
-    PRELOAD = "preload"
-    COMPACT = "compact"
-    ARCHIVE = "archive"
-    SUMMARIZE = "summarize"
-
-    @property
-    def purpose(self) -> str:
-        return "summarize" if self is Operation.SUMMARIZE else "persist"
-
-
-class Outcome(StrEnum):
-    """What the gate decided."""
-
-    PERSIST = "persist"
-    """Go ahead (write, read back or call the summarizer)."""
-    MEMORY_ONLY = "memory_only"
-    """Keep working in memory; nothing reaches (or is read back from) disk."""
-
-
-@dataclass(frozen=True)
-class Decision:
-    """One decision of the consent gate, with the policy it was made under."""
-
-    operation: str
-    outcome: Outcome
-    agent: str | None
-    subject_id: str | None
-    purpose: str
-    policy_id: str
-    policy_version: str
-    reason: str
-    at: _dt.datetime
-
-    @property
-    def persist(self) -> bool:
-        """Whether the operation may touch disk."""
-        return self.outcome is Outcome.PERSIST
-
-    def attributes(self) -> dict[str, str]:
-        """The decision as audit attributes."""
-        return {
-            "purpose": self.purpose,
-            "decision": self.outcome.value,
-            "policy_id": self.policy_id,
-            "policy_version": self.policy_version,
-            "reason": self.reason,
-        }
-
-
-class AuditSink(Protocol):
-    """Receives one call per governed operation, after it finished.
-
-    ``operation`` is one of ``persist``, ``preload``, ``compact``, ``archive``,
-    ``summarize``, ``consent.grant``, ``consent.withdraw``, ``policy.load``.
-    ``outcome`` is ``ok`` (done), ``memory_only`` (kept off disk),
-    ``denied`` (ConsentRequiredError raised), ``error`` (the operation raised;
-    ``error`` attribute holds the exception type), or for ``summarize``
-    ``allowed`` / ``use_local`` / ``skip``. ``attrs`` carry at least
-    ``policy_id`` and ``policy_version``; never message content.
-    Implementations must not raise for ordinary failures of their own
-    (log instead): auditing must not break the memory path unless the policy
-    says so.
-    """
-
-    def record(
-        self,
-        operation: str,
-        *,
-        agent: str | None,
-        subject_id: str | None,
-        outcome: str,
-        **attrs: Any,
-    ) -> None:
-        """Record one finished operation."""
-        ...
-
-
-class NullAuditSink:
-    """The default sink: records nothing (default mode writes no audit files)."""
-
-    def record(
-        self,
-        operation: str,
-        *,
-        agent: str | None,
-        subject_id: str | None,
-        outcome: str,
-        **attrs: Any,
-    ) -> None:
-        return None
-
-
-@dataclass(frozen=True)
-class Allowed:
-    """Call this summarizer model."""
-
-    model: str
-    reason: str = "allowed by the policy"
-
-
-@dataclass(frozen=True)
-class UseLocal:
-    """Do not call the requested model; summarize with the local summarizer."""
-
-    model: str = LOCAL_SUMMARIZER
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class Skip:
-    """Do not summarize at all (compression is skipped)."""
-
-    reason: str = ""
-
-
-SummarizerDecision = Allowed | UseLocal | Skip
-
-
-def is_local_model(model: str) -> bool:
-    """Whether a summarizer model runs in-process (``local/...``)."""
-    return model.startswith(LOCAL_PREFIX)
 
 
 @dataclass
@@ -344,7 +227,7 @@ class Governance:
         Raises:
             ConsentRequiredError: consent is missing and the policy denies.
         """
-        op = Operation(operation)
+        op = operation if isinstance(operation, Operation) else Operation(operation)
         purpose = purpose or op.purpose
         if purpose not in self.policy.consent.required_for:
             return self._decision(
@@ -400,21 +283,18 @@ class Governance:
         try:
             yield decision
         except BaseException as exc:
-            self.audit.record(
-                decision.operation,
-                agent=agent,
-                subject_id=subject_id,
-                outcome="error",
-                error=type(exc).__name__,
-                **decision.attributes(),
-                **attrs,
-            )
+            self._audit_decision(decision, "error", error=type(exc).__name__, **attrs)
             raise
+        self._audit_decision(decision, "ok" if decision.persist else "memory_only", **attrs)
+
+    def _audit_decision(self, decision: Decision, outcome: str, **attrs: Any) -> None:
+        if type(self.audit) is NullAuditSink:
+            return  # skip building the attributes on the hot path
         self.audit.record(
             decision.operation,
-            agent=agent,
-            subject_id=subject_id,
-            outcome="ok" if decision.persist else "memory_only",
+            agent=decision.agent,
+            subject_id=decision.subject_id,
+            outcome=outcome,
             **decision.attributes(),
             **attrs,
         )
@@ -425,11 +305,22 @@ class Governance:
         self, store: AgentStore, block: str, *, agent: str | None, subject_id: str | None
     ) -> bool:
         """Append ``block`` if the gate allows; return whether it reached disk."""
-        with self.operation(
-            Operation.PERSIST, agent, subject_id, **self._block_attrs(block)
-        ) as decision:
-            if decision.persist:
+        if (
+            type(self.audit) is NullAuditSink
+            and Operation.PERSIST.purpose not in self.policy.consent.required_for
+        ):
+            # Hot path (every add): nothing to check, nothing to record.
+            store.append(block)
+            return True
+        decision = self.check(Operation.PERSIST, agent, subject_id)
+        attrs = self._block_attrs(block)
+        if decision.persist:
+            try:
                 store.append(block)
+            except BaseException as exc:
+                self._audit_decision(decision, "error", error=type(exc).__name__, **attrs)
+                raise
+        self._audit_decision(decision, "ok" if decision.persist else "memory_only", **attrs)
         return decision.persist
 
     def _block_attrs(self, block: str | None) -> dict[str, Any]:
