@@ -189,7 +189,14 @@ class Agent:
             path = (
                 memory_md_path
                 if memory_md_path is not None
-                else derive_memory_md_path(self.agent_name, workspace_dir)
+                else derive_memory_md_path(
+                    self.agent_name,
+                    # Under governance, memory lives in the governed workspace
+                    # (beside its consent registry), not wherever $WORKSPACE_DIR points.
+                    workspace_dir
+                    if workspace_dir is not None or governance is None
+                    else governance.workspace,
+                )
             )
         self.short_memory = Conversation(
             name=f"{self.agent_name}_id_{self.id}_conversation",

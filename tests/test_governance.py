@@ -423,3 +423,23 @@ def test_withdrawal_of_summarize_erases_nothing(workspace: Path, clock: FixedClo
     conversation(gov).add("Human", "alice's secret")
     gov.withdraw("alice", "summarize", actor="alice")
     assert body(gov) == ["alice's secret"]
+
+
+# -- the Agent -----------------------------------------------------------------
+
+
+def test_governed_agent_keeps_memory_in_the_governed_workspace(
+    workspace: Path, clock: FixedClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from governed_memory import Agent
+
+    monkeypatch.setenv("WORKSPACE_DIR", str(tmp_path / "elsewhere"))
+    gov, _ = make(workspace, clock)
+    gov.grant("alice", "persist", actor="dpo")
+    agent = Agent("Teller", governance=gov, subject_id="alice")
+    assert agent.short_memory.memory_md_path == memory_md_path("Teller", workspace)
+    agent.short_memory.add("Human", "hello")
+    assert parse_memory(memory_md_path("Teller", workspace).read_text()).records[0].subject_id == (
+        "alice"
+    )
+    assert not (tmp_path / "elsewhere").exists()
