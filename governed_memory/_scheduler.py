@@ -52,6 +52,7 @@ from apscheduler.triggers.interval import (  # type: ignore[import-untyped,unuse
     IntervalTrigger,
 )
 
+from ._duration import format_duration
 from ._errors import ConfigurationError, FormatVersionError, StorageError
 from ._fsutil import atomic_write, ensure_private_dir, open_private
 from ._policy import SchedulePolicy
@@ -205,9 +206,16 @@ class PurgeScheduler:
             except OSError as exc:
                 logger.error("cannot take the scheduler lock in %s: %s", self.folder, exc)
                 return
+        try:
+            last = self._state.last_success()
+            trigger = build_trigger(self.governance.policy.schedule, start=last)
+            catch_up = self.catch_up_due(last, trigger)
+        except Exception as exc:
+            # Leading without a schedule would block every other scheduler: step down.
+            logger.error("scheduler cannot start purging %s: %s", self.governance.workspace, exc)
+            self._release_lock()
+            return
         self._scheduler.remove_job(LEADER_JOB)
-        last = self._state.last_success()
-        trigger = build_trigger(self.governance.policy.schedule, start=last)
         job = self._scheduler.add_job(
             self.run_once,
             trigger,
@@ -217,7 +225,6 @@ class PurgeScheduler:
             coalesce=True,
             misfire_grace_time=None,
         )
-        catch_up = self.catch_up_due(last, trigger)
         if catch_up:
             job.modify(next_run_time=_dt.datetime.now(self._zone))
         logger.info(
@@ -311,9 +318,12 @@ class PurgeScheduler:
         """Stop firing, let a running purge finish (``wait``), release leadership."""
         if self._scheduler.running:
             self._scheduler.shutdown(wait=wait)
+        self._release_lock()
+
+    def _release_lock(self) -> None:
         with self._mutex:
             if self._lock_fd is not None:
-                os.close(self._lock_fd)
+                os.close(self._lock_fd)  # closing releases the flock
                 self._lock_fd = None
         self.leading.clear()
 
@@ -349,7 +359,11 @@ def schedule_status(governance: Governance) -> dict[str, Any]:
     last = _State(folder).last_success()
     status: dict[str, Any] = {
         "schedule": schedule.purge_cron
-        or (f"every {schedule.purge_interval}" if schedule.purge_interval else "none"),
+        or (
+            f"every {format_duration(schedule.purge_interval)}"
+            if schedule.purge_interval
+            else "none"
+        ),
         "timezone": schedule.timezone,
         "last_success": last.isoformat() if last else None,
         "next_due": None,

@@ -366,3 +366,54 @@ def test_consent_records_keep_the_grant_in_force(workspace: Path) -> None:
     assert gov.consent.is_granted("alice", "persist")
     assert not gov.consent.is_granted("bob", "persist")
     assert len(gov.consent.history()) == 1
+
+
+class RecordingSink:
+    def __init__(self) -> None:
+        self.records: list[tuple[str, str, dict[str, object]]] = []
+
+    def record(self, operation: str, *, agent, subject_id, outcome: str, **attrs: object) -> None:  # type: ignore[no-untyped-def]
+        self.records.append((operation, outcome, {"agent": agent, "subject": subject_id, **attrs}))
+
+
+def test_purges_and_hold_changes_are_audited(workspace: Path) -> None:
+    populate(workspace, agents=2)
+    sink = RecordingSink()
+    policy = Policy.model_validate(
+        {"policy": {"id": "bank", "version": "2"}, "retention": {"archives_max_age": "30d"}}
+    )
+    gov = Governance(
+        workspace=workspace, policy=policy, clock=FixedClock(T0 + 40 * DAY), audit=sink
+    )
+    r = Retention(gov)
+    hold = r.holds.place(agent="agent1", reason="case", actor="legal")
+    report = r.purge()
+    r.holds.release(hold_id=hold.id, actor="legal")
+    events = [(op, outcome) for op, outcome, _ in sink.records if op != "policy.load"]
+    assert events == [("hold.place", "ok"), ("purge", "ok"), ("hold.release", "ok")]
+    place, purge, _release = (a for op, _, a in sink.records if op != "policy.load")
+    assert place["hold_id"] == hold.id and place["agent"] == "agent1"
+    assert purge["purge_id"] == report.purge_id and purge["deleted"] == 4 and purge["held"] == 4
+    assert (purge["policy_id"], purge["policy_version"]) == ("bank", "2")
+    assert purge["rules"] == ["archives_max_age"]
+
+
+def test_a_refused_purge_is_audited_as_an_error(workspace: Path) -> None:
+    populate(workspace, agents=1)
+    sink = RecordingSink()
+    gov = Governance(
+        workspace=workspace,
+        policy=make_policy(archives_max_age="30d"),
+        clock=FixedClock(T0 + 40 * DAY),
+        audit=sink,
+    )
+    r = Retention(gov)
+    other = _PurgeLock(r.purge_dir, workspace)
+    other.acquire()
+    try:
+        with pytest.raises(PurgeInProgressError):
+            r.purge()
+    finally:
+        other.release()
+    assert sink.records[-1][:2] == ("purge", "error")
+    assert sink.records[-1][2]["error"] == "PurgeInProgressError"

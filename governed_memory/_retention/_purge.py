@@ -221,6 +221,38 @@ class Retention:
         now = to_local(as_of) if as_of is not None else g.clock.now()
         if dry_run:
             return self._dry_run(now)
+        try:
+            report = self._purge(now, on_progress)
+        except Exception as exc:
+            g.audit.record(
+                "purge",
+                agent=None,
+                subject_id=None,
+                outcome="error",
+                error=type(exc).__name__,
+                as_of=now.isoformat(),
+                policy_id=g.policy.id,
+                policy_version=g.policy.version,
+            )
+            raise
+        g.audit.record(
+            "purge",
+            agent=None,
+            subject_id=None,
+            outcome="ok" if not report.failed else "error",
+            purge_id=report.purge_id,
+            as_of=now.isoformat(),
+            deleted=report.total_deleted,
+            bytes_freed=report.bytes_freed,
+            held=report.total_held,
+            rules=sorted(report.deleted),
+            policy_id=g.policy.id,
+            policy_version=g.policy.version,
+        )
+        return report
+
+    def _purge(self, now: _dt.datetime, on_progress: Any) -> PurgeReport:
+        g = self.governance
         lock = _PurgeLock(self.purge_dir, g.workspace)
         tally = Tally()
         resumed: str | None = None
@@ -253,19 +285,6 @@ class Retention:
                 current.remove()
         finally:
             lock.release()
-        g.audit.record(
-            "purge",
-            agent=None,
-            subject_id=None,
-            outcome="ok" if not report.failed else "error",
-            purge_id=purge_id,
-            as_of=now.isoformat(),
-            deleted=report.total_deleted,
-            bytes_freed=report.bytes_freed,
-            held=report.total_held,
-            policy_id=g.policy.id,
-            policy_version=g.policy.version,
-        )
         return report
 
     def _executor(self) -> Executor:
