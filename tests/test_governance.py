@@ -443,3 +443,39 @@ def test_governed_agent_keeps_memory_in_the_governed_workspace(
         "alice"
     )
     assert not (tmp_path / "elsewhere").exists()
+
+
+# -- the compressor honours summarize consent ---------------------------------------
+
+
+class _AgentLike:
+    def __init__(self, memory: Conversation, url: str) -> None:
+        self.short_memory = memory
+        self.context_length = 100
+        self.model_name = "gpt-4o-mini"
+        self.agent_name = "Agent"
+        self.api_base = url
+        self.api_key = "sk-test"
+
+
+def test_external_summarizer_is_never_called_without_summarize_consent(
+    workspace: Path, clock: FixedClock, stub_llm: Any
+) -> None:
+    from governed_memory import ContextCompressor
+
+    gov, sink = make(workspace, clock)
+    gov.grant("alice", "persist", actor="dpo")
+    conv = conversation(gov)
+    for i in range(6):
+        conv.add("Human", f"turn {i}: please remember the account details")
+    agent = _AgentLike(conv, stub_llm.url)
+
+    summary = ContextCompressor().compress(agent)
+    assert stub_llm.requests == []  # the transcript never left the process
+    assert summary is not None and sink.ops("summarize") == ["use_local"]
+
+    gov.grant("alice", "summarize", actor="dpo")
+    conv.add("Human", "one more turn")
+    ContextCompressor().compress(agent)
+    assert len(stub_llm.requests) == 1
+    assert sink.ops("summarize") == ["use_local", "allowed"]
