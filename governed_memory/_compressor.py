@@ -257,7 +257,7 @@ class ContextCompressor:
         governance = getattr(memory, "governance", None)
         if governance is None or not hasattr(governance, "summarizer_decision"):
             return summarizer
-        from ._governance import Skip, UseLocal
+        from ._decisions import Skip, UseLocal
 
         decision = governance.summarizer_decision(
             summarizer.model, _subjects(turns), agent=agent_name
