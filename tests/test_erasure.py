@@ -532,3 +532,16 @@ def test_kill_9_then_the_next_open_of_the_agent_finishes(
     assert "alice" not in conv.return_history_as_string()
     assert TombstoneStore(gov.governance_dir).pending() == []
     assert "alice secret" not in readable_text(gov)
+
+
+def test_opening_an_agent_reads_only_unfinished_erasures(
+    workspace: Path, clock: FixedClock, kind: str
+) -> None:
+    """Receipts pile up over the years; an agent open must not read them all."""
+    gov = governance(workspace, clock, kind=kind)
+    _populate(gov)
+    receipt = erase(gov, subject="alice")
+    done = gov.governance_dir / "tombstones" / f"{receipt.id}.json"
+    done.write_text("not json: an open that parsed every receipt would fail here")
+    conv = conversation(gov, "A")
+    assert "bob note A-2" in conv.return_history_as_string()

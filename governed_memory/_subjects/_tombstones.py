@@ -3,7 +3,8 @@
 Layout under the governance folder (all folders 0700, files 0600)::
 
     tombstones/<id>.json              one erasure: scope, who, why, state, receipt
-    tombstones/.<id>.progress.jsonl   what an unfinished erasure planned, per agent
+    tombstones/.<id>.progress.jsonl   what an unfinished erasure planned, per agent;
+                                      its presence marks the erasure unfinished
     scheduled-erasures/<id>.json      an erasure with a grace period, not yet due
 
 A tombstone is written (atomically, fsynced) *before* any record is touched,
@@ -52,6 +53,7 @@ __all__ = [
 TOMBSTONE_FORMAT_VERSION = 1
 TOMBSTONES_DIR = "tombstones"  # where retention looks for them (tombstones_max_age)
 SCHEDULED_DIR = "scheduled-erasures"
+PROGRESS_SUFFIX = ".progress.jsonl"
 PENDING = "pending"
 COMPLETE = "complete"
 
@@ -202,7 +204,15 @@ class TombstoneStore:
     # -- tombstones ------------------------------------------------------
 
     def write(self, tombstone: Tombstone) -> None:
-        """Create or replace a tombstone durably."""
+        """Create or replace a tombstone durably.
+
+        A pending tombstone's progress log is created (empty) first: it marks
+        the erasure as unfinished, so finding pending erasures reads only
+        their files, not every receipt ever kept. It goes (:meth:`drop_progress`)
+        only after the complete tombstone is durable.
+        """
+        if tombstone.pending:
+            self._touch_progress(tombstone.id)
         self._write_json(self._tombstones, f"{tombstone.id}.json", tombstone.to_dict())
 
     def get(self, erasure_id: str) -> Tombstone | None:
@@ -223,14 +233,36 @@ class TombstoneStore:
         return found
 
     def pending(self) -> list[Tombstone]:
-        return [t for t in self.all() if t.pending]
+        """Unfinished erasures, oldest first (reads only their tombstones)."""
+        found = []
+        for name in sorted(self._progress_names()):
+            tombstone = self.get(name[1 : -len(PROGRESS_SUFFIX)])
+            if tombstone is not None and tombstone.pending:
+                found.append(tombstone)
+        return found
+
+    def _progress_names(self) -> list[str]:
+        try:
+            names = os.listdir(self._tombstones)
+        except FileNotFoundError:
+            return []
+        return [n for n in names if n.startswith(".") and n.endswith(PROGRESS_SUFFIX)]
+
+    def _touch_progress(self, erasure_id: str) -> None:
+        try:
+            ensure_private_dir(self._tombstones)
+            path = self._tombstones / f".{erasure_id}{PROGRESS_SUFFIX}"
+            os.close(open_private(path, os.O_WRONLY | os.O_CREAT))
+            fsync_dir(self._tombstones)
+        except OSError as exc:
+            raise StorageError(f"cannot write erasure record in {self._tombstones}: {exc}") from exc
 
     # -- progress of an unfinished erasure --------------------------------
 
     def log_progress(self, erasure_id: str, entry: dict[str, Any]) -> None:
         """Append one planned step (an agent and its per-file counts) durably."""
         ensure_private_dir(self._tombstones)
-        path = self._tombstones / f".{erasure_id}.progress.jsonl"
+        path = self._tombstones / f".{erasure_id}{PROGRESS_SUFFIX}"
         line = json.dumps(entry, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
         fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         try:
@@ -241,7 +273,7 @@ class TombstoneStore:
 
     def progress(self, erasure_id: str) -> list[dict[str, Any]]:
         """Every complete progress line (a torn last line from a crash is ignored)."""
-        path = self._tombstones / f".{erasure_id}.progress.jsonl"
+        path = self._tombstones / f".{erasure_id}{PROGRESS_SUFFIX}"
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -259,7 +291,8 @@ class TombstoneStore:
         return entries
 
     def drop_progress(self, erasure_id: str) -> None:
-        (self._tombstones / f".{erasure_id}.progress.jsonl").unlink(missing_ok=True)
+        (self._tombstones / f".{erasure_id}{PROGRESS_SUFFIX}").unlink(missing_ok=True)
+        fsync_dir(self._tombstones)
 
     # -- scheduled erasures ----------------------------------------------
 
