@@ -357,15 +357,15 @@ def shipped_policies() -> dict[str, Path]:
 def find_policy(name_or_path: str | Path) -> Path:
     """The file for a policy path, or for a shipped policy's name (``regulated``).
 
-    An existing file wins over a shipped name.
+    An existing file wins over a shipped name (a folder of that name does not).
 
     Raises:
         PolicyError: neither a file nor a shipped name.
     """
     path = Path(name_or_path)
-    if path.exists():
-        return path
     shipped = shipped_policies()
+    if path.is_file() or (path.exists() and str(name_or_path) not in shipped):
+        return path  # a folder falls through to "is a folder" when read
     if str(name_or_path) in shipped:
         return shipped[str(name_or_path)]
     raise PolicyError(

@@ -240,3 +240,15 @@ def test_override_breaking_a_rule_names_the_variable(
     with pytest.raises(PolicyError) as info:
         resolve_policy(Settings(policy="hipaa"))
     assert "GOVERNED_MEMORY_AUDIT__ENABLED" in str(info.value)
+
+
+def test_a_folder_named_like_a_shipped_policy_does_not_hide_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "regulated").mkdir()
+    assert load_policy("regulated").id == "regulated"
+
+
+def test_a_folder_is_refused_as_a_policy_file(tmp_path: Path) -> None:
+    assert "is a folder" in refused(tmp_path)
