@@ -9,7 +9,10 @@ Modules, one concept each:
 * ``_receipt``    the erasure receipt (counts, never content)
 * ``_erasure``    erase, resume, schedule, run due erasures
 * ``_guard``      what a live governed Conversation does about erasures
+* ``_collect``    what a workspace holds about a subject, as plain data
+* ``_markdown``   the readable rendering of an export
 * ``_export``     the subject access export (JSON + Markdown + manifest)
+* ``_errors``     ErasureBlockedError, ErasedDuringCompactionError
 """
 
 from __future__ import annotations
