@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ._errors import ConfigurationError, FormatVersionError, StorageError
 from ._fsutil import ensure_private_dir, fsync_dir, open_private, write_all
@@ -53,6 +53,7 @@ CONSENT_LOCK = "consent.lock"
 CONSENT_FORMAT_VERSION = 1
 
 _SUBJECT_MAX = 256
+_TAIL = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -152,6 +153,7 @@ class ConsentRegistry:
         self._events: list[ConsentEvent] = []
         self._offset = 0
         self._ident: tuple[int, int, int] | None = None
+        self._tail = b""  # the last bytes read, to recognise the same file grown
 
     @property
     def path(self) -> Path:
@@ -169,13 +171,13 @@ class ConsentRegistry:
             return
         except OSError as exc:
             raise StorageError(f"cannot read consent log {self.path}: {exc}") from exc
-        ident = (st.st_ino, st.st_size, st.st_mtime_ns)
-        if ident == self._ident:
+        if (st.st_ino, st.st_size, st.st_mtime_ns) == self._ident:
             return
-        if self._ident is None or self._ident[0] != st.st_ino or st.st_size < self._offset:
-            self._reset()  # replaced (retention rewrite) or truncated: read it all again
         try:
-            with open(self.path, "rb") as handle:
+            with open(self._path_str, "rb") as handle:
+                fst = os.fstat(handle.fileno())  # the file actually read, even if replaced since
+                if not self._continues(handle, fst):
+                    self._reset()  # replaced (retention rewrite) or truncated: read it all
                 handle.seek(self._offset)
                 data = handle.read()
         except OSError as exc:
@@ -189,10 +191,24 @@ class ConsentRegistry:
             self._events.append(event)
             self._state[(event.subject, event.purpose)] = event
         self._offset += len(complete)
-        self._ident = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if complete:
+            self._tail = (self._tail + complete)[-_TAIL:]
+        self._ident = (fst.st_ino, fst.st_size, fst.st_mtime_ns)
+
+    def _continues(self, handle: BinaryIO, fst: os.stat_result) -> bool:
+        """Whether ``handle`` is the file already read, grown by appends only.
+
+        Same inode and not shorter is not enough (a rewrite may reuse a freed
+        inode number), so the last bytes read before must still be there.
+        """
+        if self._ident is None or fst.st_ino != self._ident[0] or fst.st_size < self._offset:
+            return False
+        handle.seek(self._offset - len(self._tail))
+        return handle.read(len(self._tail)) == self._tail
 
     def _reset(self) -> None:
         self._state, self._events, self._offset, self._ident = {}, [], 0, None
+        self._tail = b""
 
     def latest(self, subject_id: str, purpose: str) -> ConsentEvent | None:
         """The latest event for (subject, purpose), or None when there was none."""

@@ -231,3 +231,18 @@ def test_withdrawal_in_another_process_stops_writes_of_a_live_conversation(
     conversation.add("Human", "consent given again")
     assert "consent given again" in path.read_text()
     assert "after the withdrawal" not in path.read_text()
+
+
+def test_a_log_rewritten_in_place_is_not_mistaken_for_an_append(workspace: Path) -> None:
+    """Same inode and a larger size after a rewrite (an inode number reused): read it all."""
+    gov = governance(workspace)
+    gov.grant("alice", "persist", actor="dpo")
+    reader = ConsentRegistry(workspace / GOVERNANCE_DIR)
+    assert reader.is_granted("alice", "persist")
+    log = workspace / GOVERNANCE_DIR / "consent.jsonl"
+    first = log.read_text()
+    bob = first.replace('"alice"', '"bob"').replace('"dpo"', '"someone-else"')
+    with open(log, "w") as handle:  # same inode, new content, longer than before
+        handle.write(bob + bob.replace('"bob"', '"carol"'))
+    assert not reader.is_granted("alice", "persist")
+    assert reader.subjects() == ["bob", "carol"]
