@@ -267,13 +267,13 @@ _TIMESTAMP = st.datetimes(min_value=dt.datetime(2000, 1, 1), max_value=dt.dateti
 
 
 @given(_TEXT)
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 def test_escape_then_unescape_is_the_identity(text: str) -> None:
     assert unescape_content(escape_content(text)) == text
 
 
 @given(_TEXT)
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 def test_escaped_text_has_no_unescaped_header_line(text: str) -> None:
     escaped = escape_content(text)
     for line in escaped.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
@@ -298,7 +298,7 @@ def test_records_round_trip_through_the_file(messages: list[tuple[str, str, str]
 
 
 @given(_TEXT, st.text(st.characters(blacklist_categories=("Cs",))))
-@settings(max_examples=150)
+@settings(max_examples=150, deadline=None)
 def test_meta_round_trips_for_any_subject(content: str, subject: str) -> None:
     disk = to_disk_text(content) or "x"
     (record,) = parse_memory(HEADER + render_block("R", "t", disk, {"subject": subject})).records
