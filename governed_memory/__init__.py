@@ -7,11 +7,25 @@ from __future__ import annotations
 
 from ._agent import Agent
 from ._artefacts import ArtefactKind
+from ._audit import (
+    AuditEntry,
+    AuditEvent,
+    AuditKey,
+    AuditLog,
+    AuditTrail,
+    Finding,
+    FindingKind,
+    VerifyReport,
+    generate_audit_key,
+)
+from ._audit import verify_log as verify_audit_log
 from ._clock import Clock, FixedClock, SystemClock
 from ._compressor import Backoff, ContextCompressor
 from ._consent import ConsentEvent, ConsentRegistry
 from ._conversation import Conversation
 from ._errors import (
+    AuditVerificationError,
+    AuditWriteError,
     ConfigurationError,
     ConsentRequiredError,
     EmptySummaryError,
@@ -71,6 +85,7 @@ from ._subjects import (
     schedule_erasure,
 )
 from ._summarizers import ExtractiveSummarizer, LiteLLMSummarizer, Summarizer, Transcript
+from ._telemetry import configure_otlp
 from ._tokenizer import counter_for
 from ._workspace import memory_md_path, resolve_workspace
 
@@ -82,7 +97,14 @@ __all__ = [
     "Allowed",
     "Artefact",
     "ArtefactKind",
+    "AuditEntry",
+    "AuditEvent",
+    "AuditKey",
+    "AuditLog",
     "AuditSink",
+    "AuditTrail",
+    "AuditVerificationError",
+    "AuditWriteError",
     "Backoff",
     "Clock",
     "ConfigurationError",
@@ -100,6 +122,8 @@ __all__ = [
     "ExportResult",
     "ExtractiveSummarizer",
     "FileRemoval",
+    "Finding",
+    "FindingKind",
     "FixedClock",
     "FormatVersionError",
     "Governance",
@@ -138,16 +162,19 @@ __all__ = [
     "TokenizerError",
     "Transcript",
     "UseLocal",
+    "VerifyReport",
     "WorkspaceState",
     "agent_info",
     "agent_names",
     "agent_records",
     "cancel_scheduled_erasure",
+    "configure_otlp",
     "counter_for",
     "erase",
     "erasure_receipts",
     "export_agent",
     "export_subject",
+    "generate_audit_key",
     "list_agents",
     "load_policy",
     "memory_md_path",
@@ -159,6 +186,7 @@ __all__ = [
     "run_due_erasures",
     "schedule_erasure",
     "start_scheduler",
+    "verify_audit_log",
 ]
 
 __version__ = "0.1.0"
