@@ -79,6 +79,7 @@ def test_the_fixture_decrypts_to_the_expected_text(tmp_path: Path) -> None:
     assert archive.name == "history_2026-11-30_10-00-00.gmenc"
     assert store.read_archive(archive) == HEADER + BLOCKS[0] + BLOCKS[1]
     assert sorted(_files(FIXTURE)) == [
+        "keyring/epoch",
         "keyring/keyring.json",
         *sorted(f"keyring/keys/{p.name}" for p in (FIXTURE / "keyring" / "keys").iterdir()),
         "workspace/agents/KatAgent/MEMORY.md.gmenc",

@@ -27,7 +27,9 @@ from ._frames import (
     FrameContext,
     FrameKey,
     encrypt_frame,
+    frame_fixed,
     scan,
+    seal_frame,
 )
 from ._keyring import AGENT, SUBJECT, Keyring
 from ._providers import RandomSource
@@ -35,6 +37,7 @@ from ._providers import RandomSource
 __all__ = ["AgentCodec", "Decoded", "Plain", "split_segments"]
 
 NONCE_BYTES = 12
+_MEMO_SIZE = 4096  # subjects whose current keys an agent's codec remembers
 
 
 def split_segments(text: str) -> list[tuple[str, str | None]]:
@@ -99,6 +102,9 @@ class AgentCodec:
         self.agent = agent
         self.random = random
         self._agent_ref: bytes | None = None
+        # subject -> (keyring epoch, frame key, cipher): the current keys, remembered
+        self._memo: dict[str | None, tuple[int, FrameKey, AESGCM]] = {}
+        self._fixed: dict[FrameKey, bytes] = {}
 
     @property
     def agent_ref(self) -> bytes:
@@ -115,24 +121,43 @@ class AgentCodec:
         return FrameContext(header, self.agent, name)
 
     def key_for(self, subject_id: str | None) -> tuple[FrameKey, AESGCM]:
-        """The current keys for new data (of ``subject_id``), and their cipher."""
-        agent = self.keyring.current(AGENT, self.agent)
+        """The current keys for new data (of ``subject_id``), and their cipher.
+
+        The keys are remembered while the keyring's change counter stays the
+        same (a rotation or shredding in any process bumps it), so an
+        ordinary add costs no keyring I/O. Callers hold the agent lock: a
+        change made before they took it is always seen.
+        """
+        keyring = self.keyring
+        epoch = keyring.epoch()  # read before the keys, so a change in between is seen next time
+        memo = self._memo.get(subject_id)
+        if memo is not None and memo[0] == epoch:
+            return memo[1], memo[2]
+        agent = keyring.current(AGENT, self.agent)
         checked = {agent.ref}
         if subject_id is None:
             frame_key = FrameKey(agent.gen)
         else:
-            subject = self.keyring.current(SUBJECT, subject_id)
+            subject = keyring.current(SUBJECT, subject_id)
             checked.add(subject.ref)
             frame_key = FrameKey(agent.gen, subject.ref, subject.gen)
-        cipher = self.keyring.frame_cipher(agent.ref, frame_key, checked)
-        assert cipher is not None  # current keys are never shredded
-        return frame_key, cipher
+        found = keyring.frame_cipher(agent.ref, frame_key, checked)
+        assert found is not None  # current keys are never shredded
+        if len(self._memo) >= _MEMO_SIZE:
+            self._memo.clear()
+        self._memo[subject_id] = (epoch, frame_key, found)
+        return frame_key, found
 
     def frame(self, context: FrameContext, index: int, text: str, subject_id: str | None) -> bytes:
+        """One frame holding ``text`` at ``index``, under the current keys."""
         frame_key, cipher = self.key_for(subject_id)
-        return encrypt_frame(
-            cipher, context, index, frame_key, text.encode("utf-8"), self.random(NONCE_BYTES)
-        )
+        fixed = self._fixed.get(frame_key)
+        if fixed is None:
+            if len(self._fixed) >= _MEMO_SIZE:
+                self._fixed.clear()
+            fixed = self._fixed[frame_key] = frame_fixed(frame_key)
+        nonce = self.random(NONCE_BYTES)
+        return seal_frame(cipher, context, index, fixed, text.encode("utf-8"), nonce)
 
     def encode_text(self, kind: int, name: str, text: str) -> bytes:
         """A whole new file holding ``text`` under the current keys."""

@@ -51,7 +51,9 @@ __all__ = [
     "Scan",
     "decrypt_frame",
     "encrypt_frame",
+    "frame_fixed",
     "scan",
+    "seal_frame",
 ]
 
 MAGIC = b"\x89GMENC\r\n"
@@ -67,6 +69,8 @@ _HEADER = struct.Struct(">8sHBBI16s16s16s")
 HEADER_SIZE = _HEADER.size  # 64
 _FRAME_MAGIC = b"GF"
 _PREFIX = struct.Struct(">2sII")
+_HEAD = struct.Struct(">2sI")
+_U32 = struct.Struct(">I")
 _FIXED = struct.Struct(">BI16sI")
 _INDEX = struct.Struct(">Q")
 _LEN16 = struct.Struct(">H")
@@ -168,6 +172,11 @@ class FrameContext:
         return self.prefix + _INDEX.pack(index) + fixed
 
 
+def frame_fixed(key: FrameKey, flags: int = 0) -> bytes:
+    """The 25 key bytes that follow a frame's prefix (authenticated, not encrypted)."""
+    return _FIXED.pack(flags, key.agent_gen, key.subject_ref, key.subject_gen)
+
+
 def encrypt_frame(
     cipher: AESGCM,
     context: FrameContext,
@@ -178,16 +187,22 @@ def encrypt_frame(
     flags: int = 0,
 ) -> bytes:
     """One frame, prefix included, for position ``index`` of the file ``context`` describes."""
-    fixed = _FIXED.pack(flags, key.agent_gen, key.subject_ref, key.subject_gen)
-    sealed = cipher.encrypt(nonce, plaintext, context.aad(index, fixed))
-    length = len(fixed) + len(nonce) + len(sealed)
+    return seal_frame(cipher, context, index, frame_fixed(key, flags), plaintext, nonce)
+
+
+def seal_frame(
+    cipher: AESGCM, context: FrameContext, index: int, fixed: bytes, plaintext: bytes, nonce: bytes
+) -> bytes:
+    """:func:`encrypt_frame` with the key bytes already packed (the add() hot path)."""
+    sealed = cipher.encrypt(nonce, plaintext, context.prefix + _INDEX.pack(index) + fixed)
+    length = _FIXED.size + NONCE_SIZE + len(sealed)
     if length > MAX_FRAME:
         raise ValueError(
             f"a message of {len(plaintext)} bytes exceeds the {MAX_FRAME}-byte frame limit; "
             "split it into several messages"
         )
-    head = _FRAME_MAGIC + struct.pack(">I", length)
-    return head + struct.pack(">I", zlib.crc32(head)) + fixed + nonce + sealed
+    head = _HEAD.pack(_FRAME_MAGIC, length)
+    return b"".join((head, _U32.pack(zlib.crc32(head)), fixed, nonce, sealed))
 
 
 def decrypt_frame(cipher: AESGCM, context: FrameContext, frame: RawFrame) -> bytes:

@@ -23,6 +23,7 @@ import fcntl
 import hashlib
 import hmac
 import json
+import mmap
 import os
 import struct
 import threading
@@ -56,7 +57,14 @@ KEYRING_FORMAT = 1
 META_FILE = "keyring.json"
 KEYS_DIR = "keys"
 REF_BYTES = 16
+_MAX_CACHED = 100_000  # refs remembered per process (names -> HMAC), bounded
 _U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+EPOCH_FILE = "epoch"
+
+
+Version = tuple[int, int, int, int] | None
+"""An entry file's identity on disk (inode, mtime, ctime, size); None: no file."""
 
 
 @dataclass(frozen=True)
@@ -130,13 +138,13 @@ def _load_json(data: bytes, path: Path) -> dict[str, Any]:
     return doc
 
 
-def _ident(st: os.stat_result) -> tuple[int, int, int, int]:
+def _ident(st: os.stat_result) -> Version:
     return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
 
 @dataclass
 class _Cached:
-    ident: tuple[int, int, int, int] | None
+    ident: Version
     entry: Entry | None
     keys: dict[int, bytes] = field(default_factory=dict)
 
@@ -175,6 +183,10 @@ class Keyring:
         self._index_key: bytes | None = None
         self._cache: dict[bytes, _Cached] = {}
         self._ciphers: dict[tuple[bytes, FrameKey], AESGCM] = {}
+        self._refs: dict[tuple[str, str], bytes] = {}
+        self._paths: dict[bytes, str] = {}
+        self._keys_dir_str = os.fspath(self.folder / KEYS_DIR)
+        self._epoch_view: mmap.mmap | None = None
         _LIVE.add(self)
 
     def _after_fork(self) -> None:
@@ -190,6 +202,13 @@ class Keyring:
 
     def entry_path(self, ref: bytes) -> Path:
         return self.keys_dir / f"{ref.hex()}.json"
+
+    def _entry_file(self, ref: bytes) -> str:
+        # A str, cached: pathlib costs as much as the stat on the add() path.
+        path = self._paths.get(ref)
+        if path is None:
+            path = self._paths[ref] = os.path.join(self._keys_dir_str, f"{ref.hex()}.json")
+        return path
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -275,8 +294,13 @@ class Keyring:
 
     def ref(self, kind: str, name: str) -> bytes:
         """The pseudonymous reference of an agent's or subject's key (an HMAC, not the name)."""
-        message = kind.encode("ascii") + b"\x00" + name.encode("utf-8", "surrogatepass")
-        return hmac.new(self._index(), message, hashlib.sha256).digest()[:REF_BYTES]
+        ref = self._refs.get((kind, name))
+        if ref is None:
+            message = kind.encode("ascii") + b"\x00" + name.encode("utf-8", "surrogatepass")
+            ref = hmac.new(self._index(), message, hashlib.sha256).digest()[:REF_BYTES]
+            if len(self._refs) < _MAX_CACHED:
+                self._refs[(kind, name)] = ref
+        return ref
 
     # -- wrapping --------------------------------------------------------------
 
@@ -325,16 +349,19 @@ class Keyring:
 
     def _refresh(self, ref: bytes) -> _Cached:
         """Bring the cached entry of ``ref`` up to date with one ``stat``."""
-        path = self.entry_path(ref)
+        path = self._entry_file(ref)
         with self._mutex:
             cached = self._cache.get(ref)
             try:
-                ident: tuple[int, int, int, int] | None = _ident(os.stat(path))
+                ident: Version = _ident(os.stat(path))
             except FileNotFoundError:
                 ident = None
             if cached is not None and cached.ident == ident:
                 return cached
-            entry = Entry.from_json(path.read_bytes(), path) if ident is not None else None
+            entry = None
+            if ident is not None:
+                with open(path, "rb") as fh:
+                    entry = Entry.from_json(fh.read(), Path(path))
             keep = cached.keys if cached is not None else {}
             usable = set(entry.keys) if entry is not None else set()
             fresh = _Cached(ident, entry, {g: k for g, k in keep.items() if g in usable})
@@ -348,6 +375,7 @@ class Keyring:
     def _store_entry(self, entry: Entry) -> None:
         atomic_write(self.entry_path(entry.ref), entry.to_json())
         self._cache.pop(entry.ref, None)
+        self._bump_epoch()  # after the entry: a process that sees the bump sees the entry
 
     def _new_generation(self, entry: Entry, gen: int) -> None:
         key = self.random(KEY_BYTES)
@@ -391,6 +419,41 @@ class Keyring:
             assert cached.entry is not None
             gen = cached.entry.current
             return DataKey(ref, gen, self._key(ref, gen))
+
+    # -- the change counter ----------------------------------------------------
+
+    def epoch(self) -> int:
+        """A counter every process sees grow when a current key changes.
+
+        Shredding, a new generation and a re-wrap bump it (under the keyring
+        lock, after the entry is replaced). It lives in ``epoch``, mapped
+        shared into memory: reading it costs no system call, which keeps the
+        per-add check (is my remembered key still current?) cheap. Not
+        persisted with fsync: it only has to order changes between live
+        processes. Restart the processes after restoring a keyring from a backup.
+        """
+        view = self._epoch_view
+        if view is None:
+            view = self._map_epoch()
+        return int(_U64.unpack_from(view)[0])
+
+    def _map_epoch(self) -> mmap.mmap:
+        with self._mutex:
+            if self._epoch_view is None:
+                ensure_private_dir(self.folder)
+                fd = os.open(self.folder / EPOCH_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                try:
+                    if os.fstat(fd).st_size < _U64.size:
+                        os.ftruncate(fd, _U64.size)  # never shrinks: creators may race
+                    self._epoch_view = mmap.mmap(fd, _U64.size, mmap.MAP_SHARED)
+                finally:
+                    os.close(fd)  # the mapping stays valid
+            return self._epoch_view
+
+    def _bump_epoch(self) -> None:
+        """Advance the change counter (hold :meth:`locked`)."""
+        view = self._epoch_view or self._map_epoch()
+        _U64.pack_into(view, 0, (_U64.unpack_from(view)[0] + 1) % (1 << 64))
 
     def _key(self, ref: bytes, gen: int) -> bytes:
         cached = self._cache[ref]

@@ -277,14 +277,17 @@ class EncryptedAgentStore:
                 self._lock.acquire(fcntl.LOCK_EX)
                 try:
                     fd, tail = self._tail_for_append()
-                    frames = []
-                    for offset, (piece, subject) in enumerate(pieces):
-                        frames.append(
-                            self.codec.frame(tail.context, tail.count + offset, piece, subject)
-                        )
-                    data = frames[0] if len(frames) == 1 else b"".join(frames)
+                    frame = self.codec.frame
+                    data = b"".join(
+                        [
+                            frame(tail.context, tail.count + offset, piece, subject)
+                            for offset, (piece, subject) in enumerate(pieces)
+                        ]
+                    )
                     try:
-                        write_all(fd, data)
+                        written = os.write(fd, data)
+                        if written != len(data):  # short write: finish it (or raise)
+                            write_all(fd, data[written:])
                         if self._fsync_appends:
                             os.fsync(fd)
                     except BaseException:
@@ -294,7 +297,7 @@ class EncryptedAgentStore:
                         self._tail = None
                         raise
                     tail.end += len(data)
-                    tail.count += len(frames)
+                    tail.count += len(pieces)
                 finally:
                     self._lock.release()
         except GovernedMemoryError:
