@@ -211,7 +211,7 @@ def _target(agent: str | None, subject: str | None, allow_id: bool = False) -> N
 
 
 def _hold_row(hold: Hold) -> dict[str, Any]:
-    return {k: v for k, v in asdict(hold).items()} | {"active": hold.active}
+    return asdict(hold) | {"active": hold.active}
 
 
 _agent_opt = click.option("--agent", default=None, help="The agent whose whole folder is held.")

@@ -112,6 +112,7 @@ class Executor:
         self.holds = holds
         self.store_factory = store_factory
         self.audit_purger = audit_purger
+        self._root = os.fspath(self.workspace)
 
     def run(self, journal: Journal, tally: Tally, on_progress: Progress | None = None) -> None:
         """Apply every entry of ``journal`` not done yet, adding outcomes to ``tally``.
@@ -185,7 +186,7 @@ class Executor:
                     if outcome is None:
                         held = holds.for_agent(agent)
                         if not held and holds.has_subject_holds:
-                            subjects = artefact_subjects(path, kind, store)
+                            subjects = artefact_subjects(Path(path), kind, store)
                             held = (
                                 holds.all_subject_holds()
                                 if subjects is None
@@ -197,7 +198,7 @@ class Executor:
             store.close()
         return bytes(outcomes)
 
-    def _agent_path(self, entry: Entry, agent: str) -> tuple[Path, FileKind]:
+    def _agent_path(self, entry: Entry, agent: str) -> tuple[str, FileKind]:
         parts = entry.path.split("/")
         kind: FileKind | None = None
         if parts[:2] == [AGENTS_DIR, agent]:
@@ -208,7 +209,7 @@ class Executor:
                 kind = found[0] if found else None
         if kind is None or kind.kind is not entry.kind:
             raise _not_purgeable(entry)
-        return self.workspace / entry.path, kind
+        return os.path.join(self._root, entry.path), kind  # str: no pathlib cost per file
 
     # -- governance data -------------------------------------------------
 
@@ -323,7 +324,7 @@ def _not_purgeable(entry: Entry) -> JournalError:
     )
 
 
-def _verify(path: Path, entry: Entry) -> bytes | None:
+def _verify(path: str | Path, entry: Entry) -> bytes | None:
     """``g`` or ``c`` when the planned file is no longer there as planned; else None."""
     try:
         st = os.lstat(path)
@@ -336,7 +337,7 @@ def _verify(path: Path, entry: Entry) -> bytes | None:
     return None
 
 
-def _unlink(path: Path) -> bytes:
+def _unlink(path: str | Path) -> bytes:
     try:
         os.unlink(path)
     except FileNotFoundError:

@@ -72,16 +72,35 @@ _HOLDABLE = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class PlanItem:
-    """One artefact a rule requires deleting; ``held_by`` names the holds that keep it."""
+    """One artefact a rule requires deleting; ``held_by`` names the holds that keep it.
+
+    ``limit`` is the rule's value (a maximum age, or for ``archives_max_count``
+    the number kept, with the archive's ``rank`` newest first among ``total``).
+    """
 
     artefact: Artefact
     rule: Rule
-    detail: str
+    as_of: _dt.datetime
+    limit: _dt.timedelta | int
     held_by: tuple[str, ...] = ()
+    rank: int = 0
+    total: int = 0
 
     @property
     def held(self) -> bool:
         return bool(self.held_by)
+
+    @property
+    def detail(self) -> str:
+        """Why the rule requires it, for people (built on demand: plans can be huge)."""
+        a = self.artefact
+        if isinstance(self.limit, int):
+            return f"archive {self.rank} of {self.total}, over the {self.limit} kept"
+        age = _span(self.as_of - a.when)
+        if self.rule is Rule.IDLE_MEMORY_MAX_AGE:
+            return f"not written for {age}, over {format_duration(self.limit)}"
+        source = "named" if a.named_at is not None else "modified"
+        return f"{source} {a.when:%Y-%m-%d %H:%M:%S}, {age} old, over {format_duration(self.limit)}"
 
 
 @dataclass(frozen=True)
@@ -135,7 +154,7 @@ def iter_plan(
         if limit is not None and rule is Rule.AUDIT_MAX_AGE:
             limit = max(limit, retention.audit_min_age)  # never under the minimum
         if limit is not None and not artefact.current and now - artefact.when > limit:
-            yield _item(artefact, rule, _age_detail(artefact, now, limit), holds)
+            yield PlanItem(artefact, rule, now, limit, _held_by(artefact, holds))
 
 
 def _agent_items(
@@ -144,27 +163,24 @@ def _agent_items(
     max_age, max_count = retention.archives_max_age, retention.archives_max_count
     if max_age is not None or max_count is not None:
         newest_first = sorted(agent.archives, key=lambda a: (a.when, a.path), reverse=True)
+        total = len(newest_first)
         for rank, archive in enumerate(newest_first, start=1):
             if max_age is not None and now - archive.when > max_age:
-                detail = _age_detail(archive, now, max_age)
-                yield _item(archive, Rule.ARCHIVES_MAX_AGE, detail, holds)
+                held = _held_by(archive, holds)
+                yield PlanItem(archive, Rule.ARCHIVES_MAX_AGE, now, max_age, held)
             elif max_count is not None and rank > max_count:
-                detail = f"archive {rank} of {len(newest_first)}, over the {max_count} kept"
-                yield _item(archive, Rule.ARCHIVES_MAX_COUNT, detail, holds)
+                held = _held_by(archive, holds)
+                yield PlanItem(archive, Rule.ARCHIVES_MAX_COUNT, now, max_count, held, rank, total)
     idle = retention.idle_memory_max_age
     if idle is not None:
         for memory in agent.memory:
             if now - memory.when > idle:
-                detail = f"not written for {_span(now - memory.when)}, over {format_duration(idle)}"
-                yield _item(memory, Rule.IDLE_MEMORY_MAX_AGE, detail, holds)
-
-
-def _item(artefact: Artefact, rule: Rule, detail: str, holds: HoldSet) -> PlanItem:
-    return PlanItem(artefact, rule, detail, _held_by(artefact, holds))
+                held = _held_by(memory, holds)
+                yield PlanItem(memory, Rule.IDLE_MEMORY_MAX_AGE, now, idle, held)
 
 
 def _held_by(artefact: Artefact, holds: HoldSet) -> tuple[str, ...]:
-    if artefact.kind not in _HOLDABLE:
+    if artefact.kind not in _HOLDABLE or not (holds.agents or holds.subjects):
         return ()
     ids = holds.for_agent(artefact.agent)
     if holds.has_subject_holds:
@@ -173,14 +189,6 @@ def _held_by(artefact: Artefact, holds: HoldSet) -> tuple[str, ...]:
         else:
             ids += holds.for_subjects(sorted(artefact.subjects))
     return ids
-
-
-def _age_detail(artefact: Artefact, now: _dt.datetime, limit: _dt.timedelta) -> str:
-    source = "named" if artefact.named_at is not None else "modified"
-    return (
-        f"{source} {artefact.when:%Y-%m-%d %H:%M:%S}, {_span(now - artefact.when)} old, "
-        f"over {format_duration(limit)}"
-    )
 
 
 def _span(delta: _dt.timedelta) -> str:

@@ -146,7 +146,7 @@ def _rel(workspace: Path, path: Path) -> str:
         return str(path)
 
 
-def _entries(folder: Path) -> list[os.DirEntry[str]]:
+def _entries(folder: str | Path) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(folder) as it:
             return sorted((e for e in it if not is_hidden(e.name)), key=lambda e: e.name)
@@ -168,15 +168,17 @@ def _agent(
 ) -> AgentState:
     base = f"{AGENTS_DIR}/{name}/"
     store = agent_store(folder, factory) if read_subjects else None
-    subjects: Callable[[Path, FileKind], frozenset[str] | None] = (
-        (lambda p, k: artefact_subjects(p, k, store)) if read_subjects else (lambda p, k: None)
+    subjects: Callable[[str, FileKind], frozenset[str] | None] = (
+        (lambda p, k: artefact_subjects(Path(p), k, store))
+        if read_subjects
+        else (lambda p, k: None)  # no subject hold: no file is read
     )
     memory: list[Artefact] = []
     archives: list[Artefact] = []
     try:
         for entry in _entries(folder):
             if entry.name == ARCHIVE_DIR and entry.is_dir(follow_symlinks=False):
-                for item in _entries(Path(entry.path)):
+                for item in _entries(entry.path):
                     found = classify_archive(item.name)
                     if found is None or not item.is_file(follow_symlinks=False):
                         continue
@@ -190,7 +192,7 @@ def _agent(
                             local_time(st.st_mtime),
                             named_at,
                             name,
-                            subjects(Path(item.path), kind),
+                            subjects(item.path, kind),
                             ident=(st.st_ino, st.st_mtime_ns),
                         )
                     )
@@ -207,7 +209,7 @@ def _agent(
                     local_time(st.st_mtime),
                     None,
                     name,
-                    subjects(Path(entry.path), file_kind),
+                    subjects(entry.path, file_kind),
                     ident=(st.st_ino, st.st_mtime_ns),
                 )
             )
