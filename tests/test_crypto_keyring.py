@@ -162,3 +162,25 @@ def test_in_memory_provider_calls_are_cached(tmp_path: Path) -> None:
         keyring.current(AGENT, "a")
     unwraps = [c for c in provider.calls if c[0] == "unwrap"]
     assert len(unwraps) <= 2  # index key + data key, once each
+
+
+def test_a_store_that_remembered_a_key_writes_under_the_new_one_after_shredding(
+    workspace: Path, tmp_path: Path
+) -> None:
+    keyring = make_keyring(tmp_path / "kr")
+    store = _store(workspace, keyring)
+    store.append(_block("before", "alice"))  # the store now remembers alice's key
+    make_keyring(keyring.folder).shred_subject("alice")  # another process
+    store.append(_block("after", "alice"))
+    text = _store(workspace, make_keyring(keyring.folder)).read_memory()
+    assert text == _header() + _block("after", "alice")
+
+
+def test_epoch_grows_with_every_key_change_seen_by_every_keyring(tmp_path: Path) -> None:
+    one, two = make_keyring(tmp_path / "kr"), make_keyring(tmp_path / "kr")
+    one.current(SUBJECT, "s")
+    start = two.epoch()
+    one.shred_subject("s")
+    assert two.epoch() == start + 1
+    one.current(SUBJECT, "s")  # a new generation after shredding
+    assert two.epoch() == start + 2

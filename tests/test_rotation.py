@@ -177,3 +177,15 @@ def test_reencrypt_drops_frames_of_shredded_subjects(workspace: Path) -> None:
     assert report.frames_dropped == 1
     data = store.memory_path.read_bytes()
     assert len(scan(data, None).frames) == 2  # header + "keep"
+
+
+def test_a_live_store_keeps_writing_readable_frames_across_a_reencryption(workspace: Path) -> None:
+    folder = workspace / ".governed_memory" / "keyring"
+    live = _store(workspace, make_keyring(folder, OLD), "A")
+    live.append(_block("before", "s"))  # remembers generation 1 of both keys
+    rotate(workspace, make_keyring(folder, KeyChain(NEW, OLD)), reencrypt_data=True)
+    live.keyring.provider = KeyChain(NEW, OLD)  # the process was restarted with both keys
+    live.append(_block("after", "s"))
+    assert _generations(workspace) == {(2, 0), (2, 2)}  # nothing under a retired generation
+    fresh = _store(workspace, make_keyring(folder, NEW), "A")
+    assert fresh.read_memory() == _header() + _block("before", "s") + _block("after", "s")
