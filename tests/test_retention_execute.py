@@ -178,6 +178,25 @@ def test_kill_9_mid_purge_then_resume(workspace: Path, tmp_path: Path) -> None:
     assert again.total_deleted == 0 and again.resumed is None
 
 
+def test_interrupted_purge_of_another_policy_version_is_dropped(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """An admin who changed the policy after a crash gets the new policy, not the old plan."""
+    populate(workspace, agents=5, compactions=4)
+    script = tmp_path / "killer.py"
+    script.write_text(KILLER)
+    assert subprocess.run([sys.executable, str(script), str(workspace), "8"]).returncode == -9
+    left = archives(workspace)
+    relaxed = Policy.model_validate(
+        {"policy": {"version": "2"}, "retention": {"archives_max_age": "forever"}}
+    )
+    gov = Governance(workspace=workspace, policy=relaxed, clock=FixedClock(dt.datetime(2026, 3, 1)))
+    report = Retention(gov).purge()
+    assert report.discarded is not None and report.resumed is None
+    assert report.total_deleted == 0 and archives(workspace) == left
+    assert Retention(gov).pending() is None
+
+
 def _journal(r: Retention, now: dt.datetime) -> Journal:
     policy = r.governance.policy
     footer = write_journal(r.purge_dir, {"id": "test"}, iter_plan(r.scan(), policy.retention, now))

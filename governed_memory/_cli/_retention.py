@@ -195,6 +195,11 @@ def _report_table(report: PurgeReport) -> None:
         )
     if report.resumed:
         lines.append(f"finished the interrupted purge {report.resumed} first")
+    if report.discarded:
+        lines.append(
+            f"dropped the interrupted purge {report.discarded}: it was planned under another "
+            "policy version"
+        )
     if report.purge_id:
         lines.append(f"purge id: {report.purge_id}")
     click.echo("\n".join(lines))

@@ -37,6 +37,7 @@ from ._state import WorkspaceState
 
 if TYPE_CHECKING:
     from .._governance import Governance
+    from .._policy import Policy
 
 __all__ = ["PurgeInProgressError", "PurgeReport", "Retention", "audit_dir_of", "to_local"]
 
@@ -67,7 +68,8 @@ class PurgeReport:
     ``deleted`` and ``held`` count artefacts per rule. ``gone`` were already
     deleted (by an interrupted run or someone else), ``changed`` were written
     again after planning, ``failed`` could not be deleted (``errors`` says
-    which). ``resumed`` is the id of an interrupted purge finished first.
+    which). ``resumed`` is the id of an interrupted purge finished first;
+    ``discarded`` the id of one dropped because the policy changed since.
     """
 
     purge_id: str | None
@@ -84,6 +86,7 @@ class PurgeReport:
     failed: int = 0
     errors: tuple[str, ...] = ()
     resumed: str | None = None
+    discarded: str | None = None
     pending_journal: int = 0
     plan: Plan | None = field(default=None, repr=False, compare=False)
 
@@ -114,6 +117,7 @@ class PurgeReport:
             "failed": self.failed,
             "errors": list(self.errors),
             "resumed": self.resumed,
+            "discarded": self.discarded,
             "pending_journal_entries": self.pending_journal,
         }
 
@@ -256,13 +260,19 @@ class Retention:
         lock = _PurgeLock(self.purge_dir, g.workspace)
         tally = Tally()
         resumed: str | None = None
+        discarded: str | None = None
         try:
             if g.governance_dir.is_dir():
                 lock.acquire()
                 journal = Journal.find(self.purge_dir)
-                if journal is not None:
+                if journal is not None and _same_policy(journal, g.policy):
                     resumed = str(journal.header.get("id"))
                     self._executor().run(journal, tally, on_progress)
+                    journal.remove()
+                elif journal is not None:
+                    # Planned under another policy (the admin changed it since the
+                    # crash): its rest is not what the policy in force requires.
+                    discarded = str(journal.header.get("id"))
                     journal.remove()
             purge_id = _new_id(g.clock.now())
             header = {
@@ -278,7 +288,7 @@ class Retention:
             current = Journal(self.purge_dir) if footer["end"] else None
             if current is not None:
                 self._executor().run(current, tally, on_progress)
-            report = self._report(purge_id, now, tally, resumed)
+            report = self._report(purge_id, now, tally, resumed, discarded)
             if current is not None or resumed:
                 self._receipt(report)
             if current is not None:
@@ -318,7 +328,12 @@ class Retention:
         )
 
     def _report(
-        self, purge_id: str, now: _dt.datetime, tally: Tally, resumed: str | None
+        self,
+        purge_id: str,
+        now: _dt.datetime,
+        tally: Tally,
+        resumed: str | None,
+        discarded: str | None,
     ) -> PurgeReport:
         g = self.governance
         return PurgeReport(
@@ -336,6 +351,7 @@ class Retention:
             failed=tally.failed,
             errors=tuple(tally.errors),
             resumed=resumed,
+            discarded=discarded,
         )
 
     def _receipt(self, report: PurgeReport) -> None:
@@ -350,6 +366,11 @@ class Retention:
             )
         except OSError as exc:
             raise StorageError(f"cannot write the purge receipt in {folder}: {exc}") from exc
+
+
+def _same_policy(journal: Journal, policy: Policy) -> bool:
+    header = journal.header
+    return (header.get("policy_id"), header.get("policy_version")) == (policy.id, policy.version)
 
 
 def _lock_before_deleting(items: Iterable[PlanItem], lock: _PurgeLock) -> Iterator[PlanItem]:
