@@ -191,19 +191,28 @@ DEMO_TURNS: tuple[tuple[str, str], ...] = (
 )
 
 
+DEMO_SUMMARY_TOKENS = 150
+"""Budget of the demo's summary (small, so the compression shows)."""
+
+
 def _demo_summary(conversation: Conversation) -> str:
     """The text the demo compacts ``conversation`` into.
 
-    A fixed summary of :data:`DEMO_TURNS` for now; the compression layer
-    replaces this with its local (offline) summarizer.
+    What ``ContextCompressor`` writes: its prefix and a summary of the turns
+    by the offline ``local/extractive`` summarizer (no model, no network).
     """
-    del conversation  # a real summarizer reads conversation.return_history_as_string()
-    return (
-        "Dana Reyes asked to move standing order SO-4471 (Harbour Lettings Ltd, "
-        "950.00 EUR) from the 1st to the 28th of each month; done, effective next "
-        "month. Open item: remind her in February that the amount rises to "
-        "990.00 EUR in March."
+    from .._compressor import SUMMARY_PREFIX
+    from .._summarizers import ExtractiveSummarizer, Transcript
+
+    transcript = Transcript(
+        text=conversation.return_history_as_string(),
+        messages=conversation.conversation_history[1:],  # without the system prompt
+        user_role=DEMO_USER,
     )
+    summary = ExtractiveSummarizer().summarize(
+        transcript, max_tokens=DEMO_SUMMARY_TOKENS, temperature=None
+    )
+    return SUMMARY_PREFIX + summary
 
 
 def _short(text: str, limit: int = 72) -> str:
@@ -294,16 +303,22 @@ def _run_demo(console: Console, workspace: Path, temporary: bool, policy_given: 
         console,
         2,
         "Compaction: the history becomes a summary, the raw log is archived",
+        "The offline local/extractive summarizer condenses the turns (no model, no network). "
         "compact() first writes the old MEMORY.md to archive/ (fsynced), then atomically "
         "replaces MEMORY.md with a fresh header and the summary.",
     )
+    tokens_before = conversation.token_count
     summary = _demo_summary(conversation)
     conversation.compact(summary)
     store = conversation.store
     archives = store.list_archives() if store is not None else []
     for archive in archives:
         console.print(Text(f"archived  {archive.relative_to(path.parent)}"))
-    console.print(Text(f"summary   {_short(summary, 68)}"))
+    body = summary.split("\n\n", 1)[-1]  # without the compressor's prefix
+    console.print(Text(f"summary   {_short(body, 68)}"))
+    console.print(
+        Text(f"tokens    {tokens_before} -> {conversation.token_count} (counted offline, tiktoken)")
+    )
     conversation.memory_md_path = None  # release the descriptors of session 1
 
     # 3. Session two: a new Conversation preloads the memory.

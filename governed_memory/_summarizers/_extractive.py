@@ -10,7 +10,7 @@ three parts, in this order, within ``max_tokens`` (counted with tiktoken):
 2. ``Key points from earlier turns:``: the most informative sentences of the
    other turns, in their original order. A sentence scores the sum of the
    inverse document frequency (over all sentences) of its distinct words,
-   divided by the square root of its length; numbers count double, names
+   divided by the square root of its length in tokens; numbers count double, names
    (capitalised words inside a sentence) and words such as *error*, *failed*,
    *decided*, *must* count 1.5 times, and later sentences get up to 25% more.
    Exact repeats are kept once; filler (fewer than two content words and
@@ -140,7 +140,7 @@ def _informative(sentence: str) -> bool:
     return len(terms) >= 2 or any(weight > 1.0 for _, weight in terms)
 
 
-def _scores(sentences: Sequence[_Sentence]) -> list[float]:
+def _scores(sentences: Sequence[_Sentence], count: Callable[[str], int]) -> list[float]:
     term_lists = [_terms(s.text) for s in sentences]
     df: Counter[str] = Counter()
     for terms in term_lists:
@@ -153,7 +153,9 @@ def _scores(sentences: Sequence[_Sentence]) -> list[float]:
             best[term] = max(best.get(term, 0.0), weight)
         idf_sum = sum(w * (math.log((1 + n) / (1 + df[t])) + 1.0) for t, w in best.items())
         recency = 1.0 + 0.25 * (s.position / max(n - 1, 1))
-        scores.append(idf_sum / math.sqrt(len(terms) + 1) * recency)
+        # Divided by the square root of its length in tokens: long, punctuation-heavy
+        # text (JSON, logs) pays for the budget it would take.
+        scores.append(idf_sum / math.sqrt(count(s.text) + 1) * recency)
     return scores
 
 
@@ -224,7 +226,7 @@ class ExtractiveSummarizer:
                     continue
                 seen.add(key)
                 sentences.append(_Sentence(len(sentences), role, text))
-        scores = _scores(sentences)
+        scores = _scores(sentences, count)
         ranked = sorted(range(len(sentences)), key=lambda i: (-scores[i], -i))
 
         fixed = _render(task, [], latest)
