@@ -589,3 +589,80 @@ def test_telemetry_emit_marks_errors() -> None:
     Telemetry(provider).emit("x", {"a": 1}, error="boom")
     (span,) = exporter.get_finished_spans()
     assert span.status.status_code is StatusCode.ERROR and span.status.description == "boom"
+
+
+# -- every wired operation, end to end ------------------------------------------------------
+
+
+def test_every_wired_operation_reaches_spans_and_the_log_without_canaries(
+    workspace: Path, tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """Write, preload, compaction, archive, consent, holds, export, erasure, key rotation,
+    decryption failure and purge, each through the layer that owns it."""
+    from governed_memory import Retention, erase, export_subject
+    from governed_memory._errors import DecryptionError
+    from governed_memory._rotation import rotate_master_key
+
+    master = base64.b64encode(bytes(range(32))).decode()
+    policy = Policy.model_validate(
+        {
+            "audit": {"enabled": True},
+            "encryption": {"enabled": True},
+            "retention": {"exports_max_age": "1d"},
+        }
+    )
+    gov = Governance(
+        workspace=workspace,
+        policy=policy,
+        settings=Settings(audit_key=KEY_TEXT, master_key=master),
+        clock=FixedClock(dt.datetime(2026, 11, 30, 10, 0), tick=dt.timedelta(seconds=1)),
+        tracer_provider=provider,
+    )
+    path = memory_md_path("Ops", workspace)
+    gov.grant(SUBJECT, "persist", actor=ACTOR)
+    conv = Conversation(name="c", memory_md_path=path, governance=gov, subject_id=SUBJECT)
+    conv.add("User", f"my secret is {CONTENT}")
+    conv.compact(f"summary: {SUMMARY}")
+    Conversation(name="c", memory_md_path=path, governance=gov, subject_id=SUBJECT)
+    retention = Retention(gov)
+    hold = retention.holds.place(subject=SUBJECT, reason="case", actor=ACTOR)
+    retention.holds.release(hold_id=hold.id, actor=ACTOR)
+    export_subject(gov, SUBJECT, tmp_path / "export")
+    rotate_master_key(gov.keyring)
+    retention.purge()
+    erase(gov, subject=SUBJECT, actor=ACTOR)
+    gov.withdraw(SUBJECT, "persist", actor=ACTOR)
+    encrypted = next(path.parent.glob("MEMORY.md*"))
+    data = bytearray(encrypted.read_bytes())
+    data[-5] ^= 0xFF
+    encrypted.write_bytes(bytes(data))
+    with pytest.raises(DecryptionError):
+        Conversation(name="c", memory_md_path=path, governance=gov)
+
+    folder = audit_log_dir(policy, workspace)
+    events = {e.event for e in AuditLog(folder, KEY).entries()}
+    wired = {
+        "policy.load",
+        "persist",
+        "preload",
+        "compact",
+        "archive",
+        "consent.grant",
+        "consent.withdraw",
+        "hold.place",
+        "hold.release",
+        "export",
+        "erase",
+        "keys.create",
+        "keys.rotate",
+        "purge",
+        "decrypt",
+    }
+    assert wired <= events, wired - events
+    span_events = {attrs(s)["governed_memory.event"] for s in exporter.get_finished_spans()}
+    assert wired <= span_events
+    text = _everything(exporter, workspace, folder)
+    for canary in (CONTENT, SUMMARY, SUBJECT, ACTOR):
+        assert canary not in text, canary
+    report = verify_log(folder, KEY)
+    assert report.ok, [str(f) for f in report.findings]
