@@ -287,3 +287,29 @@ def test_a_waiting_scheduler_takes_over_when_the_leader_is_killed(
             proc.wait()
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def test_scheduler_run_without_a_schedule_fails_with_the_fix(workspace: Path) -> None:
+    from click.testing import CliRunner
+
+    from governed_memory._cli import main
+
+    result = CliRunner().invoke(main, ["--workspace", str(workspace), "scheduler", "run"])
+    assert result.exit_code == 1
+    assert "schedule.purge_cron" in result.stderr and "schedule.purge_interval" in result.stderr
+
+
+def test_scheduler_status_json(workspace: Path, policy_file: Path) -> None:
+    from click.testing import CliRunner
+
+    from governed_memory._cli import main
+
+    write_last_success(workspace, dt.datetime(2026, 1, 1, 3, 0))
+    args = ["--workspace", str(workspace), "--policy", str(policy_file), "scheduler", "status"]
+    result = CliRunner().invoke(main, [*args, "--json"])
+    assert result.exit_code == 0
+    status = json.loads(result.stdout)
+    assert status["schedule"] == "every 1d" and status["timezone"] == "UTC"
+    assert status["last_success"].startswith("2026-01-01T03:00:00")
+    assert status["overdue"] is True and status["leader_pid"] is None
+    assert "every 1d" in CliRunner().invoke(main, args).stdout
