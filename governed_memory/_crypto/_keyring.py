@@ -49,10 +49,11 @@ from ._frames import NO_SUBJECT, FrameKey
 from ._observer import CryptoObserver, NullObserver
 from ._providers import KEY_BYTES, KeyProvider, RandomSource, hkdf
 
-__all__ = ["AGENT", "SUBJECT", "DataKey", "Entry", "Keyring"]
+__all__ = ["AGENT", "PURPOSE", "SUBJECT", "DataKey", "Entry", "Keyring"]
 
 AGENT = "agent"
 SUBJECT = "subject"
+PURPOSE = "purpose"  # a governance layer's records (see _sealed.py)
 KEYRING_FORMAT = 1
 META_FILE = "keyring.json"
 KEYS_DIR = "keys"
@@ -391,7 +392,7 @@ class Keyring:
         with self._mutex:
             cached = self._refresh(ref)
             if cached.entry is None:
-                entry = Entry(kind, ref, name if kind == AGENT else None, current=1)
+                entry = Entry(kind, ref, None if kind == SUBJECT else name, current=1)
                 self._new_generation(entry, 1)
                 ensure_private_dir(self.keys_dir)
                 try:

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ._keyring import AGENT, META_FILE, Keyring
+from ._keyring import META_FILE, Keyring
 
 __all__ = ["KeyStatus", "KeyringStatus", "keyring_status"]
 
@@ -81,7 +81,7 @@ def keyring_status(keyring: Keyring, workspace: Path) -> KeyringStatus:
     for _, entry in keyring.entries():
         name = (
             entry.label
-            if entry.kind == AGENT and entry.label
+            if entry.kind != "subject" and entry.label
             else f"{entry.kind}:{entry.ref.hex()[:12]}"
         )
         gens = sorted(entry.keys)
