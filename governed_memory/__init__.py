@@ -23,15 +23,30 @@ from ._clock import Clock, FixedClock, SystemClock
 from ._compressor import Backoff, ContextCompressor
 from ._consent import ConsentEvent, ConsentRegistry
 from ._conversation import Conversation
+from ._crypto import (
+    InMemoryKeyProvider,
+    KeyChain,
+    KeyProvider,
+    Keyring,
+    LocalKeyProvider,
+    generate_master_key,
+)
+from ._crypto._sealed import RecordSealer
+from ._crypto._status import KeyringStatus, keyring_status
 from ._errors import (
     AuditVerificationError,
     AuditWriteError,
     ConfigurationError,
     ConsentRequiredError,
+    DecryptionError,
     EmptySummaryError,
     FormatVersionError,
     GovernedMemoryError,
+    IntegrityError,
     InvalidAgentNameError,
+    KeyProviderError,
+    KeyShreddedError,
+    KeyUnavailableError,
     ModelCallError,
     NotFoundError,
     StorageError,
@@ -51,6 +66,7 @@ from ._governance import (
 )
 from ._holds import Hold, HoldNotFoundError, HoldRegistry, HoldSet
 from ._inspect import AgentInfo, StoredRecord, agent_info, agent_names, agent_records, list_agents
+from ._migration import MigrationReport, decrypt_workspace, encrypt_workspace
 from ._policy import Policy, PolicyError, ResolvedPolicy, load_policy, resolve_policy
 from ._retention import (
     AgentState,
@@ -64,9 +80,12 @@ from ._retention import (
     WorkspaceState,
 )
 from ._retention import plan as plan_retention
+from ._rotation import RotationReport
+from ._rotation import rotate as rotate_keys
 from ._scheduler import PurgeScheduler, start_scheduler
 from ._settings import Settings
 from ._stores import AgentStore, PlaintextAgentStore
+from ._stores._encrypted import EncryptedAgentStore, encrypted_store_factory
 from ._subjects import (
     ErasedDuringCompactionError,
     ErasureBlockedError,
@@ -114,7 +133,9 @@ __all__ = [
     "ContextCompressor",
     "Conversation",
     "Decision",
+    "DecryptionError",
     "EmptySummaryError",
+    "EncryptedAgentStore",
     "ErasedDuringCompactionError",
     "ErasureBlockedError",
     "ErasureReceipt",
@@ -132,9 +153,20 @@ __all__ = [
     "HoldNotFoundError",
     "HoldRegistry",
     "HoldSet",
+    "InMemoryKeyProvider",
+    "IntegrityError",
     "InvalidAgentNameError",
+    "KeyChain",
+    "KeyProvider",
+    "KeyProviderError",
+    "KeyShreddedError",
+    "KeyUnavailableError",
+    "Keyring",
+    "KeyringStatus",
     "LiteLLMSummarizer",
+    "LocalKeyProvider",
     "MemoryFile",
+    "MigrationReport",
     "ModelCallError",
     "NotFoundError",
     "NullAuditSink",
@@ -148,8 +180,10 @@ __all__ = [
     "PurgeReport",
     "PurgeScheduler",
     "Record",
+    "RecordSealer",
     "ResolvedPolicy",
     "Retention",
+    "RotationReport",
     "Rule",
     "ScheduledErasure",
     "Settings",
@@ -170,11 +204,16 @@ __all__ = [
     "cancel_scheduled_erasure",
     "configure_otlp",
     "counter_for",
+    "decrypt_workspace",
+    "encrypt_workspace",
+    "encrypted_store_factory",
     "erase",
     "erasure_receipts",
     "export_agent",
     "export_subject",
     "generate_audit_key",
+    "generate_master_key",
+    "keyring_status",
     "list_agents",
     "load_policy",
     "memory_md_path",
@@ -183,6 +222,7 @@ __all__ = [
     "resolve_policy",
     "resolve_workspace",
     "resume_erasures",
+    "rotate_keys",
     "run_due_erasures",
     "schedule_erasure",
     "start_scheduler",
