@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,7 @@ FORMAT_VERSION = 1
 GENESIS = "0" * 64
 """The ``prev`` of the first entry ever written to a log."""
 
+_TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
 _FIELDS = frozenset({"v", "seq", "ts", "event", "attrs", "kid", "prev", "hash", "mac"})
 
 
@@ -107,6 +109,12 @@ class AuditEntry:
     def mac_ok(self, key: AuditKey) -> bool:
         """Whether ``mac`` authenticates the body under ``key``."""
         return key.verify_mac(canonical(self.body()), self.mac)
+
+    def check(self, key: AuditKey | None) -> tuple[bool, bool]:
+        """``(intact, authentic)`` in one pass: hash and bytes match; and the MAC under ``key``."""
+        data = canonical(self.body())
+        intact = hashlib.sha256(data).hexdigest() == self.hash and self.canonical_ok()
+        return intact, intact and key is not None and key.verify_mac(data, self.mac)
 
 
 def seal(
@@ -183,10 +191,8 @@ def parse_entry(line: bytes) -> AuditEntry:
         value = raw[name]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise EntryFormatError(f"field {name!r} is {type(value).__name__}, not {kind.__name__}")
-    try:
-        _dt.datetime.strptime(raw["ts"], "%Y-%m-%dT%H:%M:%S.%fZ")
-    except ValueError:
-        raise EntryFormatError(f"ts {raw['ts']!r} is not a UTC timestamp") from None
+    if not _TS.match(raw["ts"]):
+        raise EntryFormatError(f"ts {raw['ts']!r} is not a UTC timestamp")
     return AuditEntry(
         seq=raw["seq"],
         ts=raw["ts"],

@@ -165,8 +165,7 @@ class _Walk:
     by_seq: dict[int, str] = field(default_factory=dict)
 
     def authentic(self, entry: AuditEntry) -> bool:
-        key = self.keys.get(entry.kid)
-        return key is not None and entry.hash_ok() and entry.canonical_ok() and entry.mac_ok(key)
+        return entry.check(self.keys.get(entry.kid))[1]
 
     def add(self, kind: FindingKind, item: _Item | None, message: str) -> None:
         self.findings.append(
@@ -250,7 +249,9 @@ def verify_log(folder: str | Path, keys: AuditKeyLike | Iterable[AuditKeyLike]) 
     )
     for item in items:
         entry = item.entry
-        if entry is None or not walk.authentic(entry):
+        if entry is None or entry.event not in (AuditEvent.AUDIT_PURGE, AuditEvent.REPAIR):
+            continue
+        if not walk.authentic(entry):
             continue
         if entry.event == AuditEvent.AUDIT_PURGE:
             walk.purges.append(entry)
@@ -326,8 +327,7 @@ def _check_entry(walk: _Walk, index: int, item: _Item) -> bool:
     entry = item.entry
     assert entry is not None
     key = walk.keys.get(entry.kid)
-    hash_ok = entry.hash_ok() and entry.canonical_ok()
-    authentic = key is not None and hash_ok and entry.mac_ok(key)
+    hash_ok, authentic = entry.check(key)
     if walk.exp_seq is None:
         return _check_start(walk, item, key, hash_ok, authentic)
     if item.line == 1 and authentic and entry.event == AuditEvent.SEGMENT:
