@@ -375,3 +375,18 @@ def test_tail_and_entries_read_without_a_key(tmp_path: Path) -> None:
     assert [e.attrs.get("i") for e in log.tail(2)] == [3, 4]
     assert log.tail(0) == []
     assert len(list(log.entries())) == 6
+
+
+def test_a_log_emptied_under_a_live_writer_is_recorded(tmp_path: Path) -> None:
+    log = make_log(tmp_path)
+    for _ in range(3):
+        log.append("persist", {"outcome": "ok"})
+    for path in tmp_path.iterdir():
+        path.unlink()
+    entry = log.append("persist", {"outcome": "ok"})
+    gap = next(e for e in log.entries() if e.event == AuditEvent.DISCONTINUITY)
+    assert gap.attrs["reason_code"] == "log_missing" and gap.attrs["head_seq"] == 4
+    assert entry.seq == gap.seq + 1 == 6
+    report = verify_log(tmp_path, KEY)
+    assert [f.kind for f in report.findings] == ["removed"]
+    assert "seq 2..4" in report.findings[0].message

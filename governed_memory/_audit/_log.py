@@ -307,6 +307,7 @@ class AuditLog:
         self._head_fd: int | None = None
         self._head_ident: tuple[int, int] | None = None
         self._tail: _Tail | None = None
+        self._seen: Head | None = None  # the newest entry this object wrote or read
 
     @property
     def folder(self) -> Path:
@@ -423,6 +424,7 @@ class AuditLog:
         self._forget_tail()
         tail = self._resync(head_fd, head_bytes)
         self._tail = tail
+        self._remember(tail)
         return tail
 
     def _open_segment(self, tail: _Tail, name: str) -> None:
@@ -503,6 +505,10 @@ class AuditLog:
             self._write_head(head_fd, tail)
         return tail
 
+    def _remember(self, tail: _Tail) -> None:
+        if tail.last is not None and tail.segment is not None:
+            self._seen = Head(tail.last.seq, tail.last.hash, tail.segment, "")
+
     def _drop_empty_segments(self, segments: list[SegmentInfo]) -> list[SegmentInfo]:
         # A segment is created complete with its anchor; an empty file is only
         # left by a crash on a filesystem without hard links. It holds nothing.
@@ -526,6 +532,10 @@ class AuditLog:
         if head is not None and not head.mac_ok(self._key):
             return ("head_unauthenticated", None) if tail.last else None
         last = tail.last
+        seen = self._seen
+        if last is None and head is None and seen is not None:
+            # The whole log vanished (folder emptied or replaced) under a live writer.
+            return "log_missing", seen
         if head is None:
             return ("head_missing", None) if last is not None else None
         if last is None:
@@ -595,6 +605,7 @@ class AuditLog:
             return
         data = _encode_head(self._key, tail.last.seq, tail.last.hash, tail.segment)
         os.pwrite(head_fd, data, 0)
+        self._remember(tail)
         if os.fstat(head_fd).st_size > HEAD_SIZE:
             os.ftruncate(head_fd, HEAD_SIZE)
         tail.head_bytes = data
