@@ -332,7 +332,10 @@ class AuditLog:
             except FileNotFoundError:
                 pass
             self._drop()
+        missing = [p for p in (self._folder, *self._folder.parents[:2]) if not p.exists()]
         ensure_private_dir(self._folder)
+        for created in missing:  # make new folders' entries durable in their parents
+            fsync_dir(created.parent)
         fd = open_private(self.head_path, os.O_RDWR | os.O_CREAT)
         st = os.fstat(fd)
         self._head_fd, self._head_ident = fd, (st.st_dev, st.st_ino)
