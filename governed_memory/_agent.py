@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._clock import Clock
 from ._compressor import ContextCompressor
-from ._conversation import Conversation
+from ._conversation import Conversation, _check_role
 from ._errors import ConfigurationError, ModelCallError
 from ._llm import ChatReply, Completion, chat_completion
 from ._names import validate_agent_name
@@ -162,7 +162,13 @@ class Agent:
         self.retry_attempts = _positive_int("retry_attempts", retry_attempts)
         if max_tokens is not None:
             _positive_int("max_tokens", max_tokens)
-        self.user_name = user_name
+        self.user_name = _check_role(user_name)
+        if temperature is not None and (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, int | float)
+            or not temperature >= 0
+        ):
+            raise ConfigurationError(f"temperature={temperature!r} must be None or a number >= 0")
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.api_base = api_base

@@ -342,6 +342,9 @@ def test_bad_max_loops_is_refused(max_loops: Any, workspace: Path) -> None:
         ("retry_attempts", 0),
         ("max_tokens", -5),
         ("model_name", " "),
+        ("temperature", -0.5),
+        ("user_name", "Hu\nman"),
+        ("user_name", ""),
     ],
 )
 def test_bad_arguments_are_refused(key: str, value: Any, workspace: Path) -> None:
