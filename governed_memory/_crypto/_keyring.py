@@ -23,7 +23,6 @@ import fcntl
 import hashlib
 import hmac
 import json
-import mmap
 import os
 import struct
 import threading
@@ -39,12 +38,13 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from .._clock import Clock, SystemClock
 from .._errors import (
     DecryptionError,
-    FormatVersionError,
     IntegrityError,
     KeyProviderError,
     KeyUnavailableError,
 )
 from .._fsutil import atomic_write, ensure_private_dir, link_exclusive
+from ._entry import KEYRING_FORMAT, Entry, Version, ident, load_json
+from ._epoch import ChangeCounter
 from ._frames import NO_SUBJECT, FrameKey
 from ._observer import CryptoObserver, NullObserver
 from ._providers import KEY_BYTES, KeyProvider, RandomSource, hkdf
@@ -54,18 +54,12 @@ __all__ = ["AGENT", "PURPOSE", "SUBJECT", "DataKey", "Entry", "Keyring"]
 AGENT = "agent"
 SUBJECT = "subject"
 PURPOSE = "purpose"  # a governance layer's records (see _sealed.py)
-KEYRING_FORMAT = 1
 META_FILE = "keyring.json"
 KEYS_DIR = "keys"
 REF_BYTES = 16
 _MAX_CACHED = 100_000  # refs remembered per process (names -> HMAC), bounded
 _U32 = struct.Struct(">I")
-_U64 = struct.Struct(">Q")
 EPOCH_FILE = "epoch"
-
-
-Version = tuple[int, int, int, int] | None
-"""An entry file's identity on disk (inode, mtime, ctime, size); None: no file."""
 
 
 @dataclass(frozen=True)
@@ -75,72 +69,6 @@ class DataKey:
     ref: bytes
     gen: int
     key: bytes = field(repr=False)
-
-
-@dataclass
-class Entry:
-    """A keyring entry as stored: the wrapped generations of one data key."""
-
-    kind: str
-    ref: bytes
-    label: str | None
-    current: int
-    shredded_through: int = 0
-    shredded_at: str | None = None
-    keys: dict[int, dict[str, str]] = field(default_factory=dict)
-
-    def to_json(self) -> bytes:
-        doc = {
-            "format": KEYRING_FORMAT,
-            "kind": self.kind,
-            "ref": self.ref.hex(),
-            "label": self.label,
-            "current": self.current,
-            "shredded_through": self.shredded_through,
-            "shredded_at": self.shredded_at,
-            "keys": {str(gen): wrapped for gen, wrapped in sorted(self.keys.items())},
-        }
-        return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("ascii")
-
-    @classmethod
-    def from_json(cls, data: bytes, path: Path) -> Entry:
-        doc = _load_json(data, path)
-        try:
-            return cls(
-                kind=str(doc["kind"]),
-                ref=bytes.fromhex(doc["ref"]),
-                label=doc["label"],
-                current=int(doc["current"]),
-                shredded_through=int(doc["shredded_through"]),
-                shredded_at=doc["shredded_at"],
-                keys={int(g): dict(w) for g, w in doc["keys"].items()},
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise IntegrityError(path) from exc
-
-    @property
-    def shredded(self) -> bool:
-        """Whether the current generation was destroyed (nothing usable is left)."""
-        return self.current <= self.shredded_through
-
-
-def _load_json(data: bytes, path: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads(data)
-    except ValueError as exc:
-        raise IntegrityError(path) from exc
-    if not isinstance(doc, dict):
-        raise IntegrityError(path)
-    if doc.get("format") != KEYRING_FORMAT:
-        raise FormatVersionError(
-            f"keyring file {path} has format {doc.get('format')!r}, this release reads "
-            f"{KEYRING_FORMAT}; use the governed_memory release that wrote it"
-        )
-    return doc
-
-
-def _ident(st: os.stat_result) -> Version:
-    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
 
 @dataclass
@@ -187,7 +115,7 @@ class Keyring:
         self._refs: dict[tuple[str, str], bytes] = {}
         self._paths: dict[bytes, str] = {}
         self._keys_dir_str = os.fspath(self.folder / KEYS_DIR)
-        self._epoch_view: mmap.mmap | None = None
+        self._epoch = ChangeCounter(self.folder / EPOCH_FILE)
         _LIVE.add(self)
 
     def _after_fork(self) -> None:
@@ -250,7 +178,7 @@ class Keyring:
 
     def _read_meta(self) -> dict[str, Any]:
         path = self.folder / META_FILE
-        return _load_json(path.read_bytes(), path)
+        return load_json(path.read_bytes(), path)
 
     def _meta(self, *, create: bool = False) -> dict[str, Any]:
         try:
@@ -354,18 +282,18 @@ class Keyring:
         with self._mutex:
             cached = self._cache.get(ref)
             try:
-                ident: Version = _ident(os.stat(path))
+                version: Version = ident(os.stat(path))
             except FileNotFoundError:
-                ident = None
-            if cached is not None and cached.ident == ident:
+                version = None
+            if cached is not None and cached.ident == version:
                 return cached
             entry = None
-            if ident is not None:
+            if version is not None:
                 with open(path, "rb") as fh:
                     entry = Entry.from_json(fh.read(), Path(path))
             keep = cached.keys if cached is not None else {}
             usable = set(entry.keys) if entry is not None else set()
-            fresh = _Cached(ident, entry, {g: k for g, k in keep.items() if g in usable})
+            fresh = _Cached(version, entry, {g: k for g, k in keep.items() if g in usable})
             self._cache[ref] = fresh
             if cached is not None:
                 self._ciphers = {
@@ -424,37 +352,11 @@ class Keyring:
     # -- the change counter ----------------------------------------------------
 
     def epoch(self) -> int:
-        """A counter every process sees grow when a current key changes.
-
-        Shredding, a new generation and a re-wrap bump it (under the keyring
-        lock, after the entry is replaced). It lives in ``epoch``, mapped
-        shared into memory: reading it costs no system call, which keeps the
-        per-add check (is my remembered key still current?) cheap. Not
-        persisted with fsync: it only has to order changes between live
-        processes. Restart the processes after restoring a keyring from a backup.
-        """
-        view = self._epoch_view
-        if view is None:
-            view = self._map_epoch()
-        return int(_U64.unpack_from(view)[0])
-
-    def _map_epoch(self) -> mmap.mmap:
-        with self._mutex:
-            if self._epoch_view is None:
-                ensure_private_dir(self.folder)
-                fd = os.open(self.folder / EPOCH_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-                try:
-                    if os.fstat(fd).st_size < _U64.size:
-                        os.ftruncate(fd, _U64.size)  # never shrinks: creators may race
-                    self._epoch_view = mmap.mmap(fd, _U64.size, mmap.MAP_SHARED)
-                finally:
-                    os.close(fd)  # the mapping stays valid
-            return self._epoch_view
+        """The keyring's change counter (see :class:`ChangeCounter`)."""
+        return self._epoch.read()
 
     def _bump_epoch(self) -> None:
-        """Advance the change counter (hold :meth:`locked`)."""
-        view = self._epoch_view or self._map_epoch()
-        _U64.pack_into(view, 0, (_U64.unpack_from(view)[0] + 1) % (1 << 64))
+        self._epoch.bump()
 
     def _key(self, ref: bytes, gen: int) -> bytes:
         cached = self._cache[ref]
