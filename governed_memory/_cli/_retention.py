@@ -19,6 +19,7 @@ from .._holds import Hold
 from .._retention import PurgeReport, Retention
 from ._consent import _default_actor
 from ._context import CliContext
+from ._memory import human_size
 from ._render import emit_json, emit_table, json_option
 
 __all__ = ["commands"]
@@ -51,15 +52,6 @@ class _DateTime(_ParamBase):
                 param,
                 ctx,
             )
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
 
 
 @click.command("purge")
@@ -155,7 +147,7 @@ def _plan_table(report: PurgeReport, limit: int) -> None:
         (
             i.rule.value,
             i.artefact.path,
-            _size(i.artefact.size),
+            human_size(i.artefact.size),
             i.detail,
             "held: " + ", ".join(i.held_by) if i.held else "delete",
         )
@@ -185,7 +177,7 @@ def _report_table(report: PurgeReport) -> None:
     lines = [
         f"as of {report.as_of:%Y-%m-%d %H:%M:%S}, policy {report.policy_id} "
         f"v{report.policy_version}",
-        f"bytes {freed}: {report.bytes_freed} ({_size(report.bytes_freed)})",
+        f"bytes {freed}: {report.bytes_freed} ({human_size(report.bytes_freed)})",
     ]
     lines.append(f"held bytes kept: {report.held_bytes}")
     if not report.dry_run:

@@ -347,19 +347,10 @@ def _audit(workspace: Path, folder: Path) -> Iterator[Artefact]:
 
 
 def _last_entry_time(path: Path) -> _dt.datetime | None:
-    from .._audit._entry import EntryFormatError, parse_entry
-    from .._audit._log import reverse_lines
+    from .._audit._log import _last_entry  # the audit log's own reader
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        entry = _last_entry(path)
     except OSError:
         return None
-    try:
-        for _offset, line, _terminated in reverse_lines(fd, os.fstat(fd).st_size):
-            try:
-                return parse_entry(line).time.astimezone().replace(tzinfo=None)
-            except EntryFormatError:
-                continue
-        return None
-    finally:
-        os.close(fd)
+    return entry.time.astimezone().replace(tzinfo=None) if entry is not None else None
