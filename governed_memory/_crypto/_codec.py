@@ -102,9 +102,8 @@ class AgentCodec:
         self.agent = agent
         self.random = random
         self._agent_ref: bytes | None = None
-        # subject -> (keyring epoch, frame key, cipher): the current keys, remembered
-        self._memo: dict[str | None, tuple[int, FrameKey, AESGCM]] = {}
-        self._fixed: dict[FrameKey, bytes] = {}
+        # subject -> (keyring epoch, frame key, cipher, packed key bytes): current keys, remembered
+        self._memo: dict[str | None, tuple[int, FrameKey, AESGCM, bytes]] = {}
 
     @property
     def agent_ref(self) -> bytes:
@@ -121,7 +120,12 @@ class AgentCodec:
         return FrameContext(header, self.agent, name)
 
     def key_for(self, subject_id: str | None) -> tuple[FrameKey, AESGCM]:
-        """The current keys for new data (of ``subject_id``), and their cipher.
+        """The current keys for new data (of ``subject_id``), and their cipher."""
+        _, frame_key, cipher, _ = self._current(subject_id)
+        return frame_key, cipher
+
+    def _current(self, subject_id: str | None) -> tuple[int, FrameKey, AESGCM, bytes]:
+        """(keyring epoch, frame key, cipher, packed key bytes) for new data of ``subject_id``.
 
         The keys are remembered while the keyring's change counter stays the
         same (a rotation or shredding in any process bumps it), so an
@@ -132,7 +136,7 @@ class AgentCodec:
         epoch = keyring.epoch()  # read before the keys, so a change in between is seen next time
         memo = self._memo.get(subject_id)
         if memo is not None and memo[0] == epoch:
-            return memo[1], memo[2]
+            return memo
         agent = keyring.current(AGENT, self.agent)
         checked = {agent.ref}
         if subject_id is None:
@@ -145,17 +149,12 @@ class AgentCodec:
         assert found is not None  # current keys are never shredded
         if len(self._memo) >= _MEMO_SIZE:
             self._memo.clear()
-        self._memo[subject_id] = (epoch, frame_key, found)
-        return frame_key, found
+        memo = self._memo[subject_id] = (epoch, frame_key, found, frame_fixed(frame_key))
+        return memo
 
     def frame(self, context: FrameContext, index: int, text: str, subject_id: str | None) -> bytes:
         """One frame holding ``text`` at ``index``, under the current keys."""
-        frame_key, cipher = self.key_for(subject_id)
-        fixed = self._fixed.get(frame_key)
-        if fixed is None:
-            if len(self._fixed) >= _MEMO_SIZE:
-                self._fixed.clear()
-            fixed = self._fixed[frame_key] = frame_fixed(frame_key)
+        _, _, cipher, fixed = self._current(subject_id)
         nonce = self.random(NONCE_BYTES)
         return seal_frame(cipher, context, index, fixed, text.encode("utf-8"), nonce)
 

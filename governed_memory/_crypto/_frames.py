@@ -78,6 +78,8 @@ NONCE_SIZE = 12
 TAG_SIZE = 16
 _MIN_BODY = _FIXED.size + NONCE_SIZE + TAG_SIZE
 MAX_FRAME = 1 << 30
+_BODY_OVERHEAD = _FIXED.size + NONCE_SIZE  # body bytes besides the sealed plaintext
+_MAX_PLAINTEXT = MAX_FRAME - _BODY_OVERHEAD - TAG_SIZE
 _DOMAIN = b"governed-memory frame v1\x00"
 
 
@@ -194,14 +196,13 @@ def seal_frame(
     cipher: AESGCM, context: FrameContext, index: int, fixed: bytes, plaintext: bytes, nonce: bytes
 ) -> bytes:
     """:func:`encrypt_frame` with the key bytes already packed (the add() hot path)."""
-    sealed = cipher.encrypt(nonce, plaintext, context.prefix + _INDEX.pack(index) + fixed)
-    length = _FIXED.size + NONCE_SIZE + len(sealed)
-    if length > MAX_FRAME:
+    if len(plaintext) > _MAX_PLAINTEXT:
         raise ValueError(
             f"a message of {len(plaintext)} bytes exceeds the {MAX_FRAME}-byte frame limit; "
             "split it into several messages"
         )
-    head = _HEAD.pack(_FRAME_MAGIC, length)
+    sealed = cipher.encrypt(nonce, plaintext, context.prefix + _INDEX.pack(index) + fixed)
+    head = _HEAD.pack(_FRAME_MAGIC, _BODY_OVERHEAD + len(sealed))
     return b"".join((head, _U32.pack(zlib.crc32(head)), fixed, nonce, sealed))
 
 

@@ -278,12 +278,15 @@ class EncryptedAgentStore:
                 try:
                     fd, tail = self._tail_for_append()
                     frame = self.codec.frame
-                    data = b"".join(
-                        [
-                            frame(tail.context, tail.count + offset, piece, subject)
-                            for offset, (piece, subject) in enumerate(pieces)
-                        ]
-                    )
+                    if len(pieces) == 1:  # one block: one frame (always, from a Conversation)
+                        data = frame(tail.context, tail.count, pieces[0][0], pieces[0][1])
+                    else:
+                        data = b"".join(
+                            [
+                                frame(tail.context, tail.count + offset, piece, subject)
+                                for offset, (piece, subject) in enumerate(pieces)
+                            ]
+                        )
                     try:
                         written = os.write(fd, data)
                         if written != len(data):  # short write: finish it (or raise)
