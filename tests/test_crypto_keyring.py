@@ -184,3 +184,9 @@ def test_epoch_grows_with_every_key_change_seen_by_every_keyring(tmp_path: Path)
     assert two.epoch() == start + 1
     one.current(SUBJECT, "s")  # a new generation after shredding
     assert two.epoch() == start + 2
+
+
+def test_shredding_in_a_workspace_that_never_encrypted_anything_is_a_no_op(tmp_path: Path) -> None:
+    keyring = make_keyring(tmp_path / "kr")
+    assert keyring.shred_subject("nobody") == []
+    assert not (tmp_path / "kr").exists()

@@ -119,9 +119,10 @@ class Keyring:
         _LIVE.add(self)
 
     def _after_fork(self) -> None:
-        # A parent thread may have held the mutex at fork time.
+        # A parent thread may have held a lock at fork time.
         self._mutex = threading.RLock()
         self._depth = 0
+        self._epoch = ChangeCounter(self._epoch.path)
 
     # -- files and locking ------------------------------------------------
 
@@ -450,11 +451,13 @@ class Keyring:
         key. Copies of the keyring taken earlier still hold the wrapped key:
         see SECURITY.md.
         """
+        if not self.exists:
+            return []  # nothing was ever encrypted in this workspace
         ref = self.ref(kind, name)
         with self.locked():
             entry = self._refresh(ref).entry
             if entry is None:
-                entry = Entry(kind, ref, name if kind == AGENT else None, current=0)
+                entry = Entry(kind, ref, None if kind == SUBJECT else name, current=0)
             destroyed = sorted(entry.keys)
             entry.keys = {}
             entry.shredded_through = entry.current
