@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import select
 import signal
 import struct
 import time
@@ -56,6 +57,22 @@ def _kill_after(pid: int, seconds: float) -> None:
     time.sleep(seconds)
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
+
+
+def _kill_after_steps(pid: int, fd: int, steps: int, extra: float) -> bytes:
+    """SIGKILL ``pid`` once it has reported ``steps`` progress bytes (or finished), plus
+    ``extra`` seconds; return what it reported."""
+    seen = b""
+    while seen.count(b".") < steps and not seen.endswith(b"d"):
+        ready, _, _ = select.select([fd], [], [], 10)
+        chunk = os.read(fd, 1) if ready else b""
+        if not chunk:
+            break
+        seen += chunk
+    time.sleep(extra)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return seen
 
 
 def _drain(fd: int) -> bytes:
@@ -136,12 +153,16 @@ def test_kill9_during_rotation_and_reencryption_resumes_and_loses_nothing(worksp
         chain = KeyChain(KEYS[round_], *KEYS[:round_])
 
         def work(fd: int, chain: KeyChain = chain, reencrypt: bool = round_ % 2 == 0) -> None:
-            rotate(workspace, make_keyring(folder, chain), reencrypt_data=reencrypt)
+            def step(phase: str, done: int, total: int) -> None:
+                os.write(fd, b".")  # one byte per keyring entry (or agent) finished
+
+            rotate(workspace, make_keyring(folder, chain), reencrypt_data=reencrypt, progress=step)
             os.write(fd, b"done")
 
         pid, read_end = _fork(work)
-        _kill_after(pid, rng.uniform(0.005, 0.15))
-        interrupted += _drain(read_end) != b"done"
+        # Kill after a random number of finished steps, then a random fraction of the next one.
+        reported = _kill_after_steps(pid, read_end, rng.randrange(1, 40), rng.uniform(0, 0.003))
+        interrupted += not (reported + _drain(read_end)).endswith(b"done")
         # Whatever state the kill left, all data still decrypts with the keys in play.
         for agent, records in expected.items():
             store = EncryptedAgentStore(
@@ -150,7 +171,7 @@ def test_kill9_during_rotation_and_reencryption_resumes_and_loses_nothing(worksp
                 keyring=make_keyring(folder, chain),
             )
             assert _contents(store) == records
-    assert interrupted >= 3  # the kills did land mid-rotation
+    assert interrupted >= 5  # the kills did land mid-rotation
     final = KeyChain(KEYS[9], *KEYS[:9])
     rotate(workspace, make_keyring(folder, final), reencrypt_data=True)
     assert not (folder / REENCRYPT_FILE).exists()
