@@ -256,7 +256,7 @@ def test_temperature_and_max_tokens_are_passed_through() -> None:
     ((transcript, max_tokens, temperature),) = summarizer.calls
     assert (max_tokens, temperature) == (321, 0.1)
     assert transcript.user_role == "Human"
-    assert [m["content"] for m in transcript.messages][0].startswith("turn 0")  # no system prompt
+    assert transcript.messages[0]["content"].startswith("turn 0")  # no system prompt
     assert transcript.text.startswith("[2026-11-30T04:00:25.196358] System: You are helpful.")
 
 
