@@ -1,112 +1,130 @@
 """governed_memory: persistent agent memory with consent, encryption, retention and audit.
 
 The public names are re-exported here; everything else is internal.
+
+The names are resolved lazily (PEP 562): ``import governed_memory`` imports
+none of the submodules, and ``governed_memory.X`` (or ``from governed_memory
+import X``) imports only the module that defines ``X``, on first use. So a
+default-mode ``Conversation`` never pays for pydantic, cryptography,
+OpenTelemetry, APScheduler or litellm, which only the policy layer and the
+model calls need. Type checkers read the real imports under
+``TYPE_CHECKING`` below; ``_EXPORTS`` says where each name lives at run time
+(a test checks that both agree with ``__all__``).
 """
 
-from __future__ import annotations
+import importlib as _importlib
+import typing as _typing
 
-from ._agent import Agent
-from ._artefacts import ArtefactKind
-from ._audit import (
-    AuditEntry,
-    AuditEvent,
-    AuditKey,
-    AuditLog,
-    AuditTrail,
-    Finding,
-    FindingKind,
-    VerifyReport,
-    generate_audit_key,
-)
-from ._audit import verify_log as verify_audit_log
-from ._clock import Clock, FixedClock, SystemClock
-from ._compressor import Backoff, ContextCompressor
-from ._consent import ConsentEvent, ConsentRegistry
-from ._conversation import Conversation
-from ._crypto import (
-    InMemoryKeyProvider,
-    KeyChain,
-    KeyProvider,
-    Keyring,
-    LocalKeyProvider,
-    generate_master_key,
-)
-from ._crypto._sealed import RecordSealer
-from ._crypto._status import KeyringStatus, keyring_status
-from ._errors import (
-    AuditVerificationError,
-    AuditWriteError,
-    ConfigurationError,
-    ConsentRequiredError,
-    DecryptionError,
-    EmptySummaryError,
-    FormatVersionError,
-    GovernedMemoryError,
-    IntegrityError,
-    InvalidAgentNameError,
-    KeyProviderError,
-    KeyShreddedError,
-    KeyUnavailableError,
-    ModelCallError,
-    NotFoundError,
-    StorageError,
-    TokenizerError,
-)
-from ._format import MemoryFile, Record, parse_memory
-from ._governance import (
-    Allowed,
-    AuditSink,
-    Decision,
-    Governance,
-    NullAuditSink,
-    Outcome,
-    Skip,
-    SummarizerDecision,
-    UseLocal,
-)
-from ._holds import Hold, HoldNotFoundError, HoldRegistry, HoldSet
-from ._inspect import AgentInfo, StoredRecord, agent_info, agent_names, agent_records, list_agents
-from ._migration import MigrationReport, decrypt_workspace, encrypt_workspace
-from ._policy import Policy, PolicyError, ResolvedPolicy, load_policy, resolve_policy
-from ._retention import (
-    AgentState,
-    Artefact,
-    Plan,
-    PlanItem,
-    PurgeInProgressError,
-    PurgeReport,
-    Retention,
-    Rule,
-    WorkspaceState,
-)
-from ._retention import plan as plan_retention
-from ._rotation import RotationReport
-from ._rotation import rotate as rotate_keys
-from ._scheduler import PurgeScheduler, start_scheduler
-from ._settings import Settings
-from ._stores import AgentStore, PlaintextAgentStore
-from ._stores._encrypted import EncryptedAgentStore, encrypted_store_factory
-from ._subjects import (
-    ErasedDuringCompactionError,
-    ErasureBlockedError,
-    ErasureReceipt,
-    ErasureScope,
-    ExportResult,
-    FileRemoval,
-    ScheduledErasure,
-    cancel_scheduled_erasure,
-    erase,
-    erasure_receipts,
-    export_agent,
-    export_subject,
-    resume_erasures,
-    run_due_erasures,
-    schedule_erasure,
-)
-from ._summarizers import ExtractiveSummarizer, LiteLLMSummarizer, Summarizer, Transcript
-from ._telemetry import configure_otlp
-from ._tokenizer import counter_for
-from ._workspace import memory_md_path, resolve_workspace
+if _typing.TYPE_CHECKING:
+    from ._agent import Agent
+    from ._artefacts import ArtefactKind
+    from ._audit import (
+        AuditEntry,
+        AuditEvent,
+        AuditKey,
+        AuditLog,
+        AuditTrail,
+        Finding,
+        FindingKind,
+        VerifyReport,
+        generate_audit_key,
+    )
+    from ._audit import verify_log as verify_audit_log
+    from ._clock import Clock, FixedClock, SystemClock
+    from ._compressor import Backoff, ContextCompressor
+    from ._consent import ConsentEvent, ConsentRegistry
+    from ._conversation import Conversation
+    from ._crypto import (
+        InMemoryKeyProvider,
+        KeyChain,
+        KeyProvider,
+        Keyring,
+        LocalKeyProvider,
+        generate_master_key,
+    )
+    from ._crypto._sealed import RecordSealer
+    from ._crypto._status import KeyringStatus, keyring_status
+    from ._errors import (
+        AuditVerificationError,
+        AuditWriteError,
+        ConfigurationError,
+        ConsentRequiredError,
+        DecryptionError,
+        EmptySummaryError,
+        FormatVersionError,
+        GovernedMemoryError,
+        IntegrityError,
+        InvalidAgentNameError,
+        KeyProviderError,
+        KeyShreddedError,
+        KeyUnavailableError,
+        ModelCallError,
+        NotFoundError,
+        StorageError,
+        TokenizerError,
+    )
+    from ._format import MemoryFile, Record, parse_memory
+    from ._governance import (
+        Allowed,
+        AuditSink,
+        Decision,
+        Governance,
+        NullAuditSink,
+        Outcome,
+        Skip,
+        SummarizerDecision,
+        UseLocal,
+    )
+    from ._holds import Hold, HoldNotFoundError, HoldRegistry, HoldSet
+    from ._inspect import (
+        AgentInfo,
+        StoredRecord,
+        agent_info,
+        agent_names,
+        agent_records,
+        list_agents,
+    )
+    from ._migration import MigrationReport, decrypt_workspace, encrypt_workspace
+    from ._policy import Policy, PolicyError, ResolvedPolicy, load_policy, resolve_policy
+    from ._retention import (
+        AgentState,
+        Artefact,
+        Plan,
+        PlanItem,
+        PurgeInProgressError,
+        PurgeReport,
+        Retention,
+        Rule,
+        WorkspaceState,
+    )
+    from ._retention import plan as plan_retention
+    from ._rotation import RotationReport
+    from ._rotation import rotate as rotate_keys
+    from ._scheduler import PurgeScheduler, start_scheduler
+    from ._settings import Settings
+    from ._stores import AgentStore, PlaintextAgentStore
+    from ._stores._encrypted import EncryptedAgentStore, encrypted_store_factory
+    from ._subjects import (
+        ErasedDuringCompactionError,
+        ErasureBlockedError,
+        ErasureReceipt,
+        ErasureScope,
+        ExportResult,
+        FileRemoval,
+        ScheduledErasure,
+        cancel_scheduled_erasure,
+        erase,
+        erasure_receipts,
+        export_agent,
+        export_subject,
+        resume_erasures,
+        run_due_erasures,
+        schedule_erasure,
+    )
+    from ._summarizers import ExtractiveSummarizer, LiteLLMSummarizer, Summarizer, Transcript
+    from ._telemetry import configure_otlp
+    from ._tokenizer import counter_for
+    from ._workspace import memory_md_path, resolve_workspace
 
 __all__ = [
     "Agent",
@@ -230,3 +248,143 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+# Where each public name is defined: "module" or "module:attribute" (renamed).
+_EXPORTS: dict[str, str] = {
+    "Agent": "_agent",
+    "AgentInfo": "_inspect",
+    "AgentState": "_retention",
+    "AgentStore": "_stores",
+    "Allowed": "_governance",
+    "Artefact": "_retention",
+    "ArtefactKind": "_artefacts",
+    "AuditEntry": "_audit",
+    "AuditEvent": "_audit",
+    "AuditKey": "_audit",
+    "AuditLog": "_audit",
+    "AuditSink": "_governance",
+    "AuditTrail": "_audit",
+    "AuditVerificationError": "_errors",
+    "AuditWriteError": "_errors",
+    "Backoff": "_compressor",
+    "Clock": "_clock",
+    "ConfigurationError": "_errors",
+    "ConsentEvent": "_consent",
+    "ConsentRegistry": "_consent",
+    "ConsentRequiredError": "_errors",
+    "ContextCompressor": "_compressor",
+    "Conversation": "_conversation",
+    "Decision": "_governance",
+    "DecryptionError": "_errors",
+    "EmptySummaryError": "_errors",
+    "EncryptedAgentStore": "_stores._encrypted",
+    "ErasedDuringCompactionError": "_subjects",
+    "ErasureBlockedError": "_subjects",
+    "ErasureReceipt": "_subjects",
+    "ErasureScope": "_subjects",
+    "ExportResult": "_subjects",
+    "ExtractiveSummarizer": "_summarizers",
+    "FileRemoval": "_subjects",
+    "Finding": "_audit",
+    "FindingKind": "_audit",
+    "FixedClock": "_clock",
+    "FormatVersionError": "_errors",
+    "Governance": "_governance",
+    "GovernedMemoryError": "_errors",
+    "Hold": "_holds",
+    "HoldNotFoundError": "_holds",
+    "HoldRegistry": "_holds",
+    "HoldSet": "_holds",
+    "InMemoryKeyProvider": "_crypto",
+    "IntegrityError": "_errors",
+    "InvalidAgentNameError": "_errors",
+    "KeyChain": "_crypto",
+    "KeyProvider": "_crypto",
+    "KeyProviderError": "_errors",
+    "KeyShreddedError": "_errors",
+    "KeyUnavailableError": "_errors",
+    "Keyring": "_crypto",
+    "KeyringStatus": "_crypto._status",
+    "LiteLLMSummarizer": "_summarizers",
+    "LocalKeyProvider": "_crypto",
+    "MemoryFile": "_format",
+    "MigrationReport": "_migration",
+    "ModelCallError": "_errors",
+    "NotFoundError": "_errors",
+    "NullAuditSink": "_governance",
+    "Outcome": "_governance",
+    "PlaintextAgentStore": "_stores",
+    "Plan": "_retention",
+    "PlanItem": "_retention",
+    "Policy": "_policy",
+    "PolicyError": "_policy",
+    "PurgeInProgressError": "_retention",
+    "PurgeReport": "_retention",
+    "PurgeScheduler": "_scheduler",
+    "Record": "_format",
+    "RecordSealer": "_crypto._sealed",
+    "ResolvedPolicy": "_policy",
+    "Retention": "_retention",
+    "RotationReport": "_rotation",
+    "Rule": "_retention",
+    "ScheduledErasure": "_subjects",
+    "Settings": "_settings",
+    "Skip": "_governance",
+    "StorageError": "_errors",
+    "StoredRecord": "_inspect",
+    "Summarizer": "_summarizers",
+    "SummarizerDecision": "_governance",
+    "SystemClock": "_clock",
+    "TokenizerError": "_errors",
+    "Transcript": "_summarizers",
+    "UseLocal": "_governance",
+    "VerifyReport": "_audit",
+    "WorkspaceState": "_retention",
+    "agent_info": "_inspect",
+    "agent_names": "_inspect",
+    "agent_records": "_inspect",
+    "cancel_scheduled_erasure": "_subjects",
+    "configure_otlp": "_telemetry",
+    "counter_for": "_tokenizer",
+    "decrypt_workspace": "_migration",
+    "encrypt_workspace": "_migration",
+    "encrypted_store_factory": "_stores._encrypted",
+    "erase": "_subjects",
+    "erasure_receipts": "_subjects",
+    "export_agent": "_subjects",
+    "export_subject": "_subjects",
+    "generate_audit_key": "_audit",
+    "generate_master_key": "_crypto",
+    "keyring_status": "_crypto._status",
+    "list_agents": "_inspect",
+    "load_policy": "_policy",
+    "memory_md_path": "_workspace",
+    "parse_memory": "_format",
+    "plan_retention": "_retention:plan",
+    "resolve_policy": "_policy",
+    "resolve_workspace": "_workspace",
+    "resume_erasures": "_subjects",
+    "rotate_keys": "_rotation:rotate",
+    "run_due_erasures": "_subjects",
+    "schedule_erasure": "_subjects",
+    "start_scheduler": "_scheduler",
+    "verify_audit_log": "_audit:verify_log",
+}
+
+
+if not _typing.TYPE_CHECKING:  # type checkers see the imports above, and flag unknown names
+
+    def __getattr__(name: str) -> object:
+        """Import the module defining ``name`` on first access, then keep the value."""
+        try:
+            target = _EXPORTS[name]
+        except KeyError:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+        module, _, attribute = target.partition(":")
+        value = getattr(_importlib.import_module(f"{__name__}.{module}"), attribute or name)
+        globals()[name] = value  # later lookups skip __getattr__
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

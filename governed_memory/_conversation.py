@@ -33,8 +33,8 @@ from ._format import (
     render_header,
     to_disk_text,
 )
+from ._lineage import LINEAGE_KEY, history_lineage, subjects_in_text
 from ._stores import AgentStore, PlaintextAgentStore
-from ._subjects._lineage import LINEAGE_KEY, history_lineage, subjects_in_text
 from ._tokens import TokenCounter, TokenLedger, full_count
 
 if TYPE_CHECKING:

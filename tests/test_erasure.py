@@ -18,6 +18,7 @@ from subjects_helpers import (
 
 from governed_memory import FixedClock, StorageError, parse_memory
 from governed_memory._holds import HoldRegistry
+from governed_memory._lineage import LINEAGE_KEY
 from governed_memory._stores import PlaintextAgentStore
 from governed_memory._subjects import (
     ErasedDuringCompactionError,
@@ -30,7 +31,6 @@ from governed_memory._subjects import (
     run_due_erasures,
     schedule_erasure,
 )
-from governed_memory._subjects._lineage import LINEAGE_KEY
 
 
 @pytest.fixture(params=STORE_KINDS)

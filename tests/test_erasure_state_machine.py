@@ -30,9 +30,9 @@ from subjects_helpers import conversation, readable_text
 
 from governed_memory import FixedClock, erase, export_agent, export_subject, parse_memory
 from governed_memory._governance import Governance
+from governed_memory._lineage import ERASED_MARKER_KEY, record_lineage
 from governed_memory._policy import Policy
 from governed_memory._retention import Retention
-from governed_memory._subjects._lineage import ERASED_MARKER_KEY, record_lineage
 
 AGENTS = ("A", "B", "C")
 SUBJECTS = ("s1", "s2", "s3")

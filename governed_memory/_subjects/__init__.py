@@ -3,7 +3,6 @@
 Modules, one concept each:
 
 * ``_context``    what a request needs from a workspace (Governance or path)
-* ``_lineage``    which subjects a compaction summary was derived from
 * ``_redact``     a memory file's text without one subject (pure)
 * ``_tombstones`` durable erasure state: tombstones, progress, schedules
 * ``_receipt``    the erasure receipt (counts, never content)
@@ -13,6 +12,10 @@ Modules, one concept each:
 * ``_markdown``   the readable rendering of an export
 * ``_export``     the subject access export (JSON + Markdown + manifest)
 * ``_errors``     ErasureBlockedError, ErasedDuringCompactionError
+
+Lineage (which subjects a compaction summary was derived from) lives in
+``governed_memory._lineage``: Conversation needs it in every mode, without
+this package's imports.
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ from dataclasses import asdict
 from typing import Any
 
 from .._format import Record, parse_memory
+from .._lineage import is_summary, record_lineage
 from .._stores import AgentStore
 from ._context import SubjectContext
-from ._lineage import is_summary, record_lineage
 from ._receipt import ErasureReceipt
 from ._redact import mentions
 from ._tombstones import COMPLETE, ErasureScope, TombstoneStore

@@ -38,11 +38,11 @@ from .._duration import format_duration, parse_duration
 from .._errors import ConfigurationError, NotFoundError
 from .._fsutil import ensure_private_dir, fsync_dir, open_private
 from .._holds import Hold
+from .._lineage import subjects_in_text
 from .._names import validate_agent_name
 from .._stores import AgentStore
 from ._context import SubjectContext, subject_context
 from ._errors import ErasureBlockedError
-from ._lineage import subjects_in_text
 from ._receipt import ErasureReceipt, FileRemoval
 from ._redact import count_records, strip_subject
 from ._tombstones import (

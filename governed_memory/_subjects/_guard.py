@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._format import PRELOAD_PREFIX
+from .._lineage import message_subjects
 from ._context import SubjectContext
 from ._erasure import complete_tombstone
-from ._lineage import message_subjects
 from ._tombstones import TombstoneStore
 
 __all__ = ["Erased", "ErasureGuard", "filter_history"]

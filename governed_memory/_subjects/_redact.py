@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 
 from .._format import Record, parse_memory, render_block
-from ._lineage import ERASED_MARKER_KEY, is_summary, record_lineage
+from .._lineage import ERASED_MARKER_KEY, is_summary, record_lineage
 
 __all__ = [
     "FileEdit",

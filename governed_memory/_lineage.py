@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._format import Record, parse_memory
+from ._format import Record, parse_memory
 
 __all__ = [
     "ERASED_MARKER_KEY",
