@@ -36,6 +36,7 @@ __all__ = [
     "TOMBSTONES_DIR",
     "ArtefactKind",
     "FileKind",
+    "archive_kind",
     "classify_agent_file",
     "classify_archive",
     "is_hidden",
@@ -128,12 +129,19 @@ def classify_archive(name: str) -> tuple[FileKind, _dt.datetime | None] | None:
     The time is None when the name's digits are not a real date (a file
     renamed by hand); callers then fall back to the file's mtime.
     """
+    kind = archive_kind(name)
+    if kind is None:
+        return None
+    return kind, _stamp_time(name[len("history_") : len("history_") + 19])
+
+
+def archive_kind(name: str) -> FileKind | None:
+    """The kind of a file in ``archive/`` (without reading the time in its name), or None."""
     if is_hidden(name):
         return None
     for kind in ARCHIVE_FILE_KINDS:
-        found = kind.match(name)
-        if found:
-            return kind, _stamp_time(found.group("stamp"))
+        if kind.match(name):
+            return kind
     return None
 
 

@@ -137,10 +137,11 @@ def test_a_purge_that_cannot_delete_exits_1(
 ) -> None:
     real_unlink = os.unlink
 
-    def refusing(path: str | os.PathLike[str], *args: object, **kwargs: object) -> None:
-        if "alpha/archive" in str(path):
+    def refusing(path: str, *args: object, dir_fd: int | None = None, **kwargs: object) -> None:
+        folder = os.readlink(f"/proc/self/fd/{dir_fd}") if dir_fd is not None else ""
+        if "alpha/archive" in os.path.join(folder, str(path)):
             raise PermissionError(13, "Permission denied", str(path))
-        real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+        real_unlink(path, *args, dir_fd=dir_fd, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(os, "unlink", refusing)
     code, out, err = cli(populated, policy_file, "purge", "--as-of", "2026-03-01")

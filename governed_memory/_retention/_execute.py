@@ -17,6 +17,7 @@ the consent log under its own lock. All deletions are made durable by one
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import itertools
 import json
@@ -24,7 +25,8 @@ import os
 import secrets
 import shutil
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,15 +36,16 @@ from .._artefacts import (
     TOMBSTONES_DIR,
     ArtefactKind,
     FileKind,
+    archive_kind,
     classify_agent_file,
-    classify_archive,
 )
 from .._consent import CONSENT_LOCK, CONSENT_LOG
 from .._errors import GovernedMemoryError, InvalidAgentNameError
 from .._fsutil import atomic_write, fsync_dir, open_private, write_all
 from .._holds import HoldRegistry, HoldSet
 from .._names import validate_agent_name
-from .._stores import StoreFactory
+from .._stores import AgentStore, StoreFactory
+from .._stores._folder_lock import FolderLock
 from .._workspace import AGENTS_DIR, ARCHIVE_DIR
 from ._journal import Entry, Journal, JournalError
 from ._scan import agent_store, artefact_subjects, consent_digest
@@ -174,42 +177,74 @@ class Executor:
         except InvalidAgentNameError as exc:
             raise JournalError(f"purge journal names agent {agent!r}: {exc}") from exc
         folder = self.workspace / AGENTS_DIR / agent
-        if not folder.is_dir():
-            return b"g" * len(batch)
         targets = [self._agent_path(entry, agent) for entry in batch]  # refuse before locking
-        store = agent_store(folder, self.store_factory)
         outcomes = bytearray()
+        folders: dict[str, int] = {}  # parent folder -> descriptor, for *at() calls
         try:
-            with store.lock():
-                for entry, (path, kind) in zip(batch, targets, strict=True):
-                    outcome = _verify(path, entry)
+            with self._locked(folder, holds.has_subject_holds) as store:
+                for entry, (parent, name, kind) in zip(batch, targets, strict=True):
+                    fd = folders.get(parent)
+                    if fd is None:
+                        fd = folders[parent] = _open_folder(os.path.join(self._root, parent))
+                    outcome = b"g" if fd < 0 else _verify(name, entry, fd)
                     if outcome is None:
                         held = holds.for_agent(agent)
-                        if not held and holds.has_subject_holds:
-                            subjects = artefact_subjects(Path(path), kind, store)
+                        if not held and store is not None:
+                            path = Path(self._root, parent, name)
+                            subjects = artefact_subjects(path, kind, store)
                             held = (
                                 holds.all_subject_holds()
                                 if subjects is None
                                 else holds.for_subjects(subjects)
                             )
-                        outcome = b"h" if held else _unlink(path)
+                        outcome = b"h" if held else _unlink(name, fd)
                     outcomes += outcome
+        except FileNotFoundError:
+            return b"g" * len(batch)  # the agent folder is gone (erased meanwhile)
         finally:
-            store.close()
+            for fd in folders.values():
+                if fd >= 0:
+                    os.close(fd)
         return bytes(outcomes)
 
-    def _agent_path(self, entry: Entry, agent: str) -> tuple[str, FileKind]:
+    @contextmanager
+    def _locked(self, folder: Path, read_subjects: bool) -> Iterator[AgentStore | None]:
+        """Hold the agent folder's lock, the one every store of the agent takes.
+
+        When files must be read for their subjects, the agent's store takes it
+        (it decrypts encrypted files under its own lock); otherwise the bare
+        folder lock does, without building a store per agent.
+        """
+        if read_subjects:
+            if not folder.is_dir():
+                raise FileNotFoundError(folder)
+            store = agent_store(folder, self.store_factory)
+            try:
+                with store.lock():
+                    yield store
+            finally:
+                store.close()
+            return
+        lock = FolderLock(folder)
+        try:
+            with lock.held(create=False):
+                yield None
+        finally:
+            lock.drop()
+
+    def _agent_path(self, entry: Entry, agent: str) -> tuple[str, str, FileKind]:
+        """``(parent folder, file name, kind)`` of a journaled agent file, or JournalError."""
         parts = entry.path.split("/")
         kind: FileKind | None = None
         if parts[:2] == [AGENTS_DIR, agent]:
             if entry.kind is ArtefactKind.MEMORY and len(parts) == 3:
                 kind = classify_agent_file(parts[2])
             elif entry.kind is ArtefactKind.ARCHIVE and len(parts) == 4 and parts[2] == ARCHIVE_DIR:
-                found = classify_archive(parts[3])
-                kind = found[0] if found else None
+                kind = archive_kind(parts[3])
         if kind is None or kind.kind is not entry.kind:
             raise _not_purgeable(entry)
-        return os.path.join(self._root, entry.path), kind  # str: no pathlib cost per file
+        parent, _, name = entry.path.rpartition("/")
+        return parent, name, kind
 
     # -- governance data -------------------------------------------------
 
@@ -324,10 +359,22 @@ def _not_purgeable(entry: Entry) -> JournalError:
     )
 
 
-def _verify(path: str | Path, entry: Entry) -> bytes | None:
+def _open_folder(path: str) -> int:
+    """A descriptor of the folder ``path`` (never through a symlink); -1 when it is gone."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return -1
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a symlink where a folder was planned
+            return -1
+        raise
+
+
+def _verify(path: str | Path, entry: Entry, dir_fd: int | None = None) -> bytes | None:
     """``g`` or ``c`` when the planned file is no longer there as planned; else None."""
     try:
-        st = os.lstat(path)
+        st = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return b"g"
     except OSError:
@@ -337,9 +384,9 @@ def _verify(path: str | Path, entry: Entry) -> bytes | None:
     return None
 
 
-def _unlink(path: str | Path) -> bytes:
+def _unlink(path: str | Path, dir_fd: int | None = None) -> bytes:
     try:
-        os.unlink(path)
+        os.unlink(path, dir_fd=dir_fd)
     except FileNotFoundError:
         return b"g"
     except OSError:
