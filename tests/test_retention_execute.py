@@ -436,3 +436,20 @@ def test_a_refused_purge_is_audited_as_an_error(workspace: Path) -> None:
         other.release()
     assert sink.records[-1][:2] == ("purge", "error")
     assert sink.records[-1][2]["error"] == "PurgeInProgressError"
+
+
+def test_a_folder_swapped_for_a_symlink_after_planning_is_not_followed(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """Deleting goes through the folder planned, never through a link planted since."""
+    populate(workspace, agents=1)
+    r = retention(workspace, T0, archives_max_age="30d")
+    journal = _journal(r, T0 + 40 * DAY)
+    archive = workspace / "agents" / "agent0" / "archive"
+    elsewhere = tmp_path / "elsewhere"
+    archive.rename(elsewhere)  # same files, same inodes: only the link is new
+    archive.symlink_to(elsewhere)
+    tally = Tally()
+    _executor(r).run(journal, tally)
+    assert not tally.deleted and tally.gone == 4
+    assert len(list(elsewhere.iterdir())) == 4
