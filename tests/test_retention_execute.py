@@ -453,3 +453,29 @@ def test_a_folder_swapped_for_a_symlink_after_planning_is_not_followed(
     _executor(r).run(journal, tally)
     assert not tally.deleted and tally.gone == 4
     assert len(list(elsewhere.iterdir())) == 4
+
+
+@pytest.mark.parametrize("kind", ["plaintext", "encrypted"])
+def test_subject_hold_reads_subjects_through_the_store(workspace: Path, kind: str) -> None:
+    """Encrypted archives are decrypted (with the key) to find whose records they hold."""
+    from subjects_helpers import conversation, governance
+
+    clock = FixedClock(T0, tick=dt.timedelta(milliseconds=1))
+    gov = governance(workspace, clock, make_policy(archives_max_age="30d"), kind=kind)
+    for a in range(3):
+        conv = conversation(gov, f"agent{a}", subject_id=f"subject{a}")
+        for day in range(2):
+            conv.add("User", f"day {day}")
+            conv.compact("summary")
+            clock.advance(DAY)
+    suffix = ".gmenc" if kind == "encrypted" else ".md"
+    assert len(list(workspace.glob(f"agents/*/archive/history_*{suffix}"))) == 6
+    clock.set(T0 + 40 * DAY)
+    r = Retention(gov)
+    r.holds.place(subject="subject1", reason="case", actor="legal")
+    report = r.purge()
+    assert report.held == {"archives_max_age": 2} and report.deleted == {"archives_max_age": 4}
+    assert [p.parent.parent.name for p in workspace.glob("agents/*/archive/history_*")] == [
+        "agent1",
+        "agent1",
+    ]
