@@ -24,11 +24,18 @@ Usage (from the repository root, in the project's virtual environment):
    reference.
 
 2. The import time of ``governed_memory`` in a fresh interpreter: wall time
-   of ``python -c "import governed_memory"`` minus ``python -c "pass"``,
-   median of ``--imports`` runs, interleaved, as wall time and as the
-   child's CPU time (user + system; less sensitive to other load). Each run
-   also checks that litellm (which takes seconds to import) was not
-   imported. Target: under 150 ms. Then the slowest modules from ``python -X importtime``.
+   of ``python -c "<statement>"`` minus ``python -c "pass"``, interleaved,
+   best and median of ``--imports`` runs, as wall time and as the child's CPU
+   time (user + system; less sensitive to other load), with bytecode cached as
+   in an installed package (see ``child_env``). The package facade is
+   lazy (PEP 562), so ``import governed_memory`` alone loads no submodule;
+   the figure that matters to a user is the first use, so three statements
+   are measured: ``import governed_memory``, ``from governed_memory import
+   Conversation`` (the default-mode data path) and ``from governed_memory
+   import Agent``. Each run also checks that neither litellm nor tiktoken
+   (which take seconds and ~100 ms) was imported. Target: under 150 ms. Then
+   the slowest modules of ``from governed_memory import Agent`` from
+   ``python -X importtime``.
 
 Nothing touches the network: litellm is imported (for the reference column)
 with its model-cost-map download switched off.
@@ -38,10 +45,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -49,10 +58,21 @@ from typing import Any
 from governed_memory import ContextCompressor, Conversation, FixedClock
 from governed_memory._llm import import_litellm
 
-IMPORT_CHECK = (
-    "import sys, governed_memory; "
-    "assert 'litellm' not in sys.modules, 'import governed_memory imported litellm'"
-)
+IMPORT_STATEMENTS = {
+    "import governed_memory": "import governed_memory",
+    "... import Conversation": "from governed_memory import Conversation",
+    "... import Agent": "from governed_memory import Agent",
+}
+NOT_IMPORTED = ("litellm", "tiktoken")
+
+
+def import_check(statement: str) -> str:
+    """``statement``, then a check that it imported none of :data:`NOT_IMPORTED`."""
+    return (
+        f"import sys; {statement}; "
+        f"loaded = [m for m in {NOT_IMPORTED!r} if m in sys.modules]; "
+        f"assert not loaded, f'{statement} imported {{loaded}}'"
+    )
 
 
 class BenchAgent:
@@ -114,36 +134,52 @@ def bench_checks(sizes: list[int], loops: int) -> list[tuple[int, float, float, 
     return [(n, *bench_size(n, loops, encode)) for n in sizes]
 
 
-def run_python(code: str) -> tuple[float, float]:
+def child_env(pycache: str) -> dict[str, str]:
+    """The environment of the measured interpreters: bytecode cached, as when installed.
+
+    A pip-installed package ships compiled ``.pyc`` files; a development
+    checkout run with ``PYTHONDONTWRITEBYTECODE=1`` would compile every module
+    of ours from source on each start, adding tens of milliseconds that no
+    deployment pays. The cache goes to a scratch ``PYTHONPYCACHEPREFIX``, so
+    the repository stays clean.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = pycache
+    return env
+
+
+def run_python(code: str, env: dict[str, str]) -> tuple[float, float]:
     """Wall and CPU (user + system) seconds of a fresh interpreter running ``code``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
 
 
-def bench_import(runs: int) -> dict[str, tuple[float, float]]:
-    """Median (wall, cpu) of the bare interpreter and of the import."""
-    run_python(IMPORT_CHECK)  # warm the file cache and .pyc files
-    samples: dict[str, list[tuple[float, float]]] = {"bare": [], "import": []}
-    for _ in range(runs):
-        samples["bare"].append(run_python("pass"))
-        samples["import"].append(run_python(IMPORT_CHECK))
-    return {
-        key: (statistics.median(w for w, _ in values), statistics.median(c for _, c in values))
-        for key, values in samples.items()
+def bench_import(runs: int, env: dict[str, str]) -> dict[str, list[tuple[float, float]]]:
+    """(wall, cpu) samples of the bare interpreter and of each import statement."""
+    codes = {"bare": "pass"} | {
+        label: import_check(stmt) for label, stmt in IMPORT_STATEMENTS.items()
     }
+    for code in codes.values():
+        run_python(code, env)  # warm the file cache and write the .pyc files
+    samples: dict[str, list[tuple[float, float]]] = {key: [] for key in codes}
+    for _ in range(runs):
+        for key, code in codes.items():
+            samples[key].append(run_python(code, env))
+    return samples
 
 
-def slowest_imports(top: int) -> list[tuple[str, float]]:
+def slowest_imports(top: int, env: dict[str, str]) -> list[tuple[str, float]]:
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import governed_memory"],
+        [sys.executable, "-X", "importtime", "-c", IMPORT_STATEMENTS["... import Agent"]],
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     )
     own: dict[str, float] = {}
     for line in done.stderr.splitlines():
@@ -179,26 +215,35 @@ def main() -> None:
         f"\nTarget: >= 100x cheaper than the reference at {largest[0]:,} messages: {ratio:.0f}x ({verdict})"
     )
 
-    print("\nImport time of governed_memory (fresh interpreter, median)\n")
-    medians = bench_import(args.imports)
-    print(f"{'':36} {'wall':>9} {'CPU':>9}")
-    for label, key in (
-        ("python -c pass", "bare"),
-        ("python -c 'import governed_memory'", "import"),
-    ):
-        wall, cpu = medians[key]
-        print(f"{label:36} {wall * 1e3:6.1f} ms {cpu * 1e3:6.1f} ms")
-    net_wall = medians["import"][0] - medians["bare"][0]
-    net_cpu = medians["import"][1] - medians["bare"][1]
+    print("\nImport time of governed_memory (fresh interpreter, minus python -c pass)\n")
+    pycache = tempfile.TemporaryDirectory(prefix="bench-pycache-")
+    env = child_env(pycache.name)
+    samples = bench_import(args.imports, env)
+    bare = samples.pop("bare")
+    print(f"{'':26} {'best wall':>10} {'median wall':>12} {'median CPU':>11}")
     print(
-        f"{'import governed_memory (difference)':36} {net_wall * 1e3:6.1f} ms {net_cpu * 1e3:6.1f} ms"
+        f"{'python -c pass (absolute)':26} {min(w for w, _ in bare) * 1e3:7.1f} ms"
+        f" {statistics.median(w for w, _ in bare) * 1e3:9.1f} ms"
+        f" {statistics.median(c for _, c in bare) * 1e3:8.1f} ms"
     )
-    verdict = "met" if net_cpu < 0.150 else "NOT met"
-    print(f"\nlitellm not imported: checked in every run. Target < 150 ms (CPU): {verdict}")
+    worst_cpu = 0.0
+    for label, values in samples.items():
+        best = min(w for w, _ in values) - min(w for w, _ in bare)
+        wall = statistics.median(w for w, _ in values) - statistics.median(w for w, _ in bare)
+        cpu = statistics.median(c for _, c in values) - statistics.median(c for _, c in bare)
+        worst_cpu = max(worst_cpu, cpu)
+        print(f"{label:26} {best * 1e3:7.1f} ms {wall * 1e3:9.1f} ms {cpu * 1e3:8.1f} ms")
+    verdict = "met" if worst_cpu < 0.150 else "NOT met"
+    print(
+        f"\n{', '.join(NOT_IMPORTED)} not imported: checked in every run."
+        f" Target < 150 ms (median CPU, every statement): {verdict}"
+    )
     print("CPU time is what the import costs; wall time adds whatever else the machine runs.")
-    print("\nSlowest modules (self time, python -X importtime, one run):")
-    for name, ms in slowest_imports(8):
+    print("Bytecode cached in a scratch PYTHONPYCACHEPREFIX, as in an installed package.")
+    print("\nSlowest modules of `from governed_memory import Agent` (self time, -X importtime):")
+    for name, ms in slowest_imports(8, env):
         print(f"  {ms:7.1f} ms  {name}")
+    pycache.cleanup()
 
 
 if __name__ == "__main__":
