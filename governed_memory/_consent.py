@@ -18,6 +18,10 @@ Durability and concurrency:
   price of one ``stat``, and a withdrawal made by another process takes
   effect at that process's next write.
 
+Under encryption at rest (``sealing`` given) each line is a sealed envelope
+(see ``_sealing``): the subject, purpose, actor and policy are never on disk
+in plaintext; everything above holds unchanged, line for line.
+
 Not safe on network filesystems with weak flock/append semantics (NFS, SMB).
 """
 
@@ -38,6 +42,7 @@ from typing import Any, BinaryIO
 
 from ._errors import ConfigurationError, FormatVersionError, StorageError
 from ._fsutil import ensure_private_dir, fsync_dir, open_private, write_all
+from ._sealing import CONSENT_PURPOSE, RecordSealing, open_record, seal_record
 
 __all__ = [
     "CONSENT_FORMAT_VERSION",
@@ -45,6 +50,7 @@ __all__ = [
     "ConsentAction",
     "ConsentEvent",
     "ConsentRegistry",
+    "open_consent_line",
     "validate_subject_id",
 ]
 
@@ -136,16 +142,29 @@ class ConsentEvent:
             raise StorageError(f"{where} lacks a valid field {exc}; the log is damaged") from exc
 
 
+def open_consent_line(raw: bytes, sealing: RecordSealing | None, where: Path) -> bytes:
+    """The plaintext JSON of one line of the consent log (opened when sealed).
+
+    Raises:
+        SealedRecordError: the line is sealed and ``sealing`` is None.
+        StorageError: the line is plaintext but ``sealing`` is set, or damaged.
+    """
+    return open_record(raw, sealing, CONSENT_PURPOSE, CONSENT_LOG, where)
+
+
 class ConsentRegistry:
     """Durable per-subject, per-purpose consent, shared by every process on a workspace.
 
     Args:
         folder: the governance folder holding the log (created 0700 on the
             first grant or withdrawal, never by a read).
+        sealing: seal each record (encryption at rest); None writes and
+            reads the plaintext log.
     """
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, sealing: RecordSealing | None = None) -> None:
         self._folder = Path(folder)
+        self.sealing = sealing
         self._path = self._folder / CONSENT_LOG
         self._path_str = os.fspath(self._path)  # stat()ed on every gate check: no pathlib there
         self._mutex = threading.RLock()
@@ -183,11 +202,14 @@ class ConsentRegistry:
         except OSError as exc:
             raise StorageError(f"cannot read consent log {self.path}: {exc}") from exc
         complete = data[: data.rfind(b"\n") + 1]  # a torn last line stays invisible
+        fresh = []  # parsed in full before the cache changes: a bad line leaves it as it was
         for number, raw in enumerate(complete.splitlines(), start=1):
             if not raw.strip():
                 continue
             where = f"consent log {self.path} (byte {self._offset}, line +{number})"
-            event = ConsentEvent.from_json(raw.decode("utf-8", errors="replace"), where)
+            plain = open_consent_line(raw, self.sealing, self._path)
+            fresh.append(ConsentEvent.from_json(plain.decode("utf-8", errors="replace"), where))
+        for event in fresh:
             self._events.append(event)
             self._state[(event.subject, event.purpose)] = event
         self._offset += len(complete)
@@ -258,7 +280,8 @@ class ConsentRegistry:
             StorageError: the log could not be written; nothing was recorded.
         """
         validate_subject_id(event.subject)
-        line = (event.to_json() + "\n").encode("utf-8")
+        plain = event.to_json().encode("utf-8")
+        line = seal_record(plain, self.sealing, CONSENT_PURPOSE, CONSENT_LOG) + b"\n"
         try:
             with self._mutex, self._locked():
                 created = not self.path.exists()

@@ -17,7 +17,8 @@ reference (``except ValueError``) keeps working::
     │   └── DecryptionError                   encrypted data fails to decrypt (detail-free)
     │       ├── IntegrityError                an encrypted file's structure is damaged
     │       └── KeyUnavailableError (LookupError)  the master or data key is not available
-    │           └── KeyShreddedError          the data key was destroyed (crypto-shredded)
+    │           ├── KeyShreddedError          the data key was destroyed (crypto-shredded)
+    │           └── SealedRecordError         a governance file is sealed and cannot be opened here
     ├── NotFoundError (LookupError)           no such agent, record or file
     ├── ConsentRequiredError (PermissionError) the policy refuses an operation without consent
     └── AuditVerificationError                the audit log fails verification (tampering)
@@ -44,6 +45,7 @@ __all__ = [
     "KeyUnavailableError",
     "ModelCallError",
     "NotFoundError",
+    "SealedRecordError",
     "StorageError",
     "TokenizerError",
 ]
@@ -154,6 +156,29 @@ class KeyUnavailableError(DecryptionError, LookupError):
 
 class KeyShreddedError(KeyUnavailableError):
     """The data key was destroyed on purpose (crypto-shredding): the data is gone."""
+
+
+class SealedRecordError(KeyUnavailableError):
+    """A governance file (consent, holds, erasure records) is sealed and cannot be opened here.
+
+    Raised when a sealed file is read without encryption in the policy, or
+    without a usable master key or keyring. Names the file; nothing was changed.
+
+    Attributes:
+        path: the sealed file.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], why: str = "") -> None:
+        cause = (
+            why or "the policy in force does not enable encryption, so no key is at hand to open it"
+        )
+        super().__init__(
+            f"{path} holds sealed (encrypted) governance records and cannot be read: {cause}. "
+            "Use the workspace's policy with [encryption] enabled = true and its master key "
+            "(GOVERNED_MEMORY_MASTER_KEY or GOVERNED_MEMORY_MASTER_KEY_FILE, and "
+            "GOVERNED_MEMORY_KEYRING_DIR if the keyring lives elsewhere). Nothing was changed",
+            path,
+        )
 
 
 class AuditWriteError(StorageError):

@@ -85,6 +85,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from ._crypto import Keyring
+    from ._sealing import RecordSealing
 
 logger = logging.getLogger("governed_memory")
 
@@ -135,7 +136,7 @@ class Governance:
         self.clock: Clock = clock or SystemClock()
         self.key_provider = key_provider
         self.tracer_provider = tracer_provider
-        self.consent = consent or ConsentRegistry(self.governance_dir)
+        self.consent = consent or ConsentRegistry(self.governance_dir, sealing=self.sealing)
         self.audit: AuditSink = audit if audit is not None else self._default_audit()
         self._warned = _Warned()
         self.audit.record(
@@ -194,6 +195,19 @@ class Governance:
             clock=self.clock,
             observer=self.audit,
         )
+
+    @functools.cached_property
+    def sealing(self) -> RecordSealing | None:
+        """How the governance registries keep their records: sealed when ``encryption.enabled``.
+
+        None (plaintext records, as before) without encryption. The keyring is
+        opened only when a record is first sealed or opened.
+        """
+        if not self.policy.encryption.enabled:
+            return None
+        from ._sealing import RecordSealing
+
+        return RecordSealing(lambda: self.keyring)
 
     @property
     def governance_dir(self) -> Path:

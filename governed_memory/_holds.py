@@ -11,6 +11,9 @@ Storage: ``<governance>/holds.json`` (format version 1), replaced atomically
 ``holds.lock`` beside it, so concurrent writers never lose a hold and a crash
 leaves the old file or the new one. Readers take no lock and re-read the file
 only when its ``stat`` changed. Not safe on network filesystems (NFS, SMB).
+Under encryption at rest (``sealing`` given) the file is one sealed envelope
+(see ``_sealing``) around the same document: no subject, reason or actor is
+on disk in plaintext.
 """
 
 from __future__ import annotations
@@ -29,9 +32,16 @@ from typing import Any
 
 from ._clock import Clock, SystemClock
 from ._consent import validate_subject_id
-from ._errors import ConfigurationError, FormatVersionError, NotFoundError, StorageError
+from ._errors import (
+    ConfigurationError,
+    FormatVersionError,
+    GovernedMemoryError,
+    NotFoundError,
+    StorageError,
+)
 from ._fsutil import atomic_write, ensure_private_dir, open_private
 from ._names import validate_agent_name
+from ._sealing import HOLDS_PURPOSE, RecordSealing, open_file, seal_file
 
 __all__ = [
     "HOLDS_FILE",
@@ -153,6 +163,7 @@ class HoldRegistry:
         id_factory: makes hold ids (default ``hold-<8 hex digits>``).
         on_event: told ``("hold.place" | "hold.release", attributes)`` after
             each durable change (the audit trail hooks in here).
+        sealing: seal the file (encryption at rest); None keeps it plaintext.
     """
 
     def __init__(
@@ -162,8 +173,10 @@ class HoldRegistry:
         clock: Clock | None = None,
         id_factory: Callable[[], str] | None = None,
         on_event: HoldEvent | None = None,
+        sealing: RecordSealing | None = None,
     ) -> None:
         self._folder = Path(governance_dir)
+        self.sealing = sealing
         self._clock: Clock = clock or SystemClock()
         self._new_id = id_factory or (lambda: f"hold-{secrets.token_hex(4)}")
         self._on_event = on_event
@@ -188,7 +201,7 @@ class HoldRegistry:
                 raise StorageError(f"cannot read legal holds {self.path}: {exc}") from exc
             ident = (st.st_ino, st.st_size, st.st_mtime_ns)
             if ident != self._ident:
-                self._holds = _parse(self.path)
+                self._holds = _parse(self.path, self.sealing)
                 self._ident = ident
             return self._holds
 
@@ -244,6 +257,7 @@ class HoldRegistry:
     def _save(self, holds: list[Hold]) -> None:
         doc = {"v": HOLDS_FORMAT_VERSION, "holds": [_to_json(h) for h in holds]}
         data = (json.dumps(doc, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+        data = seal_file(data, self.sealing, HOLDS_PURPOSE, HOLDS_FILE)
         try:
             atomic_write(self.path, data)
         except OSError as exc:
@@ -359,9 +373,11 @@ def _to_json(hold: Hold) -> dict[str, Any]:
     return {k: v for k, v in asdict(hold).items() if v is not None}
 
 
-def _parse(path: Path) -> tuple[Hold, ...]:
+def _parse(path: Path, sealing: RecordSealing | None) -> tuple[Hold, ...]:
     try:
-        doc = json.loads(path.read_bytes())
+        doc = json.loads(open_file(path.read_bytes(), sealing, HOLDS_PURPOSE, HOLDS_FILE, path))
+    except GovernedMemoryError:
+        raise  # sealed without a key, altered, or plaintext where sealing is on
     except OSError as exc:
         raise StorageError(f"cannot read legal holds {path}: {exc}") from exc
     except ValueError as exc:

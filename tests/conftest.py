@@ -87,6 +87,14 @@ def store_factory(request: pytest.FixtureRequest) -> StoreMaker:
     return maker
 
 
+@pytest.fixture(params=["plaintext", "sealed"])
+def record_mode(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A governance registry form: plaintext, or sealed (a RecordMode, see sealing_helpers)."""
+    from sealing_helpers import RecordMode
+
+    return RecordMode(str(request.param), tmp_path / "keyring")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _no_network() -> Iterator[None]:
     """Connections and name lookups for non-loopback addresses fail in every test."""

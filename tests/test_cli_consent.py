@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
+from sealing_helpers import TEST_MASTER_KEY_B64, sealing_for
 
 from governed_memory import ConsentRegistry
 from governed_memory._workspace import GOVERNANCE_DIR
@@ -17,7 +18,11 @@ def run(workspace: Path, *args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(
         main,
         ["--workspace", str(workspace), "--policy", "regulated", *args],
-        env={"GOVERNED_MEMORY_AUDIT_KEY": "ab" * 32},  # the regulated policy audits
+        env={  # the regulated policy audits and encrypts
+            "GOVERNED_MEMORY_AUDIT_KEY": "ab" * 32,
+            "GOVERNED_MEMORY_MASTER_KEY": TEST_MASTER_KEY_B64,
+            "GOVERNED_MEMORY_KEYRING_DIR": str(workspace.parent / "keyring"),
+        },
     )
     return result.exit_code, result.stdout, result.stderr
 
@@ -39,7 +44,11 @@ def test_grant_records_actor_time_and_policy_version(workspace: Path) -> None:
     event = json.loads(out)
     assert event["state"] == "granted" and event["actor"] == "dpo@bank.example"
     assert (event["policy_id"], event["policy_version"]) == ("regulated", "1")
-    assert ConsentRegistry(workspace / GOVERNANCE_DIR).is_granted("c-42", "persist")
+    sealing = sealing_for(workspace.parent / "keyring")
+    assert ConsentRegistry(workspace / GOVERNANCE_DIR, sealing=sealing).is_granted(
+        "c-42", "persist"
+    )
+    assert b"c-42" not in (workspace / GOVERNANCE_DIR / "consent.jsonl").read_bytes()
 
 
 def test_default_actor_is_the_login_name(workspace: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 
 import pytest
@@ -205,7 +204,10 @@ def test_receipt_is_stored_and_holds_no_content(
     assert [p.name for p in stored] == [f"{receipt.id}.json"]  # progress log and lock gone
     for body in stored.values():
         assert b"secret" not in body and b"mixed" not in body
-    data = json.loads(stored[gov.governance_dir / "tombstones" / f"{receipt.id}.json"])
+    if kind == "encrypted":  # sealed: not even the subject id is readable on disk
+        assert all(b"alice" not in body for body in stored.values())
+    data = TombstoneStore(gov.governance_dir, sealing=gov.sealing).document(receipt.id)
+    assert data is not None
     assert data["state"] == "complete" and data["receipt"]["totals"]["records"] == 4
     assert oct((gov.governance_dir / "tombstones").stat().st_mode & 0o777) == "0o700"
 
@@ -214,7 +216,7 @@ def test_receipt_is_stored_and_holds_no_content(
 
 
 def _holds(gov) -> HoldRegistry:  # type: ignore[no-untyped-def]
-    return HoldRegistry(gov.governance_dir, clock=gov.clock)
+    return HoldRegistry(gov.governance_dir, clock=gov.clock, sealing=gov.sealing)
 
 
 def test_hold_on_subject_blocks_and_names_the_hold(
@@ -302,12 +304,12 @@ def test_interrupted_erasure_resumes_with_exact_counts(
     with pytest.raises(StorageError, match="injected"):
         erase(gov, subject="alice")
     monkeypatch.undo()
-    [pending] = TombstoneStore(gov.governance_dir).pending()
+    [pending] = TombstoneStore(gov.governance_dir, sealing=gov.sealing).pending()
     assert pending.scope.subject == "alice"
     [receipt] = resume_erasures(gov)
     assert receipt.resumed and receipt.records == 4 and receipt.summaries == 2
     assert "alice secret" not in readable_text(gov)
-    assert TombstoneStore(gov.governance_dir).pending() == []
+    assert TombstoneStore(gov.governance_dir, sealing=gov.sealing).pending() == []
 
 
 def test_opening_an_agent_completes_its_pending_erasure_before_preload(
@@ -324,7 +326,7 @@ def test_opening_an_agent_completes_its_pending_erasure_before_preload(
     monkeypatch.undo()
     conv = conversation(gov, "B")
     assert "alice" not in conv.return_history_as_string()
-    assert TombstoneStore(gov.governance_dir).pending() == []
+    assert TombstoneStore(gov.governance_dir, sealing=gov.sealing).pending() == []
     assert "alice secret" not in readable_text(gov)
 
 
@@ -393,7 +395,7 @@ def test_scheduled_erasure_runs_only_when_due(
     [receipt] = run_due_erasures(gov, now + dt.timedelta(days=30, seconds=1))
     assert receipt.id == item.id and receipt.records == 4  # type: ignore[union-attr]
     assert "alice secret" not in readable_text(gov)
-    assert TombstoneStore(gov.governance_dir).scheduled() == []
+    assert TombstoneStore(gov.governance_dir, sealing=gov.sealing).scheduled() == []
 
 
 def test_cancelled_scheduled_erasure_never_runs(
@@ -419,7 +421,7 @@ def test_due_erasure_blocked_by_a_hold_stays_scheduled(
     _holds(gov).place(subject="alice", reason="case", actor="legal")
     [blocked] = run_due_erasures(gov, clock.now() + dt.timedelta(days=2))
     assert isinstance(blocked, ErasureBlockedError)
-    assert len(TombstoneStore(gov.governance_dir).scheduled()) == 1
+    assert len(TombstoneStore(gov.governance_dir, sealing=gov.sealing).scheduled()) == 1
 
 
 @pytest.mark.parametrize("grace", ["forever", "soon", -5])
@@ -501,7 +503,7 @@ def test_kill_9_at_any_durable_step_then_resume(
     gov = governance(workspace, clock, kind=kind)
     _populate(gov)
     _erase_in_child_and_kill(gov, function, nth)
-    if not TombstoneStore(gov.governance_dir).ids():
+    if not TombstoneStore(gov.governance_dir, sealing=gov.sealing).ids():
         # Killed before the tombstone was durable: nothing was touched, and
         # the admin (who got no receipt) runs the erasure again.
         assert "alice secret A-1" in readable_text(gov)
@@ -527,10 +529,10 @@ def test_kill_9_then_the_next_open_of_the_agent_finishes(
     gov = governance(workspace, clock, kind=kind)
     _populate(gov)
     assert _erase_in_child_and_kill(gov, "fsync", 6)  # after the tombstone, mid-way
-    assert TombstoneStore(gov.governance_dir).pending()
+    assert TombstoneStore(gov.governance_dir, sealing=gov.sealing).pending()
     conv = conversation(gov, "A")
     assert "alice" not in conv.return_history_as_string()
-    assert TombstoneStore(gov.governance_dir).pending() == []
+    assert TombstoneStore(gov.governance_dir, sealing=gov.sealing).pending() == []
     assert "alice secret" not in readable_text(gov)
 
 

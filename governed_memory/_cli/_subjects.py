@@ -17,7 +17,6 @@ from rich.progress import Progress
 from .._subjects import (
     ErasureReceipt,
     ScheduledErasure,
-    TombstoneStore,
     cancel_scheduled_erasure,
     erase,
     erasure_receipts,
@@ -201,7 +200,7 @@ def erasures_group() -> None:
 def erasures_list(ctx: CliContext, as_json: bool) -> None:
     """Scheduled, pending (interrupted) and completed erasures."""
     sctx = subject_context(ctx.governance())
-    tombs = TombstoneStore(sctx.governance_dir)
+    tombs = sctx.tombstones()
     scheduled: list[ScheduledErasure] = tombs.scheduled()
     tombstones = tombs.all()
     if as_json:

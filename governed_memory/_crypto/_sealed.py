@@ -11,7 +11,9 @@ it reaches the disk. A sealed record is one ASCII token without newlines
 under a data key of the *purpose* (``"consent"``, ``"export"``), optionally
 combined with the subject's key so that crypto-shredding the subject makes
 the record unreadable too. The associated data binds the token to the
-workspace and the purpose.
+workspace and the purpose, and to the caller's ``context`` when one is given
+(the governance registries pass the file the record belongs to, so a token
+copied into another file fails to open; an empty context is the v1 binding).
 """
 
 from __future__ import annotations
@@ -67,16 +69,18 @@ class RecordSealer:
         info = b"governed-memory sealed v1\x00" + ref + _FIXED.pack(gen, subject_ref, subject_gen)
         return AESGCM(hkdf(key + subject_key, info))
 
-    def _aad(self, fixed: bytes) -> bytes:
-        return (
-            b"governed-memory sealed v1\x00"
-            + self.keyring.workspace_id
-            + self.purpose.encode()
-            + fixed
-        )
+    def _aad(self, fixed: bytes, context: bytes) -> bytes:
+        aad = b"governed-memory sealed v1\x00" + self.keyring.workspace_id + self.purpose.encode()
+        aad += fixed
+        if context:  # length-prefixed, so purpose and context cannot run into each other
+            aad += b"\x00ctx" + struct.pack(">I", len(context)) + context
+        return aad
 
-    def seal(self, data: bytes, *, subject_id: str | None = None) -> bytes:
-        """One ASCII token holding ``data`` (with ``subject_id``: shredded with the subject)."""
+    def seal(self, data: bytes, *, subject_id: str | None = None, context: bytes = b"") -> bytes:
+        """One ASCII token holding ``data`` (with ``subject_id``: shredded with the subject).
+
+        ``context`` is bound as associated data: :meth:`open` needs the same one.
+        """
         current = self.keyring.current(PURPOSE, self.purpose)
         subject_ref, subject_gen = NO_SUBJECT, 0
         if subject_id is not None:
@@ -85,29 +89,43 @@ class RecordSealer:
         fixed = _FIXED.pack(current.gen, subject_ref, subject_gen)
         nonce = self.random(_NONCE)
         sealed = self._cipher(current.gen, subject_ref, subject_gen).encrypt(
-            nonce, data, self._aad(fixed)
+            nonce, data, self._aad(fixed, context)
         )
         return _PREFIX + base64.urlsafe_b64encode(fixed + nonce + sealed)
 
-    def open(self, token: bytes | str, where: Path | None = None) -> bytes:
-        """The data sealed in ``token``.
+    def open(self, token: bytes | str, where: Path | None = None, *, context: bytes = b"") -> bytes:
+        """The data sealed in ``token`` (with the ``context`` it was sealed with).
 
         Raises:
             DecryptionError: the token was altered, or sealed for another
-                workspace or purpose (``where`` names the file in the message).
+                workspace, purpose or context (``where`` names the file in the message).
             KeyShreddedError: its key (or its subject's) was crypto-shredded.
         """
-        raw = token.encode("ascii") if isinstance(token, str) else token
-        try:
-            if not raw.startswith(_PREFIX):
-                raise ValueError("not a sealed record")
-            body = base64.urlsafe_b64decode(raw[len(_PREFIX) :].strip())
-            gen, subject_ref, subject_gen = _FIXED.unpack_from(body)
-        except (ValueError, binascii.Error, struct.error):
-            raise DecryptionError(where, "sealed record") from None
+        body, (gen, subject_ref, subject_gen) = _parse(token, where)
         fixed, nonce = body[: _FIXED.size], body[_FIXED.size : _FIXED.size + _NONCE]
         cipher = self._cipher(gen, subject_ref, subject_gen)
         try:
-            return cipher.decrypt(nonce, body[_FIXED.size + _NONCE :], self._aad(fixed))
+            return cipher.decrypt(nonce, body[_FIXED.size + _NONCE :], self._aad(fixed, context))
         except InvalidTag:
             raise DecryptionError(where, "sealed record") from None
+
+    @staticmethod
+    def generation(token: bytes | str) -> int:
+        """The generation of the purpose key ``token`` was sealed under (no key needed).
+
+        Raises:
+            DecryptionError: ``token`` is not a sealed record.
+        """
+        return _parse(token, None)[1][0]
+
+
+def _parse(token: bytes | str, where: Path | None) -> tuple[bytes, tuple[int, bytes, int]]:
+    try:
+        raw = token.encode("ascii") if isinstance(token, str) else token
+        if not raw.startswith(_PREFIX):
+            raise ValueError("not a sealed record")
+        body = base64.urlsafe_b64decode(raw[len(_PREFIX) :].strip())
+        fields: tuple[int, bytes, int] = _FIXED.unpack_from(body)
+    except (ValueError, binascii.Error, struct.error):
+        raise DecryptionError(where, "sealed record") from None
+    return body, fields

@@ -21,7 +21,7 @@ from .._stores import AgentStore
 from ._context import SubjectContext
 from ._receipt import ErasureReceipt
 from ._redact import mentions
-from ._tombstones import COMPLETE, ErasureScope, TombstoneStore
+from ._tombstones import COMPLETE, ErasureScope
 
 __all__ = ["collect"]
 
@@ -148,7 +148,7 @@ def _holds(ctx: SubjectContext, scope: ErasureScope) -> list[dict[str, Any]] | N
 
 def _erasures(ctx: SubjectContext, scope: ErasureScope) -> list[dict[str, Any]]:
     found = []
-    for tombstone in TombstoneStore(ctx.governance_dir).all():
+    for tombstone in ctx.tombstones().all():
         same = (
             tombstone.scope.subject == scope.subject
             if scope.subject is not None

@@ -6,7 +6,8 @@ the governance folder, the store factory (plaintext or encrypted, so every
 read and rewrite goes through the :class:`~governed_memory.AgentStore`
 protocol), the clock, the policy, the audit sink, and the optional
 collaborators that exist only in some deployments: the consent registry, the
-legal-hold registry, the key ring (crypto-shredding) and the audit log reader.
+legal-hold registry, the key ring (crypto-shredding), the audit log reader and
+the record sealing that keeps tombstones and holds encrypted at rest.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from .._names import validate_agent_name
 from .._policy import DEFAULT_POLICY, Policy
 from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
 from .._workspace import AGENTS_DIR, GOVERNANCE_DIR, MEMORY_FILE, resolve_workspace
+from ._tombstones import TombstoneStore
 
 if TYPE_CHECKING:
     from .._governance import AuditSink, Governance
+    from .._sealing import RecordSealing
 
 __all__ = ["KeyShredder", "SubjectContext", "subject_context"]
 
@@ -72,6 +75,7 @@ class SubjectContext:
     keys: KeyShredder | None = None
     audit_entries: Callable[[str | None, str | None], list[dict[str, Any]]] | None = None
     encrypted: bool = False
+    sealing: RecordSealing | None = None
 
     @property
     def agents_dir(self) -> Path:
@@ -92,6 +96,10 @@ class SubjectContext:
             except ConfigurationError:
                 continue
         return sorted(names)
+
+    def tombstones(self) -> TombstoneStore:
+        """The erasure records of the workspace (sealed when the workspace is encrypted)."""
+        return TombstoneStore(self.governance_dir, sealing=self.sealing)
 
     def open_store(self, agent: str) -> AgentStore:
         """The store of one agent folder (opening it creates nothing)."""
@@ -203,9 +211,11 @@ def _from_governance(gov: Governance) -> SubjectContext:
         store_factory=gov.store_factory,
         audit=gov.audit,
         consent=gov.consent,
-        holds=getattr(gov, "holds", None) or HoldRegistry(gov.governance_dir, clock=gov.clock),
+        holds=getattr(gov, "holds", None)
+        or HoldRegistry(gov.governance_dir, clock=gov.clock, sealing=gov.sealing),
         # The keyring crypto-shreds (a KeyShredder); built only when encryption is on.
         keys=gov.keyring if gov.policy.encryption.enabled else None,
         audit_entries=_audit_reader(gov),
         encrypted=gov.policy.encryption.enabled,
+        sealing=gov.sealing,
     )

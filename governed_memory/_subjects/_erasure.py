@@ -205,13 +205,13 @@ def _start(
         policy_id=ctx.policy.id,
         policy_version=ctx.policy.version,
     )
-    TombstoneStore(ctx.governance_dir).write(tombstone)
+    ctx.tombstones().write(tombstone)
     return complete_tombstone(ctx, tombstone, resumed=False, progress=progress)
 
 
 @contextmanager
 def _tombstone_lock(ctx: SubjectContext, erasure_id: str) -> Iterator[None]:
-    folder = TombstoneStore(ctx.governance_dir).tombstone_dir
+    folder = ctx.tombstones().tombstone_dir
     ensure_private_dir(folder)
     path = folder / f".{erasure_id}.lock"
     fd = open_private(path, os.O_RDWR | os.O_CREAT)
@@ -220,7 +220,7 @@ def _tombstone_lock(ctx: SubjectContext, erasure_id: str) -> Iterator[None]:
         yield
         # Done: whoever waits on this (now unlinked) file re-reads the
         # tombstone under the lock and finds it complete.
-        current = TombstoneStore(ctx.governance_dir).get(erasure_id)
+        current = ctx.tombstones().get(erasure_id)
         if current is not None and not current.pending:
             path.unlink(missing_ok=True)
     finally:
@@ -235,7 +235,7 @@ def complete_tombstone(
     progress: Progress | None = None,
 ) -> ErasureReceipt:
     """Carry out (or finish) the erasure ``tombstone`` describes; return its receipt."""
-    tombs = TombstoneStore(ctx.governance_dir)
+    tombs = ctx.tombstones()
     with _tombstone_lock(ctx, tombstone.id):
         current = tombs.get(tombstone.id) or tombstone
         if current.state == COMPLETE and current.receipt is not None:
@@ -392,7 +392,7 @@ def resume_erasures(
     """Finish every pending erasure (or those covering ``agent``); return their receipts."""
     ctx = subject_context(target)
     receipts = []
-    for tombstone in TombstoneStore(ctx.governance_dir).pending():
+    for tombstone in ctx.tombstones().pending():
         if agent is None or tombstone.scope.covers_agent(agent):
             receipts.append(complete_tombstone(ctx, tombstone, resumed=True, progress=progress))
     return receipts
@@ -431,7 +431,7 @@ def schedule_erasure(
         requested_by=actor,
         reason=reason,
     )
-    TombstoneStore(ctx.governance_dir).schedule(item)
+    ctx.tombstones().schedule(item)
     ctx.audit.record(
         "erase",
         agent=scope.agent,
@@ -452,7 +452,7 @@ def cancel_scheduled_erasure(target: Target, erasure_id: str) -> None:
         NotFoundError: no scheduled erasure has that id (it may have run).
     """
     ctx = subject_context(target)
-    if not TombstoneStore(ctx.governance_dir).unschedule(erasure_id):
+    if not ctx.tombstones().unschedule(erasure_id):
         raise NotFoundError(
             f"no scheduled erasure {erasure_id!r}; it may have run already "
             "(governed-memory erasures lists them)"
@@ -471,7 +471,7 @@ def run_due_erasures(
     """
     ctx = subject_context(target)
     when = now if now is not None else ctx.clock.now()
-    tombs = TombstoneStore(ctx.governance_dir)
+    tombs = ctx.tombstones()
     results: list[ErasureReceipt | ErasureBlockedError] = list(resume_erasures(ctx))
     for item in tombs.scheduled():
         if not item.due(when):
@@ -520,6 +520,6 @@ def erasure_receipts(target: Target) -> list[ErasureReceipt]:
     ctx = subject_context(target)
     return [
         ErasureReceipt.from_dict(t.receipt)
-        for t in TombstoneStore(ctx.governance_dir).all()
+        for t in ctx.tombstones().all()
         if t.state == COMPLETE and t.receipt is not None
     ]

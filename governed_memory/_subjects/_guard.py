@@ -33,7 +33,6 @@ from .._format import PRELOAD_PREFIX
 from .._lineage import message_subjects
 from ._context import SubjectContext
 from ._erasure import complete_tombstone
-from ._tombstones import TombstoneStore
 
 __all__ = ["Erased", "ErasureGuard", "filter_history"]
 
@@ -96,7 +95,7 @@ class ErasureGuard:
     def __init__(self, ctx: SubjectContext, agent: str) -> None:
         self._ctx = ctx
         self._agent = agent
-        self._tombs = TombstoneStore(ctx.governance_dir)
+        self._tombs = ctx.tombstones()
         self._seen: set[str] = set()
 
     def on_open(self) -> None:

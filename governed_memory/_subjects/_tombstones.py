@@ -16,7 +16,10 @@ is then deleted. Ids sort chronologically (UTC time, then random hex), so
 "tombstones newer than X" is a name comparison.
 
 Tombstones keep the subject identifier (not any content) as proof of the
-erasure; ``retention.tombstones_max_age`` bounds how long.
+erasure; ``retention.tombstones_max_age`` bounds how long. Under encryption at
+rest (``sealing`` given) every one of these files, and each progress line, is
+a sealed envelope (see ``_sealing``): the subject, actor and reason are not on
+disk in plaintext; file names (erasure ids: a time and random hex) are.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._errors import ConfigurationError, FormatVersionError, StorageError
+from .._errors import ConfigurationError, FormatVersionError, GovernedMemoryError, StorageError
 from .._fsutil import (
     TMP_PREFIX,
     atomic_write,
@@ -37,6 +40,14 @@ from .._fsutil import (
     fsync_dir,
     open_private,
     write_all,
+)
+from .._sealing import (
+    ERASURE_PURPOSE,
+    RecordSealing,
+    open_file,
+    open_record,
+    seal_file,
+    seal_record,
 )
 
 __all__ = [
@@ -191,11 +202,17 @@ def _aware(when: _dt.datetime) -> _dt.datetime:
 
 
 class TombstoneStore:
-    """Reads and writes erasure state in the governance folder."""
+    """Reads and writes erasure state in the governance folder.
 
-    def __init__(self, governance_dir: Path) -> None:
+    Args:
+        governance_dir: the governance folder.
+        sealing: seal every record (encryption at rest); None keeps plaintext.
+    """
+
+    def __init__(self, governance_dir: Path, *, sealing: RecordSealing | None = None) -> None:
         self._tombstones = Path(governance_dir) / TOMBSTONES_DIR
         self._scheduled = Path(governance_dir) / SCHEDULED_DIR
+        self.sealing = sealing
 
     @property
     def tombstone_dir(self) -> Path:
@@ -216,9 +233,12 @@ class TombstoneStore:
         self._write_json(self._tombstones, f"{tombstone.id}.json", tombstone.to_dict())
 
     def get(self, erasure_id: str) -> Tombstone | None:
-        path = self._tombstones / f"{erasure_id}.json"
-        data = self._read_json(path)
+        data = self.document(erasure_id)
         return None if data is None else Tombstone.from_dict(data)
+
+    def document(self, erasure_id: str) -> dict[str, Any] | None:
+        """The stored JSON document of a tombstone (opened when sealed); None when absent."""
+        return self._read_json(self._tombstones / f"{erasure_id}.json")
 
     def ids(self) -> list[str]:
         """Tombstone ids, oldest first (cheap: one directory listing)."""
@@ -264,9 +284,10 @@ class TombstoneStore:
         ensure_private_dir(self._tombstones)
         path = self._tombstones / f".{erasure_id}{PROGRESS_SUFFIX}"
         line = json.dumps(entry, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        data = seal_record(line.encode("utf-8"), self.sealing, ERASURE_PURPOSE, _context(path))
         fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         try:
-            write_all(fd, (line + "\n").encode("utf-8"))
+            write_all(fd, data + b"\n")
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -275,15 +296,18 @@ class TombstoneStore:
         """Every complete progress line (a torn last line from a crash is ignored)."""
         path = self._tombstones / f".{erasure_id}{PROGRESS_SUFFIX}"
         try:
-            text = path.read_text(encoding="utf-8")
+            data = path.read_bytes()
         except FileNotFoundError:
             return []
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
             raise StorageError(f"cannot read erasure progress {path}: {exc}") from exc
         entries = []
-        for line in text.split("\n")[:-1]:  # the part after the last \n is torn
+        for line in data.split(b"\n")[:-1]:  # the part after the last \n is torn
+            if self.sealing is not None and not line.strip():
+                continue
             try:
-                loaded = json.loads(line)
+                plain = open_record(line, self.sealing, ERASURE_PURPOSE, _context(path), path)
+                loaded = json.loads(plain)
             except ValueError:
                 continue
             if isinstance(loaded, dict):
@@ -326,21 +350,26 @@ class TombstoneStore:
             return []
         return [n for n in names if n.endswith(suffix) and not n.startswith((TMP_PREFIX, "."))]
 
-    @staticmethod
-    def _write_json(folder: Path, name: str, data: dict[str, Any]) -> None:
+    def _write_json(self, folder: Path, name: str, data: dict[str, Any]) -> None:
+        text = json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+        stored = seal_file(
+            text.encode("utf-8"), self.sealing, ERASURE_PURPOSE, _context(folder / name)
+        )
         try:
             ensure_private_dir(folder)
-            text = json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
-            atomic_write(folder / name, text.encode("utf-8"))
+            atomic_write(folder / name, stored)
         except OSError as exc:
             raise StorageError(f"cannot write erasure record {folder / name}: {exc}") from exc
 
-    @staticmethod
-    def _read_json(path: Path) -> dict[str, Any] | None:
+    def _read_json(self, path: Path) -> dict[str, Any] | None:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            raw = path.read_bytes()
+            plain = open_file(raw, self.sealing, ERASURE_PURPOSE, _context(path), path)
+            data = json.loads(plain.decode("utf-8"))
         except FileNotFoundError:
             return None
+        except GovernedMemoryError:
+            raise  # sealed without a key, altered, or plaintext where sealing is on
         except (OSError, ValueError) as exc:
             raise StorageError(
                 f"erasure record {path} cannot be read ({exc}); it is damaged"
@@ -353,3 +382,8 @@ class TombstoneStore:
                 "upgrade this installation"
             )
         return data
+
+
+def _context(path: Path) -> str:
+    """What a sealed erasure record is bound to: its path inside the governance folder."""
+    return f"{path.parent.name}/{path.name}"
