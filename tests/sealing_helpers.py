@@ -11,7 +11,13 @@ from crypto_helpers import TEST_MASTER_KEY
 
 from governed_memory._crypto import Keyring, LocalKeyProvider
 from governed_memory._policy import Policy
-from governed_memory._sealing import RecordSealing, is_sealed
+from governed_memory._sealing import (
+    RecordSealing,
+    is_sealed,
+    open_record,
+    seal_file,
+    seal_record,
+)
 from governed_memory._settings import Settings
 
 TEST_MASTER_KEY_B64 = base64.b64encode(TEST_MASTER_KEY).decode("ascii")
@@ -68,3 +74,20 @@ class RecordMode:
     def check_form(self, raw: bytes) -> None:
         """Assert that a stored line or file is in this mode's form."""
         assert is_sealed(raw) == self.sealed, raw[:80]
+
+    def write_file(self, path: Path, purpose: str, context: str, plain: bytes) -> None:
+        """Write ``plain`` as a whole-file registry of this mode would store it."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(seal_file(plain, self.sealing(), purpose, context))
+
+    def line(self, purpose: str, context: str, plain: bytes) -> bytes:
+        """``plain`` as a line-per-record registry of this mode stores it (no newline)."""
+        return seal_record(plain, self.sealing(), purpose, context)
+
+    def read_lines(self, path: Path, purpose: str, context: str) -> list[bytes]:
+        """The plaintext of every complete line of ``path`` (each checked to be in this form)."""
+        data = path.read_bytes()
+        lines = data[: data.rfind(b"\n") + 1].splitlines()
+        for raw in lines:
+            self.check_form(raw)
+        return [open_record(raw, self.sealing(), purpose, context, path) for raw in lines]
