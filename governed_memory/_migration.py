@@ -2,7 +2,8 @@
 
 ``encrypt_workspace`` encrypts every agent's ``MEMORY.md`` and
 ``archive/history_*.md`` (ours, or the reference's) into ``MEMORY.md.gmenc``
-and ``archive/history_*.gmenc``; ``decrypt_workspace`` reverses it. Per file,
+and ``archive/history_*.gmenc``, and seals the governance records (consent,
+holds, erasure records: see ``_reseal``); ``decrypt_workspace`` reverses it. Per file,
 under the agent's lock: write the new form atomically, read it back and
 compare it with the source, and only then remove the source. Both are
 idempotent and crash-safe: after a crash, running them again finishes the job
@@ -25,7 +26,7 @@ from ._errors import GovernedMemoryError, StorageError
 from ._fsutil import TMP_PREFIX, atomic_write, fsync_dir, remove_stale_temps
 from ._rotation import Progress, agent_folders, no_progress
 from ._stores._encrypted import ENCRYPTED_MEMORY, ENCRYPTED_SUFFIX, EncryptedAgentStore
-from ._workspace import MEMORY_FILE
+from ._workspace import GOVERNANCE_DIR, MEMORY_FILE
 
 __all__ = ["MigrationReport", "decrypt_workspace", "encrypt_workspace"]
 
@@ -140,6 +141,9 @@ def _run(workspace: Path, keyring: Keyring, direction: str, progress: Progress) 
             finally:
                 store.close()
             progress(direction, done, len(folders))
+        resealed = _governance_records(workspace, keyring, direction)
+        report.converted += len(resealed)
+        report.files += [str(p) for p in resealed]
     except GovernedMemoryError as exc:
         keyring.observer.record(
             f"{direction}-workspace",
@@ -159,6 +163,17 @@ def _run(workspace: Path, keyring: Keyring, direction: str, progress: Progress) 
         already_done=report.already_done,
     )
     return report
+
+
+def _governance_records(workspace: Path, keyring: Keyring, direction: str) -> list[Path]:
+    """Seal (encrypt) or unseal (decrypt) the consent, hold and erasure records."""
+    from ._reseal import seal_governance, unseal_governance
+    from ._sealing import RecordSealing
+
+    folder = workspace / GOVERNANCE_DIR
+    if direction == "encrypt":
+        return seal_governance(folder, RecordSealing(keyring))
+    return unseal_governance(folder, RecordSealing(keyring))
 
 
 def _pairs(store: EncryptedAgentStore, direction: str) -> list[tuple[Path, Path, int]]:

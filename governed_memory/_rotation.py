@@ -8,7 +8,9 @@ replaces the old. Re-encryption (``reencrypt=True``) runs in three phases:
 1. record the plan in ``reencrypt.json`` and give every live data key a new
    generation (new data is written under it from then on);
 2. under each agent's lock, re-encrypt every file that still has frames under
-   an older generation (one atomic replace per file);
+   an older generation (one atomic replace per file); then re-seal the
+   governance records (consent, holds, erasure records) sealed under an older
+   generation of their purpose key, under their registry's lock;
 3. destroy the old generations and remove the plan.
 
 A process appending meanwhile sees the keyring change with a ``stat`` under
@@ -28,8 +30,10 @@ from ._crypto._frames import FrameKey
 from ._crypto._keyring import AGENT, META_FILE, Keyring
 from ._errors import GovernedMemoryError
 from ._fsutil import atomic_write
+from ._reseal import seal_governance
+from ._sealing import RecordSealing
 from ._stores._encrypted import EncryptedAgentStore
-from ._workspace import AGENTS_DIR, MEMORY_FILE
+from ._workspace import AGENTS_DIR, GOVERNANCE_DIR, MEMORY_FILE
 
 __all__ = [
     "Progress",
@@ -158,6 +162,9 @@ def reencrypt(
     for done, folder in enumerate(folders, 1):
         _reencrypt_agent(folder, keyring, report)
         progress("reencrypt", done, len(folders))
+    report.files_reencrypted += len(
+        seal_governance(Path(workspace) / GOVERNANCE_DIR, RecordSealing(keyring), refresh=True)
+    )
     with keyring.locked():
         for _, entry in keyring.entries():
             if entry.ref.hex() not in targets:
