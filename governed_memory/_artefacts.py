@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 __all__ = [
@@ -76,19 +76,14 @@ class FileKind:
     kind: ArtefactKind
     pattern: str
     encrypted: bool = False
+    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Compiled once: scans match every file name of a workspace.
+        object.__setattr__(self, "regex", re.compile(self.pattern))
 
     def match(self, name: str) -> re.Match[str] | None:
-        return _compiled(self.pattern).fullmatch(name)
-
-
-_CACHE: dict[str, re.Pattern[str]] = {}
-
-
-def _compiled(pattern: str) -> re.Pattern[str]:
-    compiled = _CACHE.get(pattern)
-    if compiled is None:
-        compiled = _CACHE[pattern] = re.compile(pattern)
-    return compiled
+        return self.regex.fullmatch(name)
 
 
 AGENT_FILE_KINDS: tuple[FileKind, ...] = (
@@ -137,10 +132,10 @@ def classify_archive(name: str) -> tuple[FileKind, _dt.datetime | None] | None:
 
 def archive_kind(name: str) -> FileKind | None:
     """The kind of a file in ``archive/`` (without reading the time in its name), or None."""
-    if is_hidden(name):
-        return None
+    if not name.startswith("history_"):
+        return None  # also every hidden name: the common case costs one comparison
     for kind in ARCHIVE_FILE_KINDS:
-        if kind.match(name):
+        if kind.regex.fullmatch(name):
             return kind
     return None
 

@@ -39,11 +39,12 @@ from .._artefacts import (
     archive_kind,
     classify_agent_file,
 )
-from .._consent import CONSENT_LOCK, CONSENT_LOG
+from .._consent import CONSENT_LOCK, CONSENT_LOG, open_consent_line
 from .._errors import GovernedMemoryError, InvalidAgentNameError
 from .._fsutil import atomic_write, fsync_dir, open_private, write_all
 from .._holds import HoldRegistry, HoldSet
 from .._names import validate_agent_name
+from .._sealing import RecordSealing
 from .._stores import AgentStore, StoreFactory
 from .._stores._folder_lock import FolderLock
 from .._workspace import AGENTS_DIR, ARCHIVE_DIR
@@ -72,10 +73,10 @@ class Tally:
 
     def add(self, entry: Entry, outcome: bytes) -> None:
         if outcome == b"d":
-            self.deleted[entry.rule.value] += 1
+            self.deleted[entry.rule] += 1  # a StrEnum: counts under its str value
             self.bytes_freed += entry.size
         elif outcome == b"h":
-            self.held[entry.rule.value] += 1
+            self.held[entry.rule] += 1
             self.held_bytes += entry.size
         elif outcome == b"g":
             self.gone += 1
@@ -98,6 +99,8 @@ class Executor:
         audit_purger: removes old audit segments through the audit log, which
             records the removal in its hash chain first (``AuditTrail.
             purge_segments``); without one, audit entries fail (``e``).
+        sealing: opens sealed consent records (encrypted workspaces) to check
+            their subject against the holds.
     """
 
     def __init__(
@@ -108,6 +111,7 @@ class Executor:
         holds: HoldRegistry,
         store_factory: StoreFactory | None = None,
         audit_purger: AuditPurger | None = None,
+        sealing: RecordSealing | None = None,
     ) -> None:
         self.workspace = Path(workspace)
         self.governance_dir = Path(governance_dir)
@@ -115,6 +119,7 @@ class Executor:
         self.holds = holds
         self.store_factory = store_factory
         self.audit_purger = audit_purger
+        self.sealing = sealing
         self._root = os.fspath(self.workspace)
 
     def run(self, journal: Journal, tally: Tally, on_progress: Progress | None = None) -> None:
@@ -325,7 +330,7 @@ class Executor:
                 digest = consent_digest(raw)
                 if digest not in wanted:
                     kept.append(raw)
-                elif _consent_subject(raw) in holds.subjects:
+                elif _consent_subject(raw, self.sealing, log) in holds.subjects:
                     kept.append(raw)
                     outcome[digest] = b"h"
                 else:
@@ -337,10 +342,10 @@ class Executor:
         return b"".join(outcome[e.path.rpartition("#")[2]] for e in batch)
 
 
-def _consent_subject(raw: bytes) -> str | None:
+def _consent_subject(raw: bytes, sealing: RecordSealing | None, log: Path) -> str | None:
     try:
-        subject = json.loads(raw).get("subject")
-    except (ValueError, AttributeError):
+        subject = json.loads(open_consent_line(raw, sealing, log)).get("subject")
+    except (ValueError, AttributeError, OSError):
         return None
     return subject if isinstance(subject, str) else None
 

@@ -46,6 +46,10 @@ __all__ = [
 JOURNAL_FORMAT_VERSION = 1
 JOURNAL = "journal.jsonl"
 PROGRESS = "progress"
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # built once
+_DECODE = json.JSONDecoder().decode
+_KINDS = {k.value: k for k in ArtefactKind}
+_RULES = {r.value: r for r in Rule}
 OUTCOMES = {b"d": "deleted", b"g": "gone", b"c": "changed", b"h": "held", b"e": "failed"}
 
 
@@ -94,8 +98,8 @@ def write_journal(
                     open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w", encoding="utf-8"
                 )
                 handle.write(json.dumps({"v": JOURNAL_FORMAT_VERSION, **header}) + "\n")
-            line = [count, a.kind.value, a.path, item.rule.value, a.size, a.agent, *a.ident]
-            handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+            line = [count, a.kind, a.path, item.rule, a.size, a.agent, *a.ident]
+            handle.write(_ENCODE(line) + "\n")
             count += 1
             size += a.size
             deleting[item.rule.value] += 1
@@ -182,11 +186,9 @@ class Journal:
                 if number >= self.total:
                     return
                 try:
-                    n, kind, path, rule, size, agent, ino, mtime_ns = json.loads(line)
-                    entry = Entry(
-                        n, ArtefactKind(kind), path, Rule(rule), size, agent, (ino, mtime_ns)
-                    )
-                except (ValueError, TypeError) as exc:
+                    n, kind, path, rule, size, agent, ino, mtime_ns = _DECODE(line)
+                    entry = Entry(n, _KINDS[kind], path, _RULES[rule], size, agent, (ino, mtime_ns))
+                except (ValueError, TypeError, KeyError) as exc:
                     raise JournalError(
                         f"purge journal {self.path} line {number + 2} is damaged ({exc}); "
                         "remove the journal to discard the interrupted purge"

@@ -166,7 +166,10 @@ class Retention:
     def __init__(self, governance: Governance, *, holds: HoldRegistry | None = None) -> None:
         self.governance = governance
         self.holds = holds or HoldRegistry(
-            governance.governance_dir, clock=governance.clock, on_event=self._hold_event
+            governance.governance_dir,
+            clock=governance.clock,
+            on_event=self._hold_event,
+            sealing=governance.sealing,
         )
 
     @property
@@ -194,6 +197,7 @@ class Retention:
             audit_dir=audit_dir_of(g),
             holds=self.holds.active(),
             store_factory=g.store_factory,
+            sealing=g.sealing,
         )
 
     def plan(self, as_of: _dt.datetime | None = None) -> Plan:
@@ -306,6 +310,7 @@ class Retention:
             self.holds,
             g.store_factory,
             getattr(g.audit, "purge_segments", None),
+            sealing=g.sealing,
         )
 
     def _dry_run(self, now: _dt.datetime) -> PurgeReport:
@@ -342,9 +347,9 @@ class Retention:
             policy_id=g.policy.id,
             policy_version=g.policy.version,
             dry_run=False,
-            deleted=dict(tally.deleted),
+            deleted={str(rule): n for rule, n in tally.deleted.items()},
             bytes_freed=tally.bytes_freed,
-            held=dict(tally.held),
+            held={str(rule): n for rule, n in tally.held.items()},
             held_bytes=tally.held_bytes,
             gone=tally.gone,
             changed=tally.changed,

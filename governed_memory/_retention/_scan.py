@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import operator
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,13 +31,14 @@ from .._artefacts import (
     FileKind,
     classify_agent_file,
     classify_archive,
-    is_hidden,
 )
-from .._consent import CONSENT_LOG
+from .._consent import CONSENT_LOG, open_consent_line
 from .._errors import GovernedMemoryError
 from .._format import META_OPEN, parse_memory
 from .._holds import HoldSet
+from .._sealing import RecordSealing
 from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
+from .._subjects._tombstones import TombstoneStore
 from .._workspace import AGENTS_DIR, ARCHIVE_DIR, MEMORY_FILE
 from ._state import AgentState, Artefact, WorkspaceState
 
@@ -118,6 +120,7 @@ def scan_workspace(
     audit_dir: Path | None = None,
     holds: HoldSet | None = None,
     store_factory: StoreFactory | None = None,
+    sealing: RecordSealing | None = None,
 ) -> WorkspaceState:
     """Describe ``workspace`` for the planner (lazily: the disk is read while iterating).
 
@@ -127,13 +130,17 @@ def scan_workspace(
         holds: the holds in force; files are read for subjects only when one
             of them is a subject hold.
         store_factory: builds agent stores to read encrypted files.
+        sealing: opens sealed consent records and tombstones (encrypted workspaces).
     """
     holds = holds or HoldSet()
     read = holds.has_subject_holds
     return WorkspaceState(
         agents=_agents(Path(workspace), read, store_factory),
         others=_others(
-            Path(workspace), Path(governance_dir), audit_dir or Path(governance_dir) / AUDIT_DIR
+            Path(workspace),
+            Path(governance_dir),
+            audit_dir or Path(governance_dir) / AUDIT_DIR,
+            sealing,
         ),
         holds=holds,
     )
@@ -149,9 +156,14 @@ def _rel(workspace: Path, path: Path) -> str:
 def _entries(folder: str | Path) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(folder) as it:
-            return sorted((e for e in it if not is_hidden(e.name)), key=lambda e: e.name)
+            entries = [e for e in it if not e.name.startswith(".")]  # never hidden ones
     except (FileNotFoundError, NotADirectoryError):
         return []
+    entries.sort(key=_NAME)
+    return entries
+
+
+_NAME = operator.attrgetter("name")
 
 
 def _agents(
@@ -219,10 +231,12 @@ def _agent(
     return AgentState(name, tuple(memory), tuple(archives))
 
 
-def _others(workspace: Path, governance: Path, audit: Path) -> Iterator[Artefact]:
+def _others(
+    workspace: Path, governance: Path, audit: Path, sealing: RecordSealing | None
+) -> Iterator[Artefact]:
     yield from _exports(workspace, governance / EXPORTS_DIR)
-    yield from _tombstones(workspace, governance / TOMBSTONES_DIR)
-    yield from _consent(workspace, governance / CONSENT_LOG)
+    yield from _tombstones(workspace, governance, sealing)
+    yield from _consent(workspace, governance / CONSENT_LOG, sealing)
     yield from _audit(workspace, audit)
 
 
@@ -252,14 +266,17 @@ def _exports(workspace: Path, folder: Path) -> Iterator[Artefact]:
         )
 
 
-def _tombstones(workspace: Path, folder: Path) -> Iterator[Artefact]:
-    for entry in _entries(folder):
+def _tombstones(
+    workspace: Path, governance: Path, sealing: RecordSealing | None
+) -> Iterator[Artefact]:
+    store = TombstoneStore(governance, sealing=sealing)  # reads sealed ones too
+    for entry in _entries(governance / TOMBSTONES_DIR):
         if not entry.name.endswith(".json") or not entry.is_file(follow_symlinks=False):
             continue
         st = entry.stat(follow_symlinks=False)
         completed: _dt.datetime | None = None
         try:
-            data = json.loads(Path(entry.path).read_bytes())
+            data = store.document(entry.name[: -len(".json")])
             if isinstance(data, dict) and data.get("state") == "complete":
                 completed = _naive(str(data["completed_at"]))
         except (OSError, ValueError, KeyError, TypeError):
@@ -275,7 +292,7 @@ def _tombstones(workspace: Path, folder: Path) -> Iterator[Artefact]:
         )
 
 
-def _consent(workspace: Path, log: Path) -> Iterator[Artefact]:
+def _consent(workspace: Path, log: Path, sealing: RecordSealing | None) -> Iterator[Artefact]:
     try:
         data = log.read_bytes()
     except FileNotFoundError:
@@ -285,8 +302,8 @@ def _consent(workspace: Path, log: Path) -> Iterator[Artefact]:
     latest: dict[tuple[object, object], int] = {}
     for number, raw in enumerate(lines):
         try:
-            record = json.loads(raw)
-        except ValueError:
+            record = json.loads(open_consent_line(raw, sealing, log))
+        except (ValueError, OSError):  # damaged, or sealed and unopenable: never deleted
             record = None
         if not isinstance(record, dict):
             record = None
