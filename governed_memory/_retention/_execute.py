@@ -73,10 +73,10 @@ class Tally:
 
     def add(self, entry: Entry, outcome: bytes) -> None:
         if outcome == b"d":
-            self.deleted[entry.rule.value] += 1
+            self.deleted[entry.rule] += 1  # a StrEnum: counts under its str value
             self.bytes_freed += entry.size
         elif outcome == b"h":
-            self.held[entry.rule.value] += 1
+            self.held[entry.rule] += 1
             self.held_bytes += entry.size
         elif outcome == b"g":
             self.gone += 1

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import operator
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,7 +31,6 @@ from .._artefacts import (
     FileKind,
     classify_agent_file,
     classify_archive,
-    is_hidden,
 )
 from .._consent import CONSENT_LOG, open_consent_line
 from .._errors import GovernedMemoryError
@@ -156,9 +156,14 @@ def _rel(workspace: Path, path: Path) -> str:
 def _entries(folder: str | Path) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(folder) as it:
-            return sorted((e for e in it if not is_hidden(e.name)), key=lambda e: e.name)
+            entries = [e for e in it if not e.name.startswith(".")]  # never hidden ones
     except (FileNotFoundError, NotADirectoryError):
         return []
+    entries.sort(key=_NAME)
+    return entries
+
+
+_NAME = operator.attrgetter("name")
 
 
 def _agents(
