@@ -156,22 +156,26 @@ KILLER = textwrap.dedent(
 
 
 def test_kill_9_mid_purge_then_resume(workspace: Path, tmp_path: Path) -> None:
-    populate(workspace, agents=5, compactions=4)
+    populate(workspace, agents=30, compactions=2)
     script = tmp_path / "killer.py"
     script.write_text(KILLER)
-    proc = subprocess.run([sys.executable, str(script), str(workspace), "8"], check=False)
+    proc = subprocess.run([sys.executable, str(script), str(workspace), "4"], check=False)
     assert proc.returncode == -9
     left = archives(workspace)
-    assert 0 < len(left) < 20  # killed part-way: two agents done, three to go
+    # Killed part-way: the first agents are recorded done; the executor never runs
+    # more than 4 x workers batches ahead of its record, so some are left.
+    assert 0 < len(left) <= 60 - 4
     r = retention(workspace, dt.datetime(2026, 3, 1), archives_max_age="30d")
     journal = r.pending()
-    assert journal is not None and journal.total == 20
-    assert len(journal.outcomes()) == 8
+    assert journal is not None and journal.total == 60
+    assert journal.outcomes() == b"dddd"
 
     report = r.purge()
     assert report.resumed == journal.header["id"]
-    # The resumed journal reports the whole interrupted purge: 20 deleted in all.
-    assert report.deleted == {"archives_max_age": 20}
+    # Every planned archive is accounted for: deleted (before or after the kill),
+    # or found gone because a batch beyond the record had finished before it.
+    deleted = report.deleted["archives_max_age"]
+    assert deleted + report.gone == 60 and deleted >= 4 + len(left)
     assert archives(workspace) == []
     assert r.pending() is None
     again = r.purge()
@@ -182,10 +186,10 @@ def test_interrupted_purge_of_another_policy_version_is_dropped(
     workspace: Path, tmp_path: Path
 ) -> None:
     """An admin who changed the policy after a crash gets the new policy, not the old plan."""
-    populate(workspace, agents=5, compactions=4)
+    populate(workspace, agents=30, compactions=2)
     script = tmp_path / "killer.py"
     script.write_text(KILLER)
-    assert subprocess.run([sys.executable, str(script), str(workspace), "8"]).returncode == -9
+    assert subprocess.run([sys.executable, str(script), str(workspace), "4"]).returncode == -9
     left = archives(workspace)
     relaxed = Policy.model_validate(
         {"policy": {"version": "2"}, "retention": {"archives_max_age": "forever"}}

@@ -24,8 +24,9 @@ import json
 import os
 import secrets
 import shutil
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +102,7 @@ class Executor:
             purge_segments``); without one, audit entries fail (``e``).
         sealing: opens sealed consent records (encrypted workspaces) to check
             their subject against the holds.
+        workers: threads deleting in parallel (each on its own agent folder).
     """
 
     def __init__(
@@ -112,6 +114,7 @@ class Executor:
         store_factory: StoreFactory | None = None,
         audit_purger: AuditPurger | None = None,
         sealing: RecordSealing | None = None,
+        workers: int = 4,
     ) -> None:
         self.workspace = Path(workspace)
         self.governance_dir = Path(governance_dir)
@@ -120,10 +123,18 @@ class Executor:
         self.store_factory = store_factory
         self.audit_purger = audit_purger
         self.sealing = sealing
+        self.workers = max(1, workers)
         self._root = os.fspath(self.workspace)
 
     def run(self, journal: Journal, tally: Tally, on_progress: Progress | None = None) -> None:
         """Apply every entry of ``journal`` not done yet, adding outcomes to ``tally``.
+
+        Batches (one agent folder, the consent log, the audit log) run on
+        ``workers`` threads: deleting is mostly waiting for the filesystem,
+        and different agents' folders are independent (each batch holds its
+        own folder's lock). Outcomes are recorded strictly in journal order,
+        so ``progress`` stays a prefix of the journal; a batch that finished
+        beyond it before a crash is found ``gone`` on resume.
 
         Deletions in agent folders are not fsynced one by one (a folder fsync
         per agent would cost more than the deletions): :func:`os.sync` runs
@@ -135,44 +146,68 @@ class Executor:
         total = journal.total
         _empty_trash(self.governance_dir / EXPORTS_DIR)
         fd = journal.open_progress()
-        try:
-            position = 0
-            deleted_before = sum(tally.deleted.values())
-            for (agent, kind), group in itertools.groupby(journal.entries(), key=_batch_key):
-                batch = list(group)
+        window: deque[tuple[list[Entry], Future[tuple[bytes, list[str]]] | None]] = deque()
+        position = 0
+        deleted_before = sum(tally.deleted.values())
+
+        def record(batch: list[Entry], future: Future[tuple[bytes, list[str]]] | None) -> None:
+            nonlocal position
+            if future is not None:
+                outcomes, errors = future.result()
+                write_all(fd, outcomes)
+                tally.errors.extend(errors[: max(0, 20 - len(tally.errors))])
                 todo = [e for e in batch if e.n >= len(done)]
-                for entry in batch:
-                    if entry.n < len(done):
-                        tally.add(entry, done[entry.n : entry.n + 1])
-                if todo:
-                    outcomes = self._apply(agent, kind, todo, tally)
-                    write_all(fd, outcomes)
-                position += len(batch)
-                if on_progress is not None:
-                    on_progress(position, total)
+                for i, entry in enumerate(todo):
+                    tally.add(entry, outcomes[i : i + 1])
+            for entry in batch:
+                if entry.n < len(done):
+                    tally.add(entry, done[entry.n : entry.n + 1])
+            position += len(batch)
+            if on_progress is not None:
+                on_progress(position, total)
+
+        try:
+            with ThreadPoolExecutor(self.workers, thread_name_prefix="gm-purge") as pool:
+                for (agent, kind), group in itertools.groupby(journal.entries(), key=_batch_key):
+                    batch = list(group)
+                    todo = [e for e in batch if e.n >= len(done)]
+                    future = pool.submit(self._apply, agent, kind, todo) if todo else None
+                    window.append((batch, future))
+                    # Record finished batches in order; bound the batches in flight.
+                    while window and (
+                        len(window) > 4 * self.workers
+                        or window[0][1] is None
+                        or window[0][1].done()
+                    ):
+                        record(*window.popleft())
+                while window:
+                    record(*window.popleft())
             if sum(tally.deleted.values()) > deleted_before:
                 os.sync()  # every unlink durable before the purge is reported done
         finally:
+            for _batch, pending in window:
+                if pending is not None:
+                    pending.cancel()
             os.close(fd)
 
     def _apply(
-        self, agent: str | None, kind: ArtefactKind | None, batch: list[Entry], tally: Tally
-    ) -> bytes:
+        self, agent: str | None, kind: ArtefactKind | None, batch: list[Entry]
+    ) -> tuple[bytes, list[str]]:
+        """One batch's outcome bytes and error messages (runs on a worker thread)."""
         holds = self.holds.active()
+        errors: list[str] = []
         if kind is ArtefactKind.CONSENT:
             outcomes = self._consent(batch, holds)
         elif kind is ArtefactKind.AUDIT:
-            outcomes = self._audit(batch, tally)
+            outcomes = self._audit(batch, errors)
         elif agent is not None:
             outcomes = self._agent(agent, batch, holds)
         else:
             outcomes = b"".join(self._other(e, holds) for e in batch)
         for i, entry in enumerate(batch):
-            outcome = outcomes[i : i + 1]
-            if outcome == b"e" and len(tally.errors) < 20:
-                tally.errors.append(f"{entry.path}: could not be deleted")
-            tally.add(entry, outcome)
-        return outcomes
+            if outcomes[i : i + 1] == b"e":
+                errors.append(f"{entry.path}: could not be deleted")
+        return outcomes, errors
 
     # -- agent folders ---------------------------------------------------
 
@@ -288,14 +323,14 @@ class Executor:
             raise _not_purgeable(entry)
         return path
 
-    def _audit(self, batch: list[Entry], tally: Tally) -> bytes:
+    def _audit(self, batch: list[Entry], errors: list[str]) -> bytes:
         """Old segments, removed by the audit log itself (oldest first, chain recorded)."""
         paths = [self._other_path(entry) for entry in batch]
         outcome = {p.name: _verify(p, e) for p, e in zip(paths, batch, strict=True)}
         wanted = [name for name, o in outcome.items() if o is None]
         if wanted:
             if self.audit_purger is None:
-                tally.errors.append(
+                errors.append(
                     "audit segments can only be removed through the audit log; configure the "
                     "audit key (GOVERNED_MEMORY_AUDIT_KEY) so the purge is recorded in its chain"
                 )
@@ -303,7 +338,7 @@ class Executor:
             try:
                 removed = set(self.audit_purger(wanted))
             except (GovernedMemoryError, OSError) as exc:
-                tally.errors.append(f"audit segments {wanted}: {exc}")
+                errors.append(f"audit segments {wanted}: {exc}")
                 removed = set()
             for name in wanted:
                 outcome[name] = b"d" if name in removed else b"e"
