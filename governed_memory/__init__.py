@@ -60,6 +60,7 @@ if _typing.TYPE_CHECKING:
         KeyUnavailableError,
         ModelCallError,
         NotFoundError,
+        SealedRecordError,
         StorageError,
         TokenizerError,
     )
@@ -101,6 +102,7 @@ if _typing.TYPE_CHECKING:
     from ._rotation import RotationReport
     from ._rotation import rotate as rotate_keys
     from ._scheduler import PurgeScheduler, start_scheduler
+    from ._sealing import RecordSealing
     from ._settings import Settings
     from ._stores import AgentStore, PlaintextAgentStore
     from ._stores._encrypted import EncryptedAgentStore, encrypted_store_factory
@@ -199,11 +201,13 @@ __all__ = [
     "PurgeScheduler",
     "Record",
     "RecordSealer",
+    "RecordSealing",
     "ResolvedPolicy",
     "Retention",
     "RotationReport",
     "Rule",
     "ScheduledErasure",
+    "SealedRecordError",
     "Settings",
     "Skip",
     "StorageError",
@@ -323,11 +327,13 @@ _EXPORTS: dict[str, str] = {
     "PurgeScheduler": "_scheduler",
     "Record": "_format",
     "RecordSealer": "_crypto._sealed",
+    "RecordSealing": "_sealing",
     "ResolvedPolicy": "_policy",
     "Retention": "_retention",
     "RotationReport": "_rotation",
     "Rule": "_retention",
     "ScheduledErasure": "_subjects",
+    "SealedRecordError": "_errors",
     "Settings": "_settings",
     "Skip": "_governance",
     "StorageError": "_errors",
