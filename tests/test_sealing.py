@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from crypto_helpers import make_keyring
+from crypto_helpers import TEST_MASTER_KEY, SeededRandom, make_keyring
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sealing_helpers import TEST_MASTER_KEY_B64, sealing_for
@@ -190,3 +190,24 @@ def test_each_registry_has_its_own_purpose_key_stored_wrapped(tmp_path: Path) ->
     assert sealing.current_generation(CONSENT_PURPOSE) == 1
     for path in (tmp_path / "kr").rglob("*"):
         assert not path.is_file() or b"patient-7" not in path.read_bytes()
+
+
+# The sealed line of a consent record with every random source pinned. If this
+# changes, the format changed: sealed files written by earlier releases would no
+# longer open. Bump SEALED_FORMAT_VERSION instead (and keep reading version 2).
+KNOWN_LINE = (
+    b'{"v":2,"sealed":"gm1:AAAAAQAAAAAAAAAAAAAAAAAAAAAAAAAAShbOlYy-ZI2pFoBJ2XrKbkbEHKbM89hZz_p8Dwz'
+    b'pEQvyqvtP6Ko7TAECsxMvp4dyYrxVNw5IaOap2mPuox8UhKgnPCdhUlhWozKeIQ=="}'
+)
+KNOWN_PLAIN = b'{"action":"grant","subject":"customer-42","v":1}'
+
+
+def test_known_answer_the_sealed_line_is_pinned_byte_for_byte(tmp_path: Path) -> None:
+    keyring = Keyring(
+        tmp_path / "kr",
+        LocalKeyProvider(TEST_MASTER_KEY, random=SeededRandom(b"wrap")),
+        random=SeededRandom(b"keys"),
+    )
+    sealing = RecordSealing(keyring, random=SeededRandom(b"nonces"))
+    assert sealing.seal(CONSENT_PURPOSE, "consent.jsonl", KNOWN_PLAIN) == KNOWN_LINE
+    assert sealing.open(CONSENT_PURPOSE, "consent.jsonl", KNOWN_LINE, tmp_path) == KNOWN_PLAIN
