@@ -13,10 +13,12 @@ from sealing_helpers import TEST_MASTER_KEY_B64, sealing_for
 
 from governed_memory import Governance, Policy, Settings, generate_master_key
 from governed_memory._crypto import Keyring, LocalKeyProvider
+from governed_memory._crypto._sealed import RecordSealer
 from governed_memory._errors import (
     DecryptionError,
     FormatVersionError,
     GovernedMemoryError,
+    KeyShreddedError,
     KeyUnavailableError,
     SealedRecordError,
     StorageError,
@@ -211,3 +213,14 @@ def test_known_answer_the_sealed_line_is_pinned_byte_for_byte(tmp_path: Path) ->
     sealing = RecordSealing(keyring, random=SeededRandom(b"nonces"))
     assert sealing.seal(CONSENT_PURPOSE, "consent.jsonl", KNOWN_PLAIN) == KNOWN_LINE
     assert sealing.open(CONSENT_PURPOSE, "consent.jsonl", KNOWN_LINE, tmp_path) == KNOWN_PLAIN
+
+
+def test_a_cached_cipher_does_not_outlive_a_shredding(tmp_path: Path) -> None:
+    """Records bound to a subject and opened before the shredding are refused after it."""
+    keyring = make_keyring(tmp_path / "kr")
+    sealer = RecordSealer(keyring, "export")
+    theirs = sealer.seal(b"alice's record", subject_id="alice")
+    assert sealer.open(theirs) == b"alice's record"  # the cipher is now cached
+    make_keyring(tmp_path / "kr").shred_subject("alice")  # another process shreds
+    with pytest.raises(KeyShreddedError):
+        sealer.open(theirs)

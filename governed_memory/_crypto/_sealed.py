@@ -55,9 +55,21 @@ class RecordSealer:
         self.keyring = keyring
         self.purpose = purpose
         self.random = random
+        # Derived ciphers, valid while the keyring's change counter stands still
+        # (any shredding or new generation bumps it): a log of many records
+        # costs one key lookup and one HKDF, not one per record.
+        self._ciphers: dict[tuple[int, bytes, int], AESGCM] = {}
+        self._epoch = -1
 
     def _cipher(self, gen: int, subject_ref: bytes, subject_gen: int) -> AESGCM:
-        ref = self.keyring.ref(PURPOSE, self.purpose)
+        ref = self.keyring.ref(PURPOSE, self.purpose)  # no keyring: raises, creates nothing
+        epoch = self.keyring.epoch()
+        if epoch != self._epoch:
+            self._ciphers = {}
+            self._epoch = epoch
+        cached = self._ciphers.get((gen, subject_ref, subject_gen))
+        if cached is not None:
+            return cached
         key = self.keyring.key(ref, gen)
         subject_key = b""
         if subject_ref != NO_SUBJECT:
@@ -67,7 +79,9 @@ class RecordSealer:
         if key is None:
             raise KeyShreddedError("the record's data key was crypto-shredded: it is erased")
         info = b"governed-memory sealed v1\x00" + ref + _FIXED.pack(gen, subject_ref, subject_gen)
-        return AESGCM(hkdf(key + subject_key, info))
+        cipher = AESGCM(hkdf(key + subject_key, info))
+        self._ciphers[(gen, subject_ref, subject_gen)] = cipher
+        return cipher
 
     def _aad(self, fixed: bytes, context: bytes) -> bytes:
         aad = b"governed-memory sealed v1\x00" + self.keyring.workspace_id + self.purpose.encode()
