@@ -218,7 +218,8 @@ def encrypt_workspace(cli: CliContext, as_json: bool) -> None:
     """Encrypt every plaintext MEMORY.md and archive of the workspace (idempotent, crash-safe).
 
     Stop the agents first. Each plaintext file is removed only after its
-    encrypted copy was read back and found identical.
+    encrypted copy was read back and found identical. The consent log, the
+    holds file and the erasure records are sealed too.
     """
     _migrate(cli, "encrypt", as_json)
 
@@ -227,7 +228,7 @@ def encrypt_workspace(cli: CliContext, as_json: bool) -> None:
 @json_option
 @click.pass_obj
 def decrypt_workspace(cli: CliContext, as_json: bool) -> None:
-    """Turn every encrypted memory and archive back into plaintext files (idempotent)."""
+    """Turn every encrypted memory and archive (and sealed record) back into plaintext (idempotent)."""
     _migrate(cli, "decrypt", as_json)
 
 
