@@ -57,6 +57,8 @@ __all__ = ["Executor", "Tally"]
 TRASH_PREFIX = ".gm-trash-"
 Progress = Callable[[int, int], None]
 AuditPurger = Callable[[list[str]], Iterable[str]]
+Unit = list[tuple[str | None, ArtefactKind | None, list[Entry]]]
+UNIT_ENTRIES = 64
 
 
 @dataclass
@@ -129,8 +131,8 @@ class Executor:
     def run(self, journal: Journal, tally: Tally, on_progress: Progress | None = None) -> None:
         """Apply every entry of ``journal`` not done yet, adding outcomes to ``tally``.
 
-        Batches (one agent folder, the consent log, the audit log) run on
-        ``workers`` threads: deleting is mostly waiting for the filesystem,
+        Batches (one agent folder, the consent log, the audit log), grouped in
+        units of about 64 entries, run on ``workers`` threads: deleting is mostly waiting for the filesystem,
         and different agents' folders are independent (each batch holds its
         own folder's lock). Outcomes are recorded strictly in journal order,
         so ``progress`` stays a prefix of the journal; a batch that finished
@@ -146,34 +148,38 @@ class Executor:
         total = journal.total
         _empty_trash(self.governance_dir / EXPORTS_DIR)
         fd = journal.open_progress()
-        window: deque[tuple[list[Entry], Future[tuple[bytes, list[str]]] | None]] = deque()
+        window: deque[tuple[Unit, Future[tuple[bytes, list[str]]] | None]] = deque()
         position = 0
         deleted_before = sum(tally.deleted.values())
 
-        def record(batch: list[Entry], future: Future[tuple[bytes, list[str]]] | None) -> None:
+        def record(unit: Unit, future: Future[tuple[bytes, list[str]]] | None) -> None:
             nonlocal position
+            entries = [e for _agent, _kind, batch in unit for e in batch]
             if future is not None:
                 outcomes, errors = future.result()
                 write_all(fd, outcomes)
                 tally.errors.extend(errors[: max(0, 20 - len(tally.errors))])
-                todo = [e for e in batch if e.n >= len(done)]
+                todo = [e for e in entries if e.n >= len(done)]
                 for i, entry in enumerate(todo):
                     tally.add(entry, outcomes[i : i + 1])
-            for entry in batch:
+            for entry in entries:
                 if entry.n < len(done):
                     tally.add(entry, done[entry.n : entry.n + 1])
-            position += len(batch)
+            position += len(entries)
             if on_progress is not None:
                 on_progress(position, total)
 
         try:
             with ThreadPoolExecutor(self.workers, thread_name_prefix="gm-purge") as pool:
-                for (agent, kind), group in itertools.groupby(journal.entries(), key=_batch_key):
-                    batch = list(group)
-                    todo = [e for e in batch if e.n >= len(done)]
-                    future = pool.submit(self._apply, agent, kind, todo) if todo else None
-                    window.append((batch, future))
-                    # Record finished batches in order; bound the batches in flight.
+                for unit in _units(journal.entries()):
+                    todo_unit = [
+                        (agent, kind, [e for e in batch if e.n >= len(done)])
+                        for agent, kind, batch in unit
+                    ]
+                    busy = any(todo for _a, _k, todo in todo_unit)
+                    future = pool.submit(self._apply_unit, todo_unit) if busy else None
+                    window.append((unit, future))
+                    # Record finished units in order; bound the units in flight.
                     while window and (
                         len(window) > 4 * self.workers
                         or window[0][1] is None
@@ -185,15 +191,26 @@ class Executor:
             if sum(tally.deleted.values()) > deleted_before:
                 os.sync()  # every unlink durable before the purge is reported done
         finally:
-            for _batch, pending in window:
+            for _unit, pending in window:
                 if pending is not None:
                     pending.cancel()
             os.close(fd)
 
+    def _apply_unit(self, unit: Unit) -> tuple[bytes, list[str]]:
+        """The outcome bytes and error messages of a few batches (on a worker thread)."""
+        outcomes = bytearray()
+        errors: list[str] = []
+        for agent, kind, batch in unit:
+            if batch:
+                done, failed = self._apply(agent, kind, batch)
+                outcomes += done
+                errors += failed
+        return bytes(outcomes), errors
+
     def _apply(
         self, agent: str | None, kind: ArtefactKind | None, batch: list[Entry]
     ) -> tuple[bytes, list[str]]:
-        """One batch's outcome bytes and error messages (runs on a worker thread)."""
+        """One batch's outcome bytes and error messages."""
         holds = self.holds.active()
         errors: list[str] = []
         if kind is ArtefactKind.CONSENT:
@@ -383,6 +400,26 @@ def _consent_subject(raw: bytes, sealing: RecordSealing | None, log: Path) -> st
     except (ValueError, AttributeError, OSError):
         return None
     return subject if isinstance(subject, str) else None
+
+
+def _units(entries: Iterable[Entry]) -> Iterator[Unit]:
+    """Consecutive batches grouped into units of about :data:`UNIT_ENTRIES` entries.
+
+    A batch is one agent folder, the consent log or the audit log; a unit is
+    what one worker applies in one go (handing each small agent to a thread
+    separately would cost more than deleting its files).
+    """
+    unit: Unit = []
+    size = 0
+    for (agent, kind), group in itertools.groupby(entries, key=_batch_key):
+        batch = list(group)
+        unit.append((agent, kind, batch))
+        size += len(batch)
+        if size >= UNIT_ENTRIES:
+            yield unit
+            unit, size = [], 0
+    if unit:
+        yield unit
 
 
 def _batch_key(entry: Entry) -> tuple[str | None, ArtefactKind | None]:
