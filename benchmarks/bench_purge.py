@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -68,15 +69,16 @@ from governed_memory._policy import load_policy
 from governed_memory._retention import Retention
 workspace, policy, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 governance = Governance(workspace=workspace, policy=load_policy(policy))
-start = time.perf_counter()
+start, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
 deleted = 0
 if mode == "purge":
     deleted = Retention(governance).purge().total_deleted
 elif mode == "plan":
     deleted = len(Retention(governance).plan().deletions)
 elapsed = time.perf_counter() - start
-rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"seconds": elapsed, "deleted": deleted, "rss_kib": rss_kib}))
+end = resource.getrusage(resource.RUSAGE_SELF)
+used = end.ru_utime - cpu.ru_utime + end.ru_stime - cpu.ru_stime
+print(json.dumps({"seconds": elapsed, "cpu": used, "deleted": deleted, "rss_kib": end.ru_maxrss}))
 """
 
 
@@ -91,10 +93,14 @@ def child(workspace: Path, policy: Path, mode: str) -> dict[str, float]:
     return result
 
 
-def find_delete(root: Path) -> float:
+def find_delete(root: Path) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of ``find -delete``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(["find", str(root), "-name", "history_*", "-delete"], check=True)
-    return time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return elapsed, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def one_scale(base: Path, agents: int, archives: int) -> dict[str, float]:
@@ -105,7 +111,7 @@ def one_scale(base: Path, agents: int, archives: int) -> dict[str, float]:
     for tree in trees:
         total = generate(tree, agents, archives)
     os.sync()  # start every contender from a clean page cache state
-    yardstick = find_delete(trees[0])
+    yardstick, yardstick_cpu = find_delete(trees[0])
     left = sum(1 for _ in trees[0].glob("agents/*/archive/history_*"))
     assert left == 0, f"find left {left} archives"
     baseline = child(trees[1], policy, "none")
@@ -121,7 +127,9 @@ def one_scale(base: Path, agents: int, archives: int) -> dict[str, float]:
         "agents": agents,
         "archives": total,
         "find": yardstick,
+        "find_cpu": yardstick_cpu,
         "purge": purge["seconds"],
+        "purge_cpu": purge["cpu"],
         "plan": plan["seconds"],
         "ratio": purge["seconds"] / yardstick,
         "rss_base": baseline["rss_kib"] / 1024,
@@ -149,18 +157,21 @@ def main() -> None:
     print()
     header = (
         f"{'agents':>7} {'archives':>9} {'find -delete':>13} {'purge':>8} {'purge/find':>11} "
-        f"{'plan only':>10} {'RSS base':>9} {'RSS purge':>10} {'RSS plan':>9}"
+        f"{'find CPU':>9} {'purge CPU':>10} {'plan only':>10} {'RSS base':>9} {'RSS purge':>10} "
+        f"{'RSS plan':>9}"
     )
     print(header)
     print("-" * len(header))
     for r in rows:
         print(
             f"{r['agents']:>7} {r['archives']:>9} {r['find']:>12.2f}s {r['purge']:>7.2f}s "
-            f"{r['ratio']:>10.2f}x {r['plan']:>9.2f}s {r['rss_base']:>7.1f}MB "
-            f"{r['rss_purge']:>8.1f}MB {r['rss_plan']:>7.1f}MB"
+            f"{r['ratio']:>10.2f}x {r['find_cpu']:>8.2f}s {r['purge_cpu']:>9.2f}s "
+            f"{r['plan']:>9.2f}s {r['rss_base']:>7.1f}MB {r['rss_purge']:>8.1f}MB "
+            f"{r['rss_plan']:>7.1f}MB"
         )
     print()
     print("purge = scan + plan + fsynced journal + per-agent lock + re-check + unlink + one sync")
+    print("CPU = user + system seconds; wall times on a shared disk vary more than CPU times.")
     print("RSS purge stays flat across scales (the plan streams to the journal);")
     print("RSS plan is the dry-run path, which keeps the whole plan to print it.")
 
