@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._clock import Clock, SystemClock
+from ._clock import Clock, SystemClock, iso_now
 from ._errors import ConfigurationError, EmptySummaryError, StorageError
 from ._format import (
     PRELOAD_PREFIX,
@@ -150,6 +150,7 @@ class Conversation:
         self.tokenizer_model_name = tokenizer_model_name
         self.governance = governance
         self._clock: Clock = clock or (governance.clock if governance else SystemClock())
+        self._now_iso = iso_now(self._clock)
         self._store_factory = store_factory or (
             governance.store_factory if governance else self._plaintext_store
         )
@@ -266,8 +267,8 @@ class Conversation:
         subject_id: str | None,
         lineage: list[str] | None = None,
     ) -> str | None:
-        text = to_disk_text(content)
-        if text is None:
+        text = content.strip() if content.__class__ is str else to_disk_text(content)
+        if not text:
             return None
         try:
             if not text.isascii():  # ASCII needs no check (and is most content)
@@ -278,6 +279,8 @@ class Conversation:
                 "is not encodable as UTF-8 (a lone surrogate); decode the text it came from "
                 "with errors='replace'"
             ) from exc
+        if subject_id is None and not lineage:
+            return render_block(role, timestamp, text)
         meta: dict[str, Any] = {"subject": subject_id} if subject_id is not None else {}
         if lineage:
             meta[LINEAGE_KEY] = lineage
@@ -299,18 +302,58 @@ class Conversation:
         The disk write happens first: if it fails, the history is unchanged
         and :class:`StorageError` propagates.
         """
-        role = _check_role(role)
-        subject = subject_id if subject_id is not None else self.subject_id
-        timestamp = self._clock.now().isoformat()
-        message = self._message(role, content, timestamp, metadata, subject)
-        if self._store is not None:
-            block = self._block(role, content, timestamp, subject)
-            if block is not None and self.governance is not None:
-                self.governance.persist(
-                    self._store, block, agent=self._store.folder.name, subject_id=subject
+        # The hot path of an agent loop: checks and building inlined (each
+        # Python call costs about as much as a system call here).
+        if role.__class__ is not str or not role or "\n" in role or "\r" in role:
+            role = _check_role(role)  # raises, or accepts a str subclass
+        subject = self.subject_id if subject_id is None else subject_id
+        timestamp = self._now_iso()
+        message: Message = {"role": role, "content": content}
+        if self.time_enabled:
+            message["timestamp"] = timestamp
+        if metadata is not None:
+            message["metadata"] = metadata
+        if subject is not None:
+            message["subject_id"] = subject
+        store = self._store
+        if store is None:
+            pass
+        elif (
+            type(store) is PlaintextAgentStore
+            and content.__class__ is str
+            and content.isascii()
+            and subject is None
+            and self.governance is None
+        ):
+            # Default mode, ASCII text (the common case): render_block's
+            # bytes, built as bytes (as str the em dash would double the
+            # size and the encoding would cost more than the write), without
+            # its checks, which ASCII cannot trip (a line needs an em dash to
+            # look like a block header, and ASCII always encodes).
+            text = content.strip()
+            if text:
+                store.append_utf8(
+                    b"".join(
+                        (
+                            b"### ",
+                            role.encode(),
+                            b" \xe2\x80\x94 ",  # the em dash
+                            timestamp.encode(),
+                            b"\n\n",
+                            text.encode(),
+                            b"\n\n---\n\n",
+                        )
+                    )
                 )
-            elif block is not None:
-                self._store.append(block)
+        else:
+            block = self._block(role, content, timestamp, subject)
+            if block is not None:
+                if self.governance is None:
+                    store.append(block)
+                else:
+                    self.governance.persist(
+                        store, block, agent=store.folder.name, subject_id=subject
+                    )
         self.conversation_history.append(message)
         return message
 

@@ -85,8 +85,10 @@ def to_disk_text(content: Any) -> str | None:
 def escape_content(text: str) -> str:
     """Add one backslash before every header-shaped line (reversible)."""
     # Every header-shaped line contains both substrings; checking them first
-    # skips the regex scan (the hot path of add()) for ordinary content.
-    if "### " not in text or f" {EM_DASH} " not in text:
+    # skips the regex scan (the hot path of add()) for ordinary content. The
+    # em dash goes first: ASCII text cannot hold it, and CPython answers that
+    # without scanning (a 400-character "### " scan costs 0.4 us).
+    if f" {EM_DASH} " not in text or "### " not in text:
         return text
     return _ESCAPE_RE.sub("\\\\", text)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -237,6 +237,34 @@ def test_add_writes_one_reference_block(make: Callable[..., Conversation], path:
     )
 
 
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    role=st.text(st.characters(blacklist_categories=["Cs"]), min_size=1).filter(
+        lambda r: "\n" not in r and "\r" not in r
+    ),
+    content=st.one_of(
+        st.text(st.characters(max_codepoint=127)),  # the ASCII byte path of add()
+        st.text(st.characters(blacklist_categories=["Cs"])),
+        st.sampled_from(["### User \u2014 forged\nx", "  padded  ", "caf\u00e9", "\u2014"]),
+        st.integers(),
+    ),
+)
+def test_every_add_writes_render_blocks_bytes(
+    make: Callable[..., Conversation], path: Path, role: str, content: Any
+) -> None:
+    """ASCII text takes a byte-building shortcut; it must write what render_block renders."""
+    conv = make(time_enabled=True)
+    before = path.read_bytes()
+    message = conv.add(role, content)
+    text = str(content).strip()
+    expected = render_block(role, message["timestamp"], text).encode() if text else b""
+    assert path.read_bytes()[len(before) :] == expected
+    assert conv.store is not None
+    conv.store.close()
+
+
 def test_blank_and_none_content_stay_in_memory_only(
     make: Callable[..., Conversation], path: Path
 ) -> None:
@@ -316,12 +344,14 @@ def test_a_failed_write_leaves_the_history_unchanged(
     conv.add("Human", "kept")
     assert conv.store is not None
 
-    def broken(block: str) -> None:
-        raise StorageError("disk full")
+    def full_disk(fd: int, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(conv.store, "append", broken)
-    with pytest.raises(StorageError):
-        conv.add("Human", "lost")
+    monkeypatch.setattr(os, "write", full_disk)
+    for content in ("lost", "lost \u00e9", {"not": "a string"}):  # every path to the store
+        with pytest.raises(StorageError, match="No space left"):
+            conv.add("Human", content)
+    monkeypatch.undo()
     assert [m["content"] for m in conv.conversation_history] == ["kept"]
 
 

@@ -2,7 +2,8 @@
 
 Two store objects on one folder have separate open file descriptions, so
 their flocks exclude each other exactly as two processes' do; one test also
-uses real processes.
+uses real processes. Every test runs twice: with the inotify check of the
+fast path (Linux) and with the stat check used where inotify is missing.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ import fcntl
 import multiprocessing
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 from governed_memory import FixedClock, PlaintextAgentStore, StorageError, parse_memory
 from governed_memory._format import render_block, render_header
+from governed_memory._stores import _plaintext
 
 
 def _store(path: Path, clock: FixedClock | None = None) -> PlaintextAgentStore:
@@ -31,9 +34,72 @@ def _contents(store: PlaintextAgentStore) -> list[str]:
     return [record.content for record in parse_memory(text).records]
 
 
+@pytest.fixture(autouse=True, params=["inotify", "stat"])
+def check(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How appends learn that MEMORY.md was replaced: inotify, or stat where it is missing."""
+    if request.param == "inotify" and not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux-only")
+    if request.param == "stat":
+        monkeypatch.setattr(_plaintext, "watch", lambda fd, dirfd, folder: None)
+    return str(request.param)
+
+
 @pytest.fixture
 def memory(tmp_path: Path) -> Path:
     return tmp_path / "ws" / "agents" / "A" / "MEMORY.md"
+
+
+def test_appends_take_the_fast_check_only_when_inotify_is_there(memory: Path, check: str) -> None:
+    store = _store(memory)
+    store.append(render_block("User", "t1", "one"))
+    assert (store._armed is not None) == (check == "inotify")
+    store.append(render_block("User", "t2", "two"))
+    assert _contents(store) == ["one", "two"]
+
+
+def test_another_agents_compaction_keeps_this_stores_fast_check(memory: Path, check: str) -> None:
+    store = _store(memory)
+    elsewhere = _store(memory.parent.with_name("B") / "MEMORY.md")
+    store.append(render_block("User", "t1", "one"))
+    elsewhere.append(render_block("User", "t1", "b"))
+    armed = store._armed
+    elsewhere.compact(render_block("System", "t2", "summary"))  # an event in the shared queue
+    store.append(render_block("User", "t3", "two"))
+    assert store._armed is armed  # drained, found not ours, stayed on the fast path
+    assert _contents(store) == ["one", "two"]
+
+
+def test_append_after_memory_file_was_renamed_away_recreates_it(memory: Path) -> None:
+    store = _store(memory)
+    store.append(render_block("User", "t1", "one"))
+    memory.rename(memory.with_name("MEMORY.old.md"))
+    store.append(render_block("User", "t2", "two"))
+    assert _contents(store) == ["two"]
+    assert "two" not in memory.with_name("MEMORY.old.md").read_text(encoding="utf-8")
+
+
+def test_append_after_replacement_behind_a_hard_link_goes_to_the_new_file(
+    memory: Path, clock: FixedClock
+) -> None:
+    """A backup made with hard links (cp -al) keeps the old inode's link count above 0."""
+    writer, other = _store(memory, clock), _store(memory, clock)
+    writer.append(render_block("User", "t1", "before"))
+    os.link(memory, memory.parent.parent / "backup.md")
+    other.compact(render_block("System", "t2", "summary"))
+    writer.append(render_block("User", "t3", "after"))
+    assert _contents(writer) == ["summary", "after"]
+    assert "after" not in (memory.parent.parent / "backup.md").read_text(encoding="utf-8")
+
+
+def test_append_after_a_folder_above_was_moved_writes_at_the_path(memory: Path) -> None:
+    store = _store(memory)
+    store.append(render_block("User", "t1", "one"))
+    agents = memory.parent.parent
+    os.rename(agents, agents.with_name("agents.moved"))
+    store.append(render_block("User", "t2", "two"))
+    assert _contents(store) == ["two"]
+    moved = agents.with_name("agents.moved") / "A" / "MEMORY.md"
+    assert "two" not in moved.read_text(encoding="utf-8")
 
 
 def test_append_after_another_store_compacted_goes_to_the_new_file(

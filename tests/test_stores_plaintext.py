@@ -404,7 +404,7 @@ def test_a_recreated_folder_reusing_the_inode_number_is_not_mistaken_for_ours(
     other.append(_block(2))
     other.append(_block(3))
     st = os.stat(memory.parent)
-    plain._dir_ident = (st.st_dev, st.st_ino)  # as if the filesystem reused the number
+    plain._lock._ident = (st.st_dev, st.st_ino)  # as if the filesystem reused the number
     plain.append(_block(4))
     assert _contents(memory.read_bytes().decode()) == ["m2", "m3", "m4"]
     other.close()

@@ -54,7 +54,8 @@ class FolderLock:
             self.dirfd, self._ident = fd, (st.st_dev, st.st_ino)
         return self.dirfd
 
-    def _current(self) -> bool:
+    def current(self) -> bool:
+        """Whether the locked folder is still the one at the path (descriptor open)."""
         try:
             st = os.stat(self._folder_str)
         except FileNotFoundError:
@@ -77,7 +78,7 @@ class FolderLock:
         while True:
             fd = self._open(create)
             fcntl.flock(fd, mode)
-            if self._current():
+            if self.current():
                 break
             # The folder was removed or replaced while we waited: lock the
             # folder that now stands at the path instead.

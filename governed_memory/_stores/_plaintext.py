@@ -1,19 +1,22 @@
 """The plaintext agent-folder store: MEMORY.md exactly as the reference writes it.
 
-Locking: an ``flock`` on the agent folder itself (an open descriptor of the
-directory), so no lock file appears beside MEMORY.md and the lock survives
-MEMORY.md being replaced by a compaction in another process. A
-``threading.Lock`` serialises threads sharing one store, since flock locks
-belong to the open file description, not the thread. Appends reuse one
-O_APPEND descriptor; after taking the lock a ``stat`` tells whether another
-process replaced or removed MEMORY.md, in which case it is reopened.
+Locking: the agent folder's ``flock`` (:class:`._folder_lock.FolderLock`,
+shared with the encrypted store), taken for every append, so MEMORY.md is
+never written while another process compacts or erases it. Appends reuse one
+O_APPEND descriptor. Before writing, the store checks under the lock that
+the file it holds open is still MEMORY.md at its path: another process may
+have replaced it (compaction, erasure rewrite), deleted it, or removed or
+moved the folder, and then the store reopens (or recreates) it instead of
+writing into a file nobody reads. The check asks inotify whether any such
+change was reported (one ioctl, see :mod:`._watch`); without inotify, or
+after a report, it is a ``stat`` of the folder and of the file.
 
 When MEMORY.md's size is not what this store's last append left, another
 writer came in between, possibly one killed in the middle of a large write:
 the tail is checked and the torn line ended before the new block (see
 ``_tail_fix``), so a torn block never hides the next record. A forked child
-drops the descriptors it inherited, whose flock it would share with the
-parent.
+drops the descriptors it inherited (the lock does), since it would share
+the parent's flock through them.
 """
 
 from __future__ import annotations
@@ -21,10 +24,9 @@ from __future__ import annotations
 import datetime as _dt
 import fcntl
 import os
-import threading
-import weakref
+import termios
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
 from .._clock import Clock, SystemClock
@@ -40,10 +42,21 @@ from .._fsutil import (
     write_all,
 )
 from .._workspace import ARCHIVE_DIR
+from ._folder_lock import FolderLock
+from ._watch import Watch, Watcher, watch
 
 __all__ = ["PlaintextAgentStore", "archive_names"]
 
 ARCHIVE_STAMP = "%Y-%m-%d_%H-%M-%S"
+
+_flock = fcntl.flock
+_ioctl = fcntl.ioctl
+_lseek = os.lseek
+_LOCK_EX = fcntl.LOCK_EX
+_LOCK_UN = fcntl.LOCK_UN
+_SEEK_END = os.SEEK_END
+_FIONREAD = termios.FIONREAD
+_NOTHING = bytes(4)  # FIONREAD's answer when no event is pending
 
 
 def archive_names(when: _dt.datetime) -> Iterator[str]:
@@ -83,23 +96,22 @@ class PlaintextAgentStore:
     ) -> None:
         self._memory_path = Path(memory_path)
         self._folder = self._memory_path.parent
-        # str forms for the per-append syscalls (pathlib's conversions cost
-        # as much as a stat on the add() hot path).
         self._folder_str = os.fspath(self._folder)
         self._memory_name = self._memory_path.name
         self._header = header
         self._clock: Clock = clock or SystemClock()
         self._fsync_appends = fsync_appends
-        self._mutex = threading.RLock()
-        self._depth = 0  # nesting of _locked() in the thread holding _mutex
-        self._dirfd: int | None = None
-        self._dir_ident: tuple[int, int] | None = None
+        self._lock = FolderLock(self._folder, on_drop=self._close_file)
         self._fd: int | None = None
         self._ident: tuple[int, int] | None = None
         # Size of MEMORY.md after this store's last append: when the file
         # still has that size, its tail is known to end a block.
         self._end: int | None = None
-        _LIVE_STORES.add(self)
+        # Set by a full check (see _arm) for the fast one: the folder and file
+        # descriptors, the inotify descriptor, a buffer for its FIONREAD, the
+        # watcher and this file's watch. None: the next append checks with stat.
+        self._armed: tuple[int, int, int, bytearray, Watcher, Watch] | None = None
+        self._arm_failed = False  # for the open file: do not retry on every append
 
     @property
     def folder(self) -> Path:
@@ -115,66 +127,13 @@ class PlaintextAgentStore:
 
     # -- locking ---------------------------------------------------------
 
-    def _open_dir(self) -> int:
-        if self._dirfd is None:
-            ensure_private_dir(self._folder)
-            dirfd = os.open(self._folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            fst = os.fstat(dirfd)
-            self._dirfd, self._dir_ident = dirfd, (fst.st_dev, fst.st_ino)
-        return self._dirfd
-
-    def _dir_is_current(self) -> bool:
-        try:
-            st = os.stat(self._folder_str)
-        except FileNotFoundError:
-            return False
-        if (st.st_dev, st.st_ino) != self._dir_ident:
-            return False
-        # A folder created at the path after ours was removed may reuse its
-        # inode number; a removed folder has no links left.
-        return self._dirfd is not None and os.fstat(self._dirfd).st_nlink > 0
-
-    def _acquire(self, mode: int) -> int:
-        """Take the folder's flock (mutex held); return the locked descriptor.
-
-        Nested acquisitions by the thread that holds the lock only count
-        depth: a second flock would convert (downgrade) the held lock and the
-        inner release would drop it while the outer block still relies on it.
-        """
-        if self._depth:
-            assert self._dirfd is not None
-            self._depth += 1
-            return self._dirfd
-        while True:
-            dirfd = self._open_dir()
-            fcntl.flock(dirfd, mode)
-            if self._dir_is_current():
-                break
-            # The folder was removed (or replaced) while we waited: lock
-            # the folder that now stands at the path instead.
-            fcntl.flock(dirfd, fcntl.LOCK_UN)
-            self._drop_fds()
-        self._depth = 1
-        return dirfd
-
-    def _release(self, dirfd: int) -> None:
-        self._depth -= 1
-        if not self._depth:
-            fcntl.flock(dirfd, fcntl.LOCK_UN)
-
-    @contextmanager
-    def _locked(self, mode: int = fcntl.LOCK_EX) -> Iterator[None]:
-        with self._mutex:
-            dirfd = self._acquire(mode)
-            try:
-                yield
-            finally:
-                self._release(dirfd)
+    def _locked(self, mode: int = fcntl.LOCK_EX) -> AbstractContextManager[int]:
+        return self._lock.held(mode)
 
     @contextmanager
     def lock(self) -> Iterator[None]:
         try:
-            with self._locked():
+            with self._lock.held():
                 yield
         except OSError as exc:
             raise StorageError(f"cannot lock agent folder {self._folder}: {exc}") from exc
@@ -191,100 +150,138 @@ class PlaintextAgentStore:
         """The append descriptor of the current MEMORY.md (lock held).
 
         The lock holder has checked that the folder at the path is the locked
-        one, so MEMORY.md is looked up relative to the folder's descriptor
-        (one path component instead of the whole path).
+        one (:meth:`FolderLock.acquire`), so MEMORY.md is looked up relative
+        to the folder's descriptor. Arms the fast check of :meth:`append`.
         """
         try:
-            st = os.stat(self._memory_name, dir_fd=self._dirfd)
+            st = os.stat(self._memory_name, dir_fd=self._lock.dirfd)
         except FileNotFoundError:
             st = None
-        if st is not None and self._fd is not None and self._ident == (st.st_dev, st.st_ino):
-            return self._fd
-        self._close_file()
-        if st is None:
-            self._create_memory()
-        # Readable too, so the tail can be checked before an append.
-        fd = open_private(self._memory_path, os.O_RDWR | os.O_APPEND)
-        fst = os.fstat(fd)
-        self._fd, self._ident = fd, (fst.st_dev, fst.st_ino)
+        fd = self._fd
+        if st is None or fd is None or self._ident != (st.st_dev, st.st_ino):
+            self._close_file()
+            if st is None:
+                self._create_memory()
+            # Readable too, so the tail can be checked before an append.
+            fd = open_private(self._memory_path, os.O_RDWR | os.O_APPEND)
+            fst = os.fstat(fd)
+            self._fd, self._ident = fd, (fst.st_dev, fst.st_ino)
+        if self._armed is None and not self._arm_failed and not self._fsync_appends:
+            self._arm(fd)
         return fd
+
+    def _arm(self, fd: int) -> None:
+        """Watch ``fd`` so later appends check it with one ioctl (lock held, ``fd`` just checked).
+
+        Not with ``fsync_appends``: an fsync costs milliseconds, the full
+        check microseconds.
+        """
+        dirfd = self._lock.dirfd
+        assert dirfd is not None
+        made = watch(fd, dirfd, self._folder_str)
+        if made is None:
+            self._arm_failed = True
+            return
+        watcher, file_watch = made
+        # Check again now that the watches exist: a change made between the
+        # caller's check and the watches would never be reported.
+        try:
+            st = os.stat(self._memory_name, dir_fd=dirfd)
+            current = self._ident == (st.st_dev, st.st_ino) and self._lock.current()
+        except FileNotFoundError:
+            current = False
+        if not current:
+            watcher.release(file_watch)
+            return
+        self._armed = (dirfd, fd, watcher.fd, bytearray(4), watcher, file_watch)
+
+    def _disarm(self) -> None:
+        if self._armed is not None:
+            self._armed[4].release(self._armed[5])
+            self._armed = None
 
     def ensure(self) -> None:
         try:
-            with self._locked():
+            with self._lock.held():
                 self._memory_fd()
         except OSError as exc:
             raise StorageError(f"cannot create {self._memory_path}: {exc}") from exc
 
     def read_memory(self) -> str | None:
-        if not os.path.isdir(self._folder_str):
+        if not os.path.isdir(self._folder):
             return None  # reading never creates the agent folder
         try:
-            with self._locked(fcntl.LOCK_SH):
+            with self._lock.held(fcntl.LOCK_SH, create=False):
                 try:
                     data = self._memory_path.read_bytes()
                 except FileNotFoundError:
                     return None
-        except StorageError:
-            raise
+        except FileNotFoundError:
+            return None  # the folder was removed meanwhile
         except OSError as exc:
             raise StorageError(f"cannot read {self._memory_path}: {exc}") from exc
         return _decode(data, self._memory_path)
 
     def append(self, block: str) -> None:
-        data = block.encode("utf-8")
+        self.append_utf8(block.encode())
+
+    def append_utf8(self, data: bytes) -> None:
+        """:meth:`append` for a block already encoded as UTF-8.
+
+        The default-mode ``Conversation.add`` builds its block as bytes: a
+        block holds an em dash, so as ``str`` it is stored two bytes per
+        character and encoding it costs more than the write.
+        """
+        lock = self._lock
+        mutex = lock.mutex
+        mutex.acquire()  # not "with": measurably slower on this path
         try:
-            with self._mutex:
-                if self._depth or not self._append_fast(data):
-                    dirfd = self._acquire(fcntl.LOCK_EX)
-                    try:
-                        fd = self._memory_fd()
-                        size = os.fstat(fd).st_size
-                        if size != self._end:
+            armed = self._armed
+            if armed is not None and not lock.depth:
+                # The hot path of Conversation.add: the lock, one ioctl asking
+                # whether anything moved, replaced or removed the file or its
+                # folders (see _watch), the write. Inlined: a Python call
+                # costs a fair part of a system call here.
+                dirfd, fd, ifd, pending, watcher, file_watch = armed
+                _flock(dirfd, _LOCK_EX)
+                try:
+                    _ioctl(ifd, _FIONREAD, pending, True)
+                    if pending != _NOTHING or watcher.draining:
+                        watcher.drain()  # maybe another file's event: ours?
+                    if not file_watch.stale:
+                        size = _lseek(fd, 0, _SEEK_END)
+                        if size != self._end:  # another writer appended since
                             prefix, size = _tail_fix(fd, size)
                             data = prefix + data
-                        self._write(fd, data)
+                        written = os.write(fd, data)
+                        if written != len(data):
+                            write_all(fd, data[written:])
                         self._end = size + len(data)
-                    finally:
-                        self._release(dirfd)
+                        return
+                finally:
+                    _flock(dirfd, _LOCK_UN)
+                # Something changed: the full check, then a new watch.
+                self._disarm()
+            self._append_checked(data)
         except OSError as exc:
             raise StorageError(f"cannot append to {self._memory_path}: {exc}") from exc
+        finally:
+            mutex.release()
 
-    def _append_fast(self, data: bytes) -> bool:
-        """Append through the cached descriptors if both are still current.
-
-        The hot path of Conversation.add, with the same lock and the same
-        checks as :meth:`_acquire` + :meth:`_memory_fd` (the folder at the
-        path is the locked one; MEMORY.md in it is the open file), inlined
-        because each Python call here costs a fair part of a syscall. Returns
-        False, with nothing written and the lock released, when a check fails
-        (another process compacted, or the folder was replaced): the caller
-        then takes the general path, which reopens.
-        """
-        dirfd, fd = self._dirfd, self._fd
-        if dirfd is None or fd is None:
-            return False
-        fcntl.flock(dirfd, fcntl.LOCK_EX)
+    def _append_checked(self, data: bytes) -> None:
+        """Append after the full check with ``stat`` (mutex held); arms the fast one."""
+        lock = self._lock
+        lock.acquire(_LOCK_EX)
         try:
-            st = os.stat(self._folder_str)
-            if (st.st_dev, st.st_ino) != self._dir_ident:
-                return False
-            st = os.stat(self._memory_name, dir_fd=dirfd)
-            if (st.st_dev, st.st_ino) != self._ident:
-                return False
-            size = st.st_size
-            if size != self._end:  # another writer appended since
+            fd = self._memory_fd()
+            size = _lseek(fd, 0, _SEEK_END)
+            if size != self._end:
                 prefix, size = _tail_fix(fd, size)
                 data = prefix + data
-            written = os.write(fd, data)
-            if written != len(data) or self._fsync_appends:
-                self._write(fd, data[written:])
+            self._write(fd, data)
             self._end = size + len(data)
-            return True
-        except FileNotFoundError:
-            return False
         finally:
-            fcntl.flock(dirfd, fcntl.LOCK_UN)
+            lock.release()
 
     def _write(self, fd: int, data: bytes) -> None:
         """Write all of ``data`` (an os.write may be short), then fsync if configured."""
@@ -366,53 +363,21 @@ class PlaintextAgentStore:
     # -- descriptors -------------------------------------------------------
 
     def _close_file(self) -> None:
+        self._disarm()
         if self._fd is not None:
             os.close(self._fd)
-        self._fd, self._ident, self._end = None, None, None
-
-    def _drop_fds(self) -> None:
-        self._close_file()
-        if self._dirfd is not None:
-            os.close(self._dirfd)
-            self._dirfd = None
+        self._fd, self._ident, self._end, self._arm_failed = None, None, None, False
 
     def close(self) -> None:
-        with self._mutex:
-            if self._depth:  # closed inside lock(): keep the locked folder open
+        with self._lock.mutex:
+            if self._lock.depth:  # closed inside lock(): keep the locked folder open
                 self._close_file()
             else:
-                self._drop_fds()
+                self._lock.drop()  # closes the file too (on_drop)
 
     def __del__(self) -> None:
         with suppress(Exception):
-            self._drop_fds()
-
-    def _after_fork(self) -> None:
-        """Forget what a forked child inherited.
-
-        The inherited folder descriptor shares the parent's open file
-        description, and so its flock: parent and child would both "hold"
-        the lock at once. The child closes its copies (the parent's lock and
-        descriptors are unaffected) and reopens on next use. The mutex is
-        replaced because a parent thread may have held it at fork time.
-        """
-        self._mutex = threading.RLock()
-        self._depth = 0
-        self._drop_fds()
-
-
-# Every live store, so a forked child can drop inherited lock descriptors
-# (multiprocessing forks by default on Linux). Weak: it keeps no store alive.
-_LIVE_STORES: weakref.WeakSet[PlaintextAgentStore] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for store in list(_LIVE_STORES):
-        with suppress(Exception):
-            store._after_fork()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+            self._lock.drop()
 
 
 def _tail_fix(fd: int, size: int) -> tuple[bytes, int]:
