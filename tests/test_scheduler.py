@@ -5,9 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -227,18 +229,39 @@ def _daemon(workspace: Path, policy: Path) -> subprocess.Popen[str]:
     )
 
 
-def _wait_line(proc: subprocess.Popen[str], needle: str) -> str:
+def _wait_line(proc: subprocess.Popen[str], needle: str, timeout: float = 30.0) -> str:
+    """The daemon's stderr up to the first line containing ``needle``.
+
+    Lines are read on a helper thread, so a daemon that stays silent fails
+    the test after ``timeout`` instead of blocking it forever.
+    """
     assert proc.stderr is not None
+    stream = proc.stderr
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in stream], daemon=True)
+    reader.start()
     seen = ""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
+        try:
+            line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
             break
         seen += line
         if needle in line:
+            proc.stderr_rest = (reader, lines)  # type: ignore[attr-defined]  # for _rest()
             return seen
-    raise AssertionError(f"{needle!r} not logged; got:\n{seen}")
+    raise AssertionError(f"{needle!r} not logged within {timeout}s; got:\n{seen}")
+
+
+def _rest(proc: subprocess.Popen[str]) -> str:
+    """What the daemon logged after :func:`_wait_line` returned, once it has exited."""
+    reader, lines = proc.stderr_rest  # type: ignore[attr-defined]
+    reader.join(10)  # the stream ends when the daemon exits
+    out = ""
+    while not lines.empty():
+        out += lines.get_nowait()
+    return out
 
 
 @pytest.fixture
@@ -256,7 +279,7 @@ def test_scheduler_run_stops_cleanly_on_sigterm(workspace: Path, policy_file: Pa
         assert "deleted 3" in log
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
-        rest = proc.stderr.read() if proc.stderr else ""
+        rest = _rest(proc)
         assert "received SIGTERM" in rest and "scheduler stopped" in rest
     finally:
         if proc.poll() is None:
