@@ -175,6 +175,7 @@ def test_purge_runs_through_the_installed_script(populated: Path, policy_file: P
         capture_output=True,
         text=True,
         check=False,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["total_deleted"] == 6
