@@ -1,9 +1,9 @@
-"""The agent folder's inter-process lock, shared in shape with the plaintext store.
+"""The agent folder's inter-process lock, the one every store and the purge take.
 
 An ``flock`` on an open descriptor of the agent folder itself: no lock file
 beside the memory, and the lock survives the memory file being replaced. The
-plaintext and encrypted stores lock the same way, so they exclude each other
-(a migration and a running agent never interleave). A re-entrant
+plaintext and encrypted stores both use this class, so they exclude each
+other (a migration and a running agent never interleave). A re-entrant
 ``threading.RLock`` serialises the threads of one store; nested acquisitions
 by the holder only count depth, since a second ``flock`` on the same
 descriptor would convert and then release the outer lock. Not safe on
