@@ -27,13 +27,18 @@ from typing import TYPE_CHECKING, Any
 from ._clock import Clock, SystemClock, iso_now
 from ._errors import ConfigurationError, EmptySummaryError, StorageError
 from ._format import (
+    META_OPEN,
     PRELOAD_PREFIX,
+    Record,
+    has_records,
     parse_memory,
+    record_offsets,
+    record_offsets_newest_first,
     render_block,
     render_header,
     to_disk_text,
 )
-from ._lineage import LINEAGE_KEY, history_lineage, subjects_in_text
+from ._lineage import LINEAGE_KEY, history_lineage, record_subjects
 from ._stores import AgentStore, PlaintextAgentStore
 from ._tokens import TokenCounter, TokenLedger, full_count
 
@@ -41,7 +46,7 @@ if TYPE_CHECKING:
     from ._governance import Governance
     from ._subjects._guard import ErasureGuard
 
-__all__ = ["Conversation", "bounded_preload_text"]
+__all__ = ["Conversation", "bounded_preload_text", "newest_records"]
 
 Message = dict[str, Any]
 StoreFactory = Callable[[Path, Callable[[], str]], AgentStore]
@@ -67,17 +72,36 @@ def bounded_preload_text(text: str, max_chars: int | None) -> str:
     """
     if max_chars is None or len(text) <= max_chars:
         return text
-    parsed = parse_memory(text)
-    budget = max_chars - len(parsed.preamble)
-    kept: list[str] = []
-    for record in reversed(parsed.records):
-        if len(record.raw) > budget:
-            break
-        kept.append(record.raw)
-        budget -= len(record.raw)
-    if not kept:
+    # Record offsets only, the newest found from the end: the cost is the size
+    # of what is kept, not of the file (no parse).
+    preamble = next(record_offsets(text), None)
+    if preamble is None:
         return ""
-    return parsed.preamble + "".join(reversed(kept))
+    budget = max_chars - preamble
+    cut = None
+    for start in record_offsets_newest_first(text):
+        if len(text) - start > budget:
+            break
+        cut = start
+    return text[:preamble] + text[cut:] if cut is not None else ""
+
+
+def newest_records(preamble: str, records: list[Record], max_chars: int | None) -> list[Record]:
+    """The newest of ``records`` that fit ``max_chars`` together with ``preamble``.
+
+    All of them when they fit (or there is no bound); none when not even the
+    newest does: :func:`bounded_preload_text` for records parsed already.
+    """
+    if max_chars is None:
+        return records
+    budget = max_chars - len(preamble)
+    if sum(len(record.raw) for record in records) <= budget:
+        return records
+    first = len(records)
+    while first and len(records[first - 1].raw) <= budget:
+        first -= 1
+        budget -= len(records[first].raw)
+    return records[first:]
 
 
 class Conversation:
@@ -207,19 +231,32 @@ class Conversation:
 
     def _preload(self, store: AgentStore, at: int | None = None) -> None:
         text = store.read_memory()
-        if text is None or not parse_memory(text).records:
+        if text is None or not has_records(text):
             return
-        if self.governance is not None:
-            governed = self.governance.preload_text(text, agent=store.folder.name)
-            if governed is None:
-                return
-            text = governed
-        text = bounded_preload_text(text, self.preload_max_chars)
-        if not text:
-            return  # not even the newest record fits the bound
-        self._preload_subjects = subjects_in_text(text)  # lineage of a later summary
-        # The reference reads MEMORY.md in text mode: universal newlines.
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        subjects: set[str] = set()  # lineage of a later summary
+        if self.governance is not None or META_OPEN in text:
+            # Records must be read (the preload gate, subjects in metadata
+            # lines): parse once, then gate, bound and collect on the records.
+            parsed = parse_memory(text)
+            records = parsed.records
+            if self.governance is not None:
+                records = self.governance.preload_records(records, agent=store.folder.name)
+            records = newest_records(parsed.preamble, records, self.preload_max_chars)
+            if not records:
+                return  # no record passes the gate, or not even the newest fits the bound
+            if len(records) < len(parsed.records):
+                text = parsed.preamble + "".join(record.raw for record in records)
+            for record in records:
+                subjects |= record_subjects(record)
+        else:
+            # Default mode over the reference's files: the text as read, cut
+            # to the bound if one is set. Nothing is parsed.
+            text = bounded_preload_text(text, self.preload_max_chars)
+            if not text:
+                return  # not even the newest record fits the bound
+        self._preload_subjects = subjects
+        if "\r" in text:  # the reference reads MEMORY.md in text mode: universal newlines
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
         message = {"role": "System", "content": PRELOAD_PREFIX + text}
         self.conversation_history.insert(
             len(self.conversation_history) if at is None else at, message

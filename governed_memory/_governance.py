@@ -85,6 +85,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from ._crypto import Keyring
+    from ._format import Record
     from ._sealing import RecordSealing
 
 logger = logging.getLogger("governed_memory")
@@ -358,16 +359,27 @@ class Governance:
         from ._format import parse_memory
 
         parsed = parse_memory(text)
+        kept = self.preload_records(parsed.records, agent=agent)
+        if len(kept) == len(parsed.records):
+            return text
+        return parsed.preamble + "".join(r.raw for r in kept) if kept else None
+
+    def preload_records(self, records: list[Record], *, agent: str | None) -> list[Record]:
+        """The parsed records of a MEMORY.md whose subject may be read back.
+
+        :meth:`preload_text` for a caller that has parsed the file already.
+        Each distinct subject passes the gate once; ``records`` itself is
+        returned when every record passes.
+        """
         allowed: dict[str | None, bool] = {}
-        for record in parsed.records:
+        for record in records:
             subject = record.subject_id
             if subject not in allowed:
                 with self.operation(Operation.PRELOAD, agent, subject) as decision:
                     allowed[subject] = decision.persist
         if all(allowed.values()):
-            return text
-        kept = [r.raw for r in parsed.records if allowed[r.subject_id]]
-        return parsed.preamble + "".join(kept) if kept else None
+            return records
+        return [r for r in records if allowed[r.subject_id]]
 
     def compact(
         self,

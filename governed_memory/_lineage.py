@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._format import Record, parse_memory
+from ._format import META_OPEN, Record, parse_memory
 
 __all__ = [
     "ERASED_MARKER_KEY",
@@ -67,6 +67,8 @@ def record_subjects(record: Record) -> set[str]:
 def subjects_in_text(text: str) -> set[str]:
     """Every subject named by a record (or a summary's lineage) of a memory file's text."""
     found: set[str] = set()
+    if META_OPEN not in text:  # subjects and lineage live in metadata lines only
+        return found
     for record in parse_memory(text).records:
         found |= record_subjects(record)
     return found

@@ -9,12 +9,14 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from governed_memory import parse_memory
+from governed_memory import _format, parse_memory
 from governed_memory._format import (
     PRELOAD_PREFIX,
     SEPARATOR,
     escape_content,
     has_records,
+    record_offsets,
+    record_offsets_newest_first,
     render_block,
     render_header,
     to_disk_text,
@@ -305,3 +307,93 @@ def test_meta_round_trips_for_any_subject(content: str, subject: str) -> None:
     assert record.meta == {"subject": subject}
     assert record.content == disk
     assert json.loads(json.dumps(record.meta)) == record.meta
+
+
+# -- the parser's fast paths agree with its definition -------------------------------
+
+_FILE_FRAGMENTS = st.sampled_from(
+    [
+        HEADER,
+        "\n",
+        "\r\n",
+        "\r",
+        "### A \u2014 t\n",
+        "### A \u2014 t",
+        "### A\r \u2014 t\n",
+        "\\### A \u2014 t\n",
+        "\\\\### A \u2014 t\n",
+        '<!-- gm {"subject":"s"} -->\n',
+        "<!-- gm [1] -->\n",
+        "<!-- gm -->",
+        SEPARATOR,
+        "\n\n---\n",
+        "\n\n---",
+        "## Interaction Log\n\n",
+        "text",
+        " \u2014 ",
+    ]
+)
+_FILE = st.lists(
+    st.one_of(_FILE_FRAGMENTS, st.text(st.characters(blacklist_categories=("Cs",)), max_size=6)),
+    max_size=30,
+).map("".join)
+
+
+def _parse_by_definition(text: str) -> tuple[str, list[tuple[object, ...]]]:
+    """The parser written plainly: the header regex over the whole body, sliced bodies."""
+    marker = text.find("## Interaction Log\n\n")
+    start = marker + len("## Interaction Log\n\n") if marker >= 0 else 0
+    headers = list(_format._BLOCK_HEADER_RE.finditer(text, start))
+    records: list[tuple[object, ...]] = []
+    for i, match in enumerate(headers):
+        end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
+        body = text[match.end() : end]
+        meta: object = {}
+        if body.startswith("<!-- gm "):
+            line = body.split("\n", 1)[0]
+            if line.endswith(" -->"):
+                try:
+                    loaded = json.loads(line[len("<!-- gm ") : -len(" -->")])
+                except ValueError:
+                    loaded = None
+                if isinstance(loaded, dict):
+                    meta, body = loaded, body[len(line) + 1 :]
+        body = body.removeprefix("\n")
+        for cut in (SEPARATOR, "\n\n---\n", "\n\n---"):
+            if body.endswith(cut):
+                body = body[: -len(cut)]
+                break
+        else:
+            body = body.rstrip()
+        content = _format._UNESCAPE_RE.sub("", body)
+        records.append((match.group(1), match.group(2), content, meta, text[match.start() : end]))
+    preamble = text[: headers[0].start()] if headers else text
+    return preamble, records
+
+
+@given(_FILE)
+@settings(max_examples=400, deadline=None)
+def test_parser_agrees_with_its_plain_definition(text: str) -> None:
+    parsed = parse_memory(text)
+    got = [(r.role, r.timestamp, r.content, r.meta, r.raw) for r in parsed.records]
+    assert (parsed.preamble, got) == _parse_by_definition(text)
+    assert has_records(text) == bool(got)
+
+
+@given(_FILE)
+@settings(max_examples=300, deadline=None)
+def test_unescape_fast_path_agrees_with_the_regex(text: str) -> None:
+    assert unescape_content(text) == _format._UNESCAPE_RE.sub("", text)
+
+
+@given(_FILE)
+@settings(max_examples=400, deadline=None)
+def test_record_offsets_both_ways_are_where_the_parser_splits(text: str) -> None:
+    parsed = parse_memory(text)
+    starts = []
+    pos = len(parsed.preamble)
+    for record in parsed.records:
+        starts.append(pos)
+        pos += len(record.raw)
+    assert list(record_offsets(text)) == starts
+    assert list(record_offsets_newest_first(text)) == starts[::-1]
