@@ -32,7 +32,6 @@ from .._crypto._providers import RandomSource
 from .._errors import ConfigurationError, GovernedMemoryError, StorageError
 from .._format import has_records
 from .._fsutil import (
-    TMP_PREFIX,
     atomic_write,
     ensure_private_dir,
     link_exclusive,
@@ -42,6 +41,7 @@ from .._fsutil import (
 )
 from .._workspace import ARCHIVE_DIR, MEMORY_FILE
 from ._base import StoreFactory
+from ._files import list_archive_files, rewrite_file
 from ._folder_lock import FolderLock
 from ._plaintext import archive_names
 
@@ -363,33 +363,17 @@ class EncryptedAgentStore:
                 f"rewrite of {target} refused: only {self._memory_path} and .gmenc files in "
                 f"{self.archive_dir} belong to this store"
             )
-        try:
-            with self._lock.held():
-                if not target.exists():
-                    raise StorageError(f"rewrite of {target} refused: the file does not exist")
-                remove_stale_temps(target.parent)
-                atomic_write(target, self.codec.encode_text(kind, target.name, text))
-                if kind == KIND_MEMORY:
-                    self._close_file()
-        except GovernedMemoryError:
-            raise
-        except OSError as exc:
-            raise StorageError(f"rewrite of {target} failed, file left unchanged: {exc}") from exc
+        rewrite_file(
+            target,
+            self._lock.held,
+            lambda: self.codec.encode_text(kind, target.name, text),
+            self._close_file if kind == KIND_MEMORY else None,
+        )
 
     # -- archives ----------------------------------------------------------
 
     def list_archives(self) -> list[Path]:
-        try:
-            names = os.listdir(self.archive_dir)
-        except FileNotFoundError:
-            return []
-        return [
-            self.archive_dir / name
-            for name in sorted(names)
-            if name.startswith("history_")
-            and name.endswith(ENCRYPTED_SUFFIX)
-            and not name.startswith(TMP_PREFIX)
-        ]
+        return list_archive_files(self.archive_dir, ENCRYPTED_SUFFIX)
 
     def read_archive(self, path: Path) -> str:
         return self.decode_archive(path).text(Path(path))

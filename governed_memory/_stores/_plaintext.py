@@ -33,7 +33,6 @@ from .._clock import Clock, SystemClock
 from .._errors import StorageError
 from .._format import has_records
 from .._fsutil import (
-    TMP_PREFIX,
     atomic_write,
     ensure_private_dir,
     link_exclusive,
@@ -42,6 +41,7 @@ from .._fsutil import (
     write_all,
 )
 from .._workspace import ARCHIVE_DIR
+from ._files import list_archive_files, rewrite_file
 from ._folder_lock import FolderLock
 from ._watch import Watch, Watcher, watch
 
@@ -325,34 +325,17 @@ class PlaintextAgentStore:
                 f"rewrite of {target} refused: only {self._memory_path} and files in "
                 f"{self.archive_dir} belong to this store"
             )
-        try:
-            with self._locked():
-                if not target.exists():
-                    raise StorageError(f"rewrite of {target} refused: the file does not exist")
-                # A crashed writer's temp file may hold the text being removed.
-                remove_stale_temps(target.parent)
-                atomic_write(target, text.encode("utf-8"))
-                if target == self._memory_path:
-                    self._close_file()
-        except StorageError:
-            raise
-        except OSError as exc:
-            raise StorageError(f"rewrite of {target} failed, file left unchanged: {exc}") from exc
+        rewrite_file(
+            target,
+            self._locked,
+            lambda: text.encode("utf-8"),
+            self._close_file if target == self._memory_path else None,
+        )
 
     # -- archives ----------------------------------------------------------
 
     def list_archives(self) -> list[Path]:
-        try:
-            names = os.listdir(self.archive_dir)
-        except FileNotFoundError:
-            return []
-        return [
-            self.archive_dir / name
-            for name in sorted(names)
-            if name.startswith("history_")
-            and name.endswith(".md")
-            and not name.startswith(TMP_PREFIX)
-        ]
+        return list_archive_files(self.archive_dir, ".md")
 
     def read_archive(self, path: Path) -> str:
         try:
