@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._tombstones import ErasureScope
+from ._tombstones import ErasureScope, request_from_dict, request_to_dict
 
 __all__ = ["ErasureReceipt", "FileRemoval"]
 
@@ -104,11 +104,7 @@ class ErasureReceipt:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "id": self.id,
-            "scope": self.scope.to_dict(),
-            "requested_at": self.requested_at,
-            "requested_by": self.requested_by,
-            "reason": self.reason,
+            **request_to_dict(self),
             "completed_at": self.completed_at,
             "policy_id": self.policy_id,
             "policy_version": self.policy_version,
@@ -127,13 +123,8 @@ class ErasureReceipt:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ErasureReceipt:
-        scope = data["scope"]
         return cls(
-            id=str(data["id"]),
-            scope=ErasureScope(subject=scope.get("subject"), agent=scope.get("agent")),
-            requested_at=str(data["requested_at"]),
-            requested_by=str(data["requested_by"]),
-            reason=str(data["reason"]),
+            **request_from_dict(data),
             completed_at=str(data["completed_at"]),
             policy_id=str(data["policy_id"]),
             policy_version=str(data["policy_version"]),

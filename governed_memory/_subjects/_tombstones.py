@@ -30,7 +30,7 @@ import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypedDict
 
 from .._errors import ConfigurationError, FormatVersionError, GovernedMemoryError, StorageError
 from .._fsutil import (
@@ -54,11 +54,15 @@ __all__ = [
     "COMPLETE",
     "PENDING",
     "TOMBSTONE_FORMAT_VERSION",
+    "ErasureRequest",
     "ErasureScope",
+    "RequestFields",
     "ScheduledErasure",
     "Tombstone",
     "TombstoneStore",
     "new_erasure_id",
+    "request_from_dict",
+    "request_to_dict",
 ]
 
 TOMBSTONE_FORMAT_VERSION = 1
@@ -107,6 +111,57 @@ class ErasureScope:
     def to_dict(self) -> dict[str, str | None]:
         return {"subject": self.subject, "agent": self.agent}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ErasureScope:
+        return cls(subject=data.get("subject"), agent=data.get("agent"))
+
+
+class ErasureRequest(Protocol):
+    """What every erasure document records about the request: which, what, when, who, why."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def scope(self) -> ErasureScope: ...
+    @property
+    def requested_at(self) -> str: ...
+    @property
+    def requested_by(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+
+
+def request_to_dict(request: ErasureRequest) -> dict[str, Any]:
+    """The request's fields as stored in a tombstone or receipt (in this key order)."""
+    return {
+        "id": request.id,
+        "scope": request.scope.to_dict(),
+        "requested_at": request.requested_at,
+        "requested_by": request.requested_by,
+        "reason": request.reason,
+    }
+
+
+class RequestFields(TypedDict):
+    """:func:`request_from_dict`'s answer: keyword arguments of the documents' constructors."""
+
+    id: str
+    scope: ErasureScope
+    requested_at: str
+    requested_by: str
+    reason: str
+
+
+def request_from_dict(data: dict[str, Any]) -> RequestFields:
+    """The request's fields read back from a stored document, as constructor arguments."""
+    return {
+        "id": str(data["id"]),
+        "scope": ErasureScope.from_dict(data["scope"]),
+        "requested_at": str(data["requested_at"]),
+        "requested_by": str(data["requested_by"]),
+        "reason": str(data["reason"]),
+    }
+
 
 @dataclass(frozen=True)
 class Tombstone:
@@ -130,11 +185,7 @@ class Tombstone:
     def to_dict(self) -> dict[str, Any]:
         return {
             "v": TOMBSTONE_FORMAT_VERSION,
-            "id": self.id,
-            "scope": self.scope.to_dict(),
-            "requested_at": self.requested_at,
-            "requested_by": self.requested_by,
-            "reason": self.reason,
+            **request_to_dict(self),
             "policy_id": self.policy_id,
             "policy_version": self.policy_version,
             "state": self.state,
@@ -144,13 +195,8 @@ class Tombstone:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Tombstone:
-        scope = data["scope"]
         return cls(
-            id=str(data["id"]),
-            scope=ErasureScope(subject=scope.get("subject"), agent=scope.get("agent")),
-            requested_at=str(data["requested_at"]),
-            requested_by=str(data["requested_by"]),
-            reason=str(data["reason"]),
+            **request_from_dict(data),
             policy_id=str(data["policy_id"]),
             policy_version=str(data["policy_version"]),
             state=str(data["state"]),
@@ -186,15 +232,7 @@ class ScheduledErasure:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ScheduledErasure:
-        scope = data["scope"]
-        return cls(
-            id=str(data["id"]),
-            scope=ErasureScope(subject=scope.get("subject"), agent=scope.get("agent")),
-            due_at=str(data["due_at"]),
-            requested_at=str(data["requested_at"]),
-            requested_by=str(data["requested_by"]),
-            reason=str(data["reason"]),
-        )
+        return cls(**request_from_dict(data), due_at=str(data["due_at"]))
 
 
 def _aware(when: _dt.datetime) -> _dt.datetime:
