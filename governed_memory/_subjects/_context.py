@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._clock import Clock, SystemClock
+from .._decisions import NullAuditSink
 from .._errors import ConfigurationError
 from .._format import render_header
 from .._holds import HoldRegistry
@@ -45,19 +46,6 @@ class KeyShredder(Protocol):
     def shred_agent(self, agent: str) -> Any:
         """Destroy every key of ``agent``."""
         ...
-
-
-class _NullAudit:
-    def record(
-        self,
-        operation: str,
-        *,
-        agent: str | None,
-        subject_id: str | None,
-        outcome: str,
-        **attrs: Any,
-    ) -> None:
-        return None
 
 
 @dataclass
@@ -150,7 +138,7 @@ def subject_context(target: Governance | SubjectContext | str | os.PathLike[str]
             clock=clock,
             policy=DEFAULT_POLICY,
             store_factory=plaintext,
-            audit=_NullAudit(),
+            audit=NullAuditSink(),
             consent=_consent_registry(workspace / GOVERNANCE_DIR),
             holds=HoldRegistry(workspace / GOVERNANCE_DIR, clock=clock),
         )
