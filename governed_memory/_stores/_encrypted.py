@@ -41,7 +41,7 @@ from .._fsutil import (
 )
 from .._workspace import ARCHIVE_DIR, MEMORY_FILE
 from ._base import StoreFactory
-from ._files import list_archive_files, rewrite_file
+from ._files import compacting, list_archive_files, rewrite_file
 from ._folder_lock import FolderLock
 from ._plaintext import archive_names
 
@@ -309,34 +309,25 @@ class EncryptedAgentStore:
             raise StorageError(f"cannot append to {self._memory_path}: {exc}") from exc
 
     def compact(self, first_block: str | None) -> Path | None:
-        try:
-            with self._lock.held():
-                remove_stale_temps(self._folder)
-                remove_stale_temps(self.archive_dir)
-                archive = None
-                self._refuse_plaintext()
-                try:
-                    data = self._memory_path.read_bytes()
-                except FileNotFoundError:
-                    data = None
-                if data is not None:
-                    decoded = self.codec.decode(
-                        data, self._memory_path, KIND_MEMORY, ENCRYPTED_MEMORY, torn_ok=True
-                    )
-                    if has_records(decoded.text(self._memory_path)):
-                        archive = self._write_archive(decoded.frames)
-                fresh = self._header() + (first_block or "")
-                atomic_write(
-                    self._memory_path, self.codec.encode_text(KIND_MEMORY, ENCRYPTED_MEMORY, fresh)
+        with compacting(self._memory_path, self._lock.held, self.archive_dir):
+            archive = None
+            self._refuse_plaintext()
+            try:
+                data = self._memory_path.read_bytes()
+            except FileNotFoundError:
+                data = None
+            if data is not None:
+                decoded = self.codec.decode(
+                    data, self._memory_path, KIND_MEMORY, ENCRYPTED_MEMORY, torn_ok=True
                 )
-                self._close_file()
-                return archive
-        except GovernedMemoryError:
-            raise
-        except OSError as exc:
-            raise StorageError(
-                f"compaction of {self._memory_path} failed, memory left unchanged: {exc}"
-            ) from exc
+                if has_records(decoded.text(self._memory_path)):
+                    archive = self._write_archive(decoded.frames)
+            fresh = self._header() + (first_block or "")
+            atomic_write(
+                self._memory_path, self.codec.encode_text(KIND_MEMORY, ENCRYPTED_MEMORY, fresh)
+            )
+            self._close_file()
+            return archive
 
     def _write_archive(self, frames: list[Plain]) -> Path:
         """Durably write ``frames`` as a sealed archive under the first free name."""

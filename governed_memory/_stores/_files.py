@@ -1,4 +1,4 @@
-"""File handling both agent-folder stores share: archive listing and the erasure rewrite.
+"""File handling both agent-folder stores share: compaction's frame, archive listing, rewrite.
 
 The stores differ in the file suffix (``.md`` or ``.gmenc``) and in how text
 becomes bytes (UTF-8 or sealed frames); the rules around them are one: which
@@ -8,14 +8,39 @@ files are archives, and how a rewrite is refused, made atomic and reported.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from .._errors import GovernedMemoryError, StorageError
 from .._fsutil import TMP_PREFIX, atomic_write, remove_stale_temps
 
-__all__ = ["list_archive_files", "rewrite_file"]
+__all__ = ["compacting", "list_archive_files", "rewrite_file"]
+
+
+@contextmanager
+def compacting(
+    memory_path: Path,
+    locked: Callable[[], AbstractContextManager[object]],
+    archive_dir: Path,
+) -> Iterator[None]:
+    """Hold ``locked()`` for a compaction of ``memory_path``, its folders cleared of stale temps.
+
+    The body archives and replaces the memory. An ``OSError`` becomes
+    :class:`StorageError` saying the memory is unchanged; governed_memory's
+    own errors pass through.
+    """
+    try:
+        with locked():
+            remove_stale_temps(memory_path.parent)
+            remove_stale_temps(archive_dir)
+            yield
+    except GovernedMemoryError:
+        raise
+    except OSError as exc:
+        raise StorageError(
+            f"compaction of {memory_path} failed, memory left unchanged: {exc}"
+        ) from exc
 
 
 def list_archive_files(archive_dir: Path, suffix: str) -> list[Path]:

@@ -37,11 +37,10 @@ from .._fsutil import (
     ensure_private_dir,
     link_exclusive,
     open_private,
-    remove_stale_temps,
     write_all,
 )
 from .._workspace import ARCHIVE_DIR
-from ._files import list_archive_files, rewrite_file
+from ._files import compacting, list_archive_files, rewrite_file
 from ._folder_lock import FolderLock
 from ._watch import Watch, Watcher, watch
 
@@ -290,21 +289,12 @@ class PlaintextAgentStore:
             os.fsync(fd)
 
     def compact(self, first_block: str | None) -> Path | None:
-        try:
-            with self._locked():
-                remove_stale_temps(self._folder)
-                remove_stale_temps(self.archive_dir)
-                archive = self._archive_current()
-                fresh = self._header() + (first_block or "")
-                atomic_write(self._memory_path, fresh.encode("utf-8"))
-                self._close_file()
-                return archive
-        except StorageError:
-            raise
-        except OSError as exc:
-            raise StorageError(
-                f"compaction of {self._memory_path} failed, memory left unchanged: {exc}"
-            ) from exc
+        with compacting(self._memory_path, self._locked, self.archive_dir):
+            archive = self._archive_current()
+            fresh = self._header() + (first_block or "")
+            atomic_write(self._memory_path, fresh.encode("utf-8"))
+            self._close_file()
+            return archive
 
     def _archive_current(self) -> Path | None:
         try:
