@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
@@ -19,16 +20,21 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from .._errors import DecryptionError, IntegrityError, KeyUnavailableError
 from .._format import META_OPEN, parse_memory
 from ._frames import (
+    BODY_AT,
     FLAG_SEAL,
     HEADER_SIZE,
+    KEY_AT,
     KIND_ARCHIVE,
     KIND_MEMORY,
+    NONCE_AT,
     FileHeader,
     FrameContext,
     FrameKey,
     encrypt_frame,
+    frame_bounds,
     frame_fixed,
-    scan,
+    pack_position,
+    parse_frame_key,
     seal_frame,
 )
 from ._keyring import AGENT, SUBJECT, Keyring
@@ -68,12 +74,15 @@ class Plain:
 class Decoded:
     """An encrypted file, authenticated and decrypted.
 
-    ``frames`` are the readable frames in order; frames whose key was
+    ``plaintexts`` are the readable frames' plaintexts in order and ``keys``
+    the keys each was under (:attr:`frames` pairs them); frames whose key was
     shredded are counted in ``skipped`` (that data was erased on purpose).
+    ``raw_keys`` are the keys of every frame, readable or not.
     """
 
     header: bytes
-    frames: list[Plain]
+    plaintexts: list[bytes]
+    keys: list[FrameKey]
     count: int
     end: int
     torn: int
@@ -81,9 +90,14 @@ class Decoded:
     first_shredded: bool = False
     raw_keys: list[FrameKey] = field(default_factory=list)
 
+    @property
+    def frames(self) -> list[Plain]:
+        """The readable frames: each plaintext with its keys."""
+        return [Plain(data, key) for data, key in zip(self.plaintexts, self.keys, strict=True)]
+
     def text(self, path: Path | None = None) -> str:
         try:
-            return b"".join(p.data for p in self.frames).decode("utf-8")
+            return b"".join(self.plaintexts).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise IntegrityError(path) from exc
 
@@ -240,36 +254,64 @@ class AgentCodec:
             raise KeyUnavailableError(f"{path} cannot be read: {exc}", path) from None
         if header.workspace_id != workspace_id or header.key_ref != agent_ref:
             raise DecryptionError(path)
-        found = scan(data, path)
-        if found.torn and not torn_ok:
+        data = bytes(data)  # slices of bytes are the cheapest per-frame objects
+        bounds, torn = frame_bounds(data, path)
+        if torn and not torn_ok:
             raise IntegrityError(path)
-        header_bytes = bytes(data[:HEADER_SIZE])
-        context = self.context(header_bytes, name)
-        decoded = Decoded(header_bytes, [], len(found.frames), found.end, found.torn)
+        header_bytes = data[:HEADER_SIZE]
+        count = len(bounds) - 1
+        decoded = Decoded(header_bytes, [], [], count, bounds[-1], torn)
+        # One pass over the frame table, no object per frame: the keys of a
+        # frame are looked up by its 25 key bytes (flags included, so the
+        # seal check below still sees each frame's own flags), and the
+        # associated data is the context prefix, the position, the key bytes.
+        prefix = self.context(header_bytes, name).prefix
+        seal_at = count - 1 if kind == KIND_ARCHIVE else -1
         checked: set[bytes] = set()
-        last = len(found.frames) - 1
-        for raw in found.frames:
-            sealed = bool(raw.flags & FLAG_SEAL)
-            if raw.flags & ~FLAG_SEAL or sealed != (kind == KIND_ARCHIVE and raw.index == last):
+        known: dict[bytes, tuple[int, FrameKey, AESGCM | None]] = {}
+        add_plain, add_key, add_raw = (
+            decoded.plaintexts.append,
+            decoded.keys.append,
+            decoded.raw_keys.append,
+        )
+        for index, (start, stop) in enumerate(pairwise(bounds)):
+            fixed = data[start + KEY_AT : start + NONCE_AT]
+            entry = known.get(fixed)
+            if entry is None:
+                entry = known[fixed] = self._frame_entry(path, agent_ref, fixed, checked)
+            flags, frame_key, cipher = entry
+            if (flags or index == seal_at) and (flags != FLAG_SEAL or index != seal_at):
                 raise IntegrityError(path)
-            decoded.raw_keys.append(raw.key)
-            try:
-                cipher = self.keyring.frame_cipher(agent_ref, raw.key, checked)
-            except KeyUnavailableError as exc:
-                raise KeyUnavailableError(f"{path} cannot be read: {exc}", path) from None
+            add_raw(frame_key)
             if cipher is None:
                 decoded.skipped += 1
-                decoded.first_shredded = decoded.first_shredded or raw.index == 0
+                decoded.first_shredded = decoded.first_shredded or index == 0
                 continue
             try:
-                plaintext = cipher.decrypt(raw.nonce, raw.body, context.aad(raw.index, raw.fixed))
+                plaintext = cipher.decrypt(
+                    data[start + NONCE_AT : start + BODY_AT],
+                    data[start + BODY_AT : stop],
+                    prefix + pack_position(index) + fixed,
+                )
             except InvalidTag:
                 raise DecryptionError(path) from None
-            if sealed:
+            if flags:  # the seal: authenticated, empty, not data
                 if plaintext:
                     raise IntegrityError(path)
                 continue
-            decoded.frames.append(Plain(plaintext, raw.key))
-        if kind == KIND_ARCHIVE and last < 0:
+            add_plain(plaintext)
+            add_key(frame_key)
+        if kind == KIND_ARCHIVE and count == 0:
             raise IntegrityError(path)
         return decoded
+
+    def _frame_entry(
+        self, path: Path, agent_ref: bytes, fixed: bytes, checked: set[bytes]
+    ) -> tuple[int, FrameKey, AESGCM | None]:
+        """(flags, keys, cipher or None when shredded) of frames with these key bytes."""
+        flags, frame_key = parse_frame_key(fixed)
+        try:
+            cipher = self.keyring.frame_cipher(agent_ref, frame_key, checked)
+        except KeyUnavailableError as exc:
+            raise KeyUnavailableError(f"{path} cannot be read: {exc}", path) from None
+        return flags, frame_key, cipher

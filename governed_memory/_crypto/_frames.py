@@ -29,6 +29,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -36,13 +37,16 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from .._errors import FormatVersionError, IntegrityError
 
 __all__ = [
+    "BODY_AT",
     "FLAG_SEAL",
     "FORMAT_VERSION",
     "HEADER_SIZE",
+    "KEY_AT",
     "KIND_ARCHIVE",
     "KIND_BLOB",
     "KIND_MEMORY",
     "MAX_FRAME",
+    "NONCE_AT",
     "NO_SUBJECT",
     "FileHeader",
     "FrameContext",
@@ -51,7 +55,10 @@ __all__ = [
     "Scan",
     "decrypt_frame",
     "encrypt_frame",
+    "frame_bounds",
     "frame_fixed",
+    "pack_position",
+    "parse_frame_key",
     "scan",
     "seal_frame",
 ]
@@ -81,6 +88,11 @@ MAX_FRAME = 1 << 30
 _BODY_OVERHEAD = _FIXED.size + NONCE_SIZE  # body bytes besides the sealed plaintext
 _MAX_PLAINTEXT = MAX_FRAME - _BODY_OVERHEAD - TAG_SIZE
 _DOMAIN = b"governed-memory frame v1\x00"
+# Offsets from a frame's start: its key bytes, its nonce, its sealed body.
+KEY_AT = _PREFIX.size
+NONCE_AT = KEY_AT + _FIXED.size
+BODY_AT = NONCE_AT + NONCE_SIZE
+pack_position = _INDEX.pack  # a frame's position as its associated data holds it
 
 
 @dataclass(frozen=True)
@@ -179,6 +191,12 @@ def frame_fixed(key: FrameKey, flags: int = 0) -> bytes:
     return _FIXED.pack(flags, key.agent_gen, key.subject_ref, key.subject_gen)
 
 
+def parse_frame_key(fixed: bytes | memoryview) -> tuple[int, FrameKey]:
+    """The flags and keys of a frame from its 25 key bytes (the inverse of :func:`frame_fixed`)."""
+    flags, agent_gen, subject_ref, subject_gen = _FIXED.unpack(fixed)
+    return flags, FrameKey(agent_gen, subject_ref, subject_gen)
+
+
 def encrypt_frame(
     cipher: AESGCM,
     context: FrameContext,
@@ -215,6 +233,53 @@ def _zero(data: bytes | memoryview) -> bool:
     return not bytes(data).strip(b"\x00")
 
 
+def frame_bounds(
+    data: bytes | memoryview, path: Path | None, *, offset: int = HEADER_SIZE
+) -> tuple[list[int], int]:
+    """Where the complete frames of ``data[offset:]`` start: (bounds, torn).
+
+    ``bounds`` holds each frame's offset followed by the offset just after
+    the last complete frame, so frame ``i`` spans ``bounds[i]:bounds[i + 1]``.
+    ``torn`` is as in :class:`Scan`. One pass over the prefixes, no objects
+    per frame: the read path walks this table directly (see :func:`scan`).
+
+    Raises:
+        IntegrityError: a frame before the end is malformed.
+    """
+    view = memoryview(data)
+    total = len(view)
+    bounds: list[int] = []
+    append = bounds.append
+    unpack_prefix = _PREFIX.unpack_from
+    crc32 = zlib.crc32
+    prefix_size = _PREFIX.size
+    pos = offset
+    while pos < total:
+        rest = total - pos
+        if rest < prefix_size:
+            head = bytes(view[pos : pos + 2])
+            if _FRAME_MAGIC.startswith(head) or _zero(view[pos:]):
+                append(pos)
+                return bounds, rest
+            raise IntegrityError(path)
+        magic, length, crc = unpack_prefix(view, pos)
+        if (
+            magic != _FRAME_MAGIC
+            or crc != crc32(view[pos : pos + 6])
+            or not _MIN_BODY <= length <= MAX_FRAME
+        ):
+            if _zero(view[pos:]):
+                append(pos)
+                return bounds, rest
+            raise IntegrityError(path)
+        append(pos)
+        if rest < prefix_size + length:
+            return bounds, rest
+        pos += prefix_size + length
+    append(pos)
+    return bounds, 0
+
+
 def scan(
     data: bytes | memoryview,
     path: Path | None,
@@ -233,43 +298,22 @@ def scan(
         IntegrityError: a frame before the end is malformed.
     """
     view = memoryview(data)
-    total = len(view)
+    bounds, torn = frame_bounds(view, path, offset=offset)
     frames: list[RawFrame] = []
-    pos = offset
-    while pos < total:
-        rest = total - pos
-        if rest < _PREFIX.size:
-            head = bytes(view[pos : pos + 2])
-            if _FRAME_MAGIC.startswith(head) or _zero(view[pos:]):
-                return Scan(frames, pos, rest)
-            raise IntegrityError(path)
-        magic, length, crc = _PREFIX.unpack_from(view, pos)
-        if (
-            magic != _FRAME_MAGIC
-            or crc != zlib.crc32(view[pos : pos + 6])
-            or not _MIN_BODY <= length <= MAX_FRAME
-        ):
-            if _zero(view[pos:]):
-                return Scan(frames, pos, rest)
-            raise IntegrityError(path)
-        if rest < _PREFIX.size + length:
-            return Scan(frames, pos, rest)
-        start = pos + _PREFIX.size
-        fixed = bytes(view[start : start + _FIXED.size])
+    for number, (pos, stop) in enumerate(pairwise(bounds)):
+        fixed_at, nonce_at, body_at = pos + KEY_AT, pos + NONCE_AT, pos + BODY_AT
+        fixed = bytes(view[fixed_at:nonce_at])
         flags, agent_gen, subject_ref, subject_gen = _FIXED.unpack(fixed)
-        nonce_at = start + _FIXED.size
         frames.append(
             RawFrame(
-                index=index,
+                index=index + number,
                 offset=pos,
-                size=_PREFIX.size + length,
+                size=stop - pos,
                 flags=flags,
                 key=FrameKey(agent_gen, subject_ref, subject_gen),
                 fixed=fixed,
-                nonce=bytes(view[nonce_at : nonce_at + NONCE_SIZE]),
-                body=bytes(view[nonce_at + NONCE_SIZE : start + length]),
+                nonce=bytes(view[nonce_at:body_at]),
+                body=bytes(view[body_at:stop]),
             )
         )
-        pos = start + length
-        index += 1
-    return Scan(frames, pos, 0)
+    return Scan(frames, bounds[-1], torn)
