@@ -443,3 +443,14 @@ def test_fsync_appends_option_syncs_each_append(
     store.append(_block(2))
     assert len(synced) == 2
     store.close()
+
+
+def test_an_os_error_from_the_callers_block_is_not_reported_as_a_lock_failure(
+    store: AgentStore,
+) -> None:
+    """lock() wraps only its own failure to lock; the block's errors pass through unchanged."""
+    store.ensure()
+    with pytest.raises(FileNotFoundError, match="raised by the caller"), store.lock():
+        raise FileNotFoundError(2, "raised by the caller", "x")
+    with store.lock():  # and the lock was released
+        pass

@@ -41,7 +41,7 @@ from .._fsutil import (
 )
 from .._workspace import ARCHIVE_DIR, MEMORY_FILE
 from ._base import StoreFactory
-from ._files import compacting, list_archive_files, rewrite_file
+from ._files import compacting, holding, list_archive_files, rewrite_file
 from ._folder_lock import FolderLock
 from ._plaintext import archive_names
 
@@ -136,13 +136,8 @@ class EncryptedAgentStore:
 
     @contextmanager
     def lock(self) -> Iterator[None]:
-        try:
-            with self._lock.held():
-                yield
-        except OSError as exc:
-            if isinstance(exc, GovernedMemoryError):
-                raise
-            raise StorageError(f"cannot lock agent folder {self._folder}: {exc}") from exc
+        with holding(self._folder, self._lock.held):
+            yield
 
     def _refuse_plaintext(self) -> None:
         # Also when both exist (a migration that stopped half-way, or a

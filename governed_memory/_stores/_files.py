@@ -15,7 +15,25 @@ from pathlib import Path
 from .._errors import GovernedMemoryError, StorageError
 from .._fsutil import TMP_PREFIX, atomic_write, remove_stale_temps
 
-__all__ = ["compacting", "list_archive_files", "rewrite_file"]
+__all__ = ["compacting", "holding", "list_archive_files", "rewrite_file"]
+
+
+@contextmanager
+def holding(folder: Path, locked: Callable[[], AbstractContextManager[object]]) -> Iterator[None]:
+    """Hold ``locked()`` for a caller's block (the stores' public ``lock()``).
+
+    Only a failure to take the lock becomes "cannot lock agent folder"; an
+    error raised by the caller's own block propagates as it was raised.
+    """
+    inside = False
+    try:
+        with locked():
+            inside = True
+            yield
+    except OSError as exc:
+        if inside or isinstance(exc, GovernedMemoryError):
+            raise
+        raise StorageError(f"cannot lock agent folder {folder}: {exc}") from exc
 
 
 @contextmanager

@@ -40,7 +40,7 @@ from .._fsutil import (
     write_all,
 )
 from .._workspace import ARCHIVE_DIR
-from ._files import compacting, list_archive_files, rewrite_file
+from ._files import compacting, holding, list_archive_files, rewrite_file
 from ._folder_lock import FolderLock
 from ._watch import Watch, Watcher, watch
 
@@ -131,11 +131,8 @@ class PlaintextAgentStore:
 
     @contextmanager
     def lock(self) -> Iterator[None]:
-        try:
-            with self._lock.held():
-                yield
-        except OSError as exc:
-            raise StorageError(f"cannot lock agent folder {self._folder}: {exc}") from exc
+        with holding(self._folder, self._lock.held):
+            yield
 
     # -- the active memory ---------------------------------------------
 
