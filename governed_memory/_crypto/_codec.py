@@ -261,14 +261,14 @@ class AgentCodec:
         header_bytes = data[:HEADER_SIZE]
         count = len(bounds) - 1
         decoded = Decoded(header_bytes, [], [], count, bounds[-1], torn)
-        # One pass over the frame table, no object per frame: the keys of a
-        # frame are looked up by its 25 key bytes (flags included, so the
-        # seal check below still sees each frame's own flags), and the
-        # associated data is the context prefix, the position, the key bytes.
+        # One pass over the frame table, no object per frame: a frame's keys
+        # are looked up by its 25 key bytes (one keyring call per distinct
+        # key), and its associated data is the context prefix, its position
+        # and those key bytes, as FrameContext.aad builds it.
         prefix = self.context(header_bytes, name).prefix
         seal_at = count - 1 if kind == KIND_ARCHIVE else -1
         checked: set[bytes] = set()
-        known: dict[bytes, tuple[int, FrameKey, AESGCM | None]] = {}
+        known: dict[bytes, tuple[FrameKey, AESGCM | None]] = {}
         add_plain, add_key, add_raw = (
             decoded.plaintexts.append,
             decoded.keys.append,
@@ -276,12 +276,13 @@ class AgentCodec:
         )
         for index, (start, stop) in enumerate(pairwise(bounds)):
             fixed = data[start + KEY_AT : start + NONCE_AT]
+            flags = fixed[0]  # checked before the keys are looked up, as they always were
+            if (flags or index == seal_at) and (flags != FLAG_SEAL or index != seal_at):
+                raise IntegrityError(path)
             entry = known.get(fixed)
             if entry is None:
                 entry = known[fixed] = self._frame_entry(path, agent_ref, fixed, checked)
-            flags, frame_key, cipher = entry
-            if (flags or index == seal_at) and (flags != FLAG_SEAL or index != seal_at):
-                raise IntegrityError(path)
+            frame_key, cipher = entry
             add_raw(frame_key)
             if cipher is None:
                 decoded.skipped += 1
@@ -307,11 +308,11 @@ class AgentCodec:
 
     def _frame_entry(
         self, path: Path, agent_ref: bytes, fixed: bytes, checked: set[bytes]
-    ) -> tuple[int, FrameKey, AESGCM | None]:
-        """(flags, keys, cipher or None when shredded) of frames with these key bytes."""
-        flags, frame_key = parse_frame_key(fixed)
+    ) -> tuple[FrameKey, AESGCM | None]:
+        """(keys, cipher or None when shredded) of frames with these key bytes."""
+        _, frame_key = parse_frame_key(fixed)
         try:
             cipher = self.keyring.frame_cipher(agent_ref, frame_key, checked)
         except KeyUnavailableError as exc:
             raise KeyUnavailableError(f"{path} cannot be read: {exc}", path) from None
-        return flags, frame_key, cipher
+        return frame_key, cipher

@@ -246,8 +246,8 @@ def frame_bounds(
     Raises:
         IntegrityError: a frame before the end is malformed.
     """
-    view = memoryview(data)
-    total = len(view)
+    buf = bytes(data)  # no copy for bytes; bytes slices are cheaper than memoryview ones
+    total = len(buf)
     bounds: list[int] = []
     append = bounds.append
     unpack_prefix = _PREFIX.unpack_from
@@ -257,18 +257,18 @@ def frame_bounds(
     while pos < total:
         rest = total - pos
         if rest < prefix_size:
-            head = bytes(view[pos : pos + 2])
-            if _FRAME_MAGIC.startswith(head) or _zero(view[pos:]):
+            head = buf[pos : pos + 2]
+            if _FRAME_MAGIC.startswith(head) or _zero(buf[pos:]):
                 append(pos)
                 return bounds, rest
             raise IntegrityError(path)
-        magic, length, crc = unpack_prefix(view, pos)
+        magic, length, crc = unpack_prefix(buf, pos)
         if (
             magic != _FRAME_MAGIC
-            or crc != crc32(view[pos : pos + 6])
+            or crc != crc32(buf[pos : pos + 6])
             or not _MIN_BODY <= length <= MAX_FRAME
         ):
-            if _zero(view[pos:]):
+            if _zero(buf[pos:]):
                 append(pos)
                 return bounds, rest
             raise IntegrityError(path)
@@ -298,7 +298,7 @@ def scan(
         IntegrityError: a frame before the end is malformed.
     """
     view = memoryview(data)
-    bounds, torn = frame_bounds(view, path, offset=offset)
+    bounds, torn = frame_bounds(data, path, offset=offset)
     frames: list[RawFrame] = []
     for number, (pos, stop) in enumerate(pairwise(bounds)):
         fixed_at, nonce_at, body_at = pos + KEY_AT, pos + NONCE_AT, pos + BODY_AT
