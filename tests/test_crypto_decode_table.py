@@ -83,7 +83,7 @@ def _reference(codec: AgentCodec, data: bytes, kind: int, name: str, torn_ok: bo
 
 def _fast(codec: AgentCodec, data: bytes, kind: int, name: str, torn_ok: bool) -> Summary:
     d = codec.decode(data, Path(name), kind, name, torn_ok=torn_ok)
-    return (d.header, d.plaintexts, list(d.keys), d.count, d.end, d.torn, d.skipped,
+    return (d.header, [p.data for p in d.frames], list(d.keys), d.count, d.end, d.torn, d.skipped,
             d.first_shredded, list(d.raw_keys))  # fmt: skip
 
 

@@ -74,14 +74,16 @@ class Plain:
 class Decoded:
     """An encrypted file, authenticated and decrypted.
 
-    ``plaintexts`` are the readable frames' plaintexts in order and ``keys``
-    the keys each was under (:attr:`frames` pairs them); frames whose key was
-    shredded are counted in ``skipped`` (that data was erased on purpose).
-    ``raw_keys`` are the keys of every frame, readable or not.
+    ``pieces`` are the readable frames' plaintexts in order, as text (each
+    frame holds whole characters: the writer encodes each piece of text on
+    its own), and ``keys`` the keys each was under (:attr:`frames` pairs
+    them); frames whose key was shredded are counted in ``skipped`` (that
+    data was erased on purpose). ``raw_keys`` are the keys of every frame,
+    readable or not.
     """
 
     header: bytes
-    plaintexts: list[bytes]
+    pieces: list[str]
     keys: list[FrameKey]
     count: int
     end: int
@@ -93,13 +95,14 @@ class Decoded:
     @property
     def frames(self) -> list[Plain]:
         """The readable frames: each plaintext with its keys."""
-        return [Plain(data, key) for data, key in zip(self.plaintexts, self.keys, strict=True)]
+        return [
+            Plain(piece.encode("utf-8"), key)
+            for piece, key in zip(self.pieces, self.keys, strict=True)
+        ]
 
     def text(self, path: Path | None = None) -> str:
-        try:
-            return b"".join(self.plaintexts).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise IntegrityError(path) from exc
+        """The file's text (``path`` is kept for callers; decoding already checked UTF-8)."""
+        return "".join(self.pieces)
 
 
 class AgentCodec:
@@ -269,8 +272,8 @@ class AgentCodec:
         seal_at = count - 1 if kind == KIND_ARCHIVE else -1
         checked: set[bytes] = set()
         known: dict[bytes, tuple[FrameKey, AESGCM | None]] = {}
-        add_plain, add_key, add_raw = (
-            decoded.plaintexts.append,
+        add_piece, add_key, add_raw = (
+            decoded.pieces.append,
             decoded.keys.append,
             decoded.raw_keys.append,
         )
@@ -300,7 +303,12 @@ class AgentCodec:
                 if plaintext:
                     raise IntegrityError(path)
                 continue
-            add_plain(plaintext)
+            try:
+                # Decoded frame by frame: the freed plaintext's memory is
+                # reused by the next frame, where one joined copy would not be.
+                add_piece(plaintext.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise IntegrityError(path) from None
             add_key(frame_key)
         if kind == KIND_ARCHIVE and count == 0:
             raise IntegrityError(path)
