@@ -16,7 +16,8 @@ encrypted, plaintext, ...) so both sides see the same machine conditions:
    policy layer itself costs). Median messages per second. Target: encrypted
    >= 50% of default mode.
 2. Preload: constructing a Conversation over an existing memory of
-   ``--preload-mb`` megabytes (1 KB messages): read, authenticate and decrypt
+   ``--preload-mb`` megabytes (``--preload-message`` bytes a message, 1 KB by
+   default; one frame each): read, authenticate and decrypt
    every frame, then build the preload message. Median seconds. Target:
    encrypted within 2x of plaintext.
 
@@ -85,10 +86,10 @@ def add_rate(scratch: Path, extra: Factory, adds: int, size: int) -> float:
         shutil.rmtree(root)
 
 
-def build_memory(root: Path, megabytes: int) -> tuple[Path, Path]:
+def build_memory(root: Path, megabytes: int, message: int = 1000) -> tuple[Path, Path]:
     """A plaintext and an encrypted agent holding the same ``megabytes`` of memory."""
     header = render_header("bench_conversation", "2026-11-30T10:00:00")
-    body = "y" * 1000
+    body = "y" * message
     count = megabytes * 1_000_000 // (len(body) + 60)
     text = header + "".join(
         render_block("User", f"2026-11-30T10:00:00.{n % 1_000_000:06d}", f"{n} {body}")
@@ -129,6 +130,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="rounds per measurement")
     parser.add_argument("--preload-mb", type=int, default=50, help="size of the preloaded memory")
     parser.add_argument(
+        "--preload-message", type=int, default=1000, help="bytes of text per preloaded message"
+    )
+    parser.add_argument(
         "--dir", type=Path, default=None, help="scratch folder (default: a temp dir)"
     )
     args = parser.parse_args()
@@ -150,7 +154,7 @@ def main() -> None:
         print(
             f"building a {args.preload_mb} MB memory (plaintext and encrypted)...", file=sys.stderr
         )
-        plain, enc = build_memory(scratch / "preload", args.preload_mb)
+        plain, enc = build_memory(scratch / "preload", args.preload_mb, args.preload_message)
         enc_extra = _encrypted(scratch / "preload")
         sizes = {
             "plaintext": plain.stat().st_size,
@@ -175,7 +179,10 @@ def main() -> None:
     print("target: encrypted >= 50% of default mode")
     print()
     plain_s, enc_s = statistics.median(loads["plaintext"]), statistics.median(loads["encrypted"])
-    print(f"preload of a {args.preload_mb} MB memory, {args.rounds} rounds (median)")
+    print(
+        f"preload of a {args.preload_mb} MB memory ({args.preload_message}-byte messages), "
+        f"{args.rounds} rounds (median)"
+    )
     print(f"{'store':<28}{'file MB':>10}{'seconds':>9}{'vs plain':>12}")
     print(f"{'plaintext':<28}{sizes['plaintext'] / 1e6:>10.1f}{plain_s:>9.3f}{1:>11.2f}x")
     print(
