@@ -40,6 +40,7 @@ from ._format import (
 )
 from ._lineage import LINEAGE_KEY, history_lineage, record_subjects
 from ._stores import AgentStore, PlaintextAgentStore
+from ._stores._encrypted import EncryptedAgentStore
 from ._tokens import TokenCounter, TokenLedger, full_count
 
 if TYPE_CHECKING:
@@ -356,7 +357,7 @@ class Conversation:
         if store is None:
             pass
         elif (
-            type(store) is PlaintextAgentStore
+            (type(store) is PlaintextAgentStore or type(store) is EncryptedAgentStore)
             and content.__class__ is str
             and content.isascii()
             and subject is None
@@ -366,7 +367,8 @@ class Conversation:
             # bytes, built as bytes (as str the em dash would double the
             # size and the encoding would cost more than the write), without
             # its checks, which ASCII cannot trip (a line needs an em dash to
-            # look like a block header, and ASCII always encodes).
+            # look like a block header, and ASCII always encodes). The
+            # encrypted store seals it as one frame under the agent key.
             text = content.strip()
             if text:
                 store.append_utf8(

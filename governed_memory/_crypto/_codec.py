@@ -141,6 +141,10 @@ class AgentCodec:
         _, frame_key, cipher, _ = self._current(subject_id)
         return frame_key, cipher
 
+    def current(self, subject_id: str | None) -> tuple[int, FrameKey, AESGCM, bytes]:
+        """:meth:`_current`, for a writer that keeps the keys while the change counter holds."""
+        return self._current(subject_id)
+
     def _current(self, subject_id: str | None) -> tuple[int, FrameKey, AESGCM, bytes]:
         """(keyring epoch, frame key, cipher, packed key bytes) for new data of ``subject_id``.
 
@@ -171,9 +175,15 @@ class AgentCodec:
 
     def frame(self, context: FrameContext, index: int, text: str, subject_id: str | None) -> bytes:
         """One frame holding ``text`` at ``index``, under the current keys."""
+        return self.frame_utf8(context, index, text.encode("utf-8"), subject_id)
+
+    def frame_utf8(
+        self, context: FrameContext, index: int, data: bytes, subject_id: str | None
+    ) -> bytes:
+        """:meth:`frame` for text already encoded as UTF-8."""
         _, _, cipher, fixed = self._current(subject_id)
         nonce = self.random(NONCE_BYTES)
-        return seal_frame(cipher, context, index, fixed, text.encode("utf-8"), nonce)
+        return seal_frame(cipher, context, index, fixed, data, nonce)
 
     def encode_text(self, kind: int, name: str, text: str) -> bytes:
         """A whole new file holding ``text`` under the current keys."""

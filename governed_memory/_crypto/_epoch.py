@@ -20,6 +20,7 @@ from .._fsutil import FILE_MODE, ensure_private_dir
 __all__ = ["ChangeCounter"]
 
 _U64 = struct.Struct(">Q")
+_unpack_from = _U64.unpack_from
 
 
 class ChangeCounter:
@@ -48,8 +49,11 @@ class ChangeCounter:
             return self._view
 
     def read(self) -> int:
-        view = self._view if self._view is not None else self._map()
-        return int(_U64.unpack_from(view)[0])
+        view = self._view
+        if view is None:
+            view = self._map()
+        value: int = _unpack_from(view)[0]
+        return value
 
     def bump(self) -> None:
         """Advance the counter (the caller serialises writers, e.g. with the keyring lock)."""

@@ -46,6 +46,7 @@ __all__ = [
     "KIND_BLOB",
     "KIND_MEMORY",
     "MAX_FRAME",
+    "MAX_PLAINTEXT",
     "NONCE_AT",
     "NO_SUBJECT",
     "FileHeader",
@@ -57,6 +58,7 @@ __all__ = [
     "encrypt_frame",
     "frame_bounds",
     "frame_fixed",
+    "frame_head",
     "pack_position",
     "parse_frame_key",
     "scan",
@@ -86,7 +88,7 @@ TAG_SIZE = 16
 _MIN_BODY = _FIXED.size + NONCE_SIZE + TAG_SIZE
 MAX_FRAME = 1 << 30
 _BODY_OVERHEAD = _FIXED.size + NONCE_SIZE  # body bytes besides the sealed plaintext
-_MAX_PLAINTEXT = MAX_FRAME - _BODY_OVERHEAD - TAG_SIZE
+MAX_PLAINTEXT = MAX_FRAME - _BODY_OVERHEAD - TAG_SIZE  # bytes of plaintext one frame holds
 _DOMAIN = b"governed-memory frame v1\x00"
 # Offsets from a frame's start: its key bytes, its nonce, its sealed body.
 KEY_AT = _PREFIX.size
@@ -214,14 +216,23 @@ def seal_frame(
     cipher: AESGCM, context: FrameContext, index: int, fixed: bytes, plaintext: bytes, nonce: bytes
 ) -> bytes:
     """:func:`encrypt_frame` with the key bytes already packed (the add() hot path)."""
-    if len(plaintext) > _MAX_PLAINTEXT:
+    if len(plaintext) > MAX_PLAINTEXT:
         raise ValueError(
             f"a message of {len(plaintext)} bytes exceeds the {MAX_FRAME}-byte frame limit; "
             "split it into several messages"
         )
     sealed = cipher.encrypt(nonce, plaintext, context.prefix + _INDEX.pack(index) + fixed)
-    head = _HEAD.pack(_FRAME_MAGIC, _BODY_OVERHEAD + len(sealed))
-    return b"".join((head, _U32.pack(zlib.crc32(head)), fixed, nonce, sealed))
+    return b"".join((frame_head(len(sealed)), fixed, nonce, sealed))
+
+
+def frame_head(sealed_size: int) -> bytes:
+    """The 10 bytes that open a frame whose sealed plaintext (tag included) has ``sealed_size`` bytes.
+
+    Magic, body length and the CRC-32 of both; the key bytes, the nonce and
+    the sealed plaintext follow.
+    """
+    head = _HEAD.pack(_FRAME_MAGIC, _BODY_OVERHEAD + sealed_size)
+    return head + _U32.pack(zlib.crc32(head))
 
 
 def decrypt_frame(cipher: AESGCM, context: FrameContext, frame: RawFrame) -> bytes:

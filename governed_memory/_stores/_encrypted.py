@@ -19,18 +19,29 @@ from __future__ import annotations
 import datetime as _dt
 import fcntl
 import os
+import termios
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
 from .._clock import Clock, SystemClock
-from .._crypto._codec import AgentCodec, Decoded, Plain, split_segments
-from .._crypto._frames import KIND_ARCHIVE, KIND_MEMORY, FrameContext, scan
+from .._crypto._codec import NONCE_BYTES, AgentCodec, Decoded, Plain, split_segments
+from .._crypto._frames import (
+    KIND_ARCHIVE,
+    KIND_MEMORY,
+    MAX_PLAINTEXT,
+    FrameContext,
+    frame_head,
+    pack_position,
+    scan,
+)
 from .._crypto._keyring import Keyring
 from .._crypto._providers import RandomSource
 from .._errors import ConfigurationError, GovernedMemoryError, StorageError
-from .._format import has_records
+from .._format import META_OPEN, has_records
 from .._fsutil import (
     atomic_write,
     ensure_private_dir,
@@ -44,6 +55,7 @@ from ._base import StoreFactory
 from ._files import compacting, holding, list_archive_files, rewrite_file
 from ._folder_lock import FolderLock
 from ._plaintext import archive_names
+from ._watch import Watch, Watcher, watch
 
 __all__ = [
     "ENCRYPTED_SUFFIX",
@@ -55,6 +67,17 @@ __all__ = [
 
 ENCRYPTED_SUFFIX = ".gmenc"
 ENCRYPTED_MEMORY = MEMORY_FILE + ENCRYPTED_SUFFIX
+
+_flock = fcntl.flock
+_ioctl = fcntl.ioctl
+_lseek = os.lseek
+_LOCK_EX = fcntl.LOCK_EX
+_LOCK_UN = fcntl.LOCK_UN
+_SEEK_END = os.SEEK_END
+_FIONREAD = termios.FIONREAD
+_NOTHING = bytes(4)  # FIONREAD's answer when no event is pending
+_pack = pack_position
+_META_MARK = META_OPEN.encode()  # bytes without it name no subject
 
 
 def encrypted_memory_name() -> str:
@@ -117,6 +140,17 @@ class EncryptedAgentStore:
         self._fd: int | None = None
         self._tail: _Tail | None = None
         self._seen: _Tail | None = None  # learnt by the last read, reused by the next append
+        self._folder_str = os.fspath(self._folder)
+        # Set by a full check (see _arm) for the fast one, as in the plaintext
+        # store: the folder and file descriptors, the inotify descriptor, a
+        # buffer for its FIONREAD, the watcher and this file's watch.
+        self._armed: tuple[int, int, int, bytearray, Watcher, Watch] | None = None
+        self._arm_failed = False  # for the open file: do not retry on every append
+        # The fast path's keys for subject-less frames: (keyring change
+        # counter when they were current, cipher, packed key bytes), and the
+        # frame heads by sealed size (a conversation's blocks have few sizes).
+        self._keys: tuple[int, AESGCM, bytes] | None = None
+        self._heads: dict[int, bytes] = {}
 
     @property
     def folder(self) -> Path:
@@ -264,44 +298,155 @@ class EncryptedAgentStore:
             raise StorageError(f"cannot read {self._memory_path}: {exc}") from exc
 
     def append(self, block: str) -> None:
-        pieces = split_segments(block)
-        if not pieces:
+        if "\n### " not in block and META_OPEN not in block:  # one piece: split_segments' own test
+            if block:
+                self.append_utf8(block.encode("utf-8"))
             return
+        self._append_pieces(
+            [(piece.encode("utf-8"), subject) for piece, subject in split_segments(block)]
+        )
+
+    def append_utf8(self, data: bytes) -> None:
+        """:meth:`append` for text already encoded as UTF-8 (as the plaintext store has it).
+
+        Text without subject metadata (``Conversation.add``'s default-mode
+        block) is one frame under the agent key, as :meth:`append` would
+        write a single block; text with it is split as :meth:`append` splits
+        it, each block under its subject's key.
+
+        The hot path of ``Conversation.add``: once a full check has armed the
+        watch (:meth:`_arm`), an append takes the folder lock, asks inotify
+        with one ioctl whether the file or its folders were moved, replaced
+        or removed, compares the keyring's change counter (a memory read)
+        and the file's end with what this store knows, and writes one frame
+        sealed under the remembered cipher with a fresh random nonce and the
+        frame's full associated data. Anything unexpected (an event, a key
+        change, another writer's frames, a torn tail) takes the full path.
+        """
+        if _META_MARK in data:  # a subject to find: its blocks go under their subject's key
+            self.append(data.decode("utf-8"))
+            return
+        if not data:
+            return
+        lock = self._lock
+        mutex = lock.mutex
+        mutex.acquire()  # not "with": measurably slower on this path
+        try:
+            armed = self._armed
+            tail = self._tail
+            if armed is not None and tail is not None and not lock.depth:
+                dirfd, fd, ifd, pending, watcher, file_watch = armed
+                _flock(dirfd, _LOCK_EX)
+                try:
+                    _ioctl(ifd, _FIONREAD, pending, True)
+                    if pending != _NOTHING or watcher.draining:
+                        watcher.drain()  # maybe another file's event: ours?
+                    keys = self._keys
+                    if (
+                        not file_watch.stale
+                        and keys is not None
+                        and keys[0] == self.keyring.epoch()  # no key changed (e.g. shredded)
+                        and _lseek(fd, 0, _SEEK_END) == tail.end  # no other writer since
+                        and len(data) <= MAX_PLAINTEXT
+                    ):
+                        # seal_frame, inlined: a fresh random nonce, the
+                        # frame's full associated data (file, agent, name,
+                        # position, key bytes).
+                        _, cipher, fixed = keys
+                        nonce = self._random(NONCE_BYTES)
+                        sealed = cipher.encrypt(
+                            nonce, data, b"".join((tail.context.prefix, _pack(tail.count), fixed))
+                        )
+                        head = self._heads.get(len(sealed))
+                        if head is None:
+                            head = self._heads[len(sealed)] = frame_head(len(sealed))
+                        self._write_frames(fd, tail, b"".join((head, fixed, nonce, sealed)), 1)
+                        return
+                finally:
+                    _flock(dirfd, _LOCK_UN)
+                if file_watch.stale:  # something changed: the full check, then a new watch
+                    self._disarm()
+            self._append_pieces([(data, None)])
+        except GovernedMemoryError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"cannot append to {self._memory_path}: {exc}") from exc
+        finally:
+            mutex.release()
+
+    def _append_pieces(self, pieces: list[tuple[bytes, str | None]]) -> None:
+        """Append after the full check (stat, keyring, catch-up); arms the fast one."""
         try:
             with self._lock.mutex:
                 self._lock.acquire(fcntl.LOCK_EX)
                 try:
                     fd, tail = self._tail_for_append()
-                    frame = self.codec.frame
-                    if len(pieces) == 1:  # one block: one frame (always, from a Conversation)
-                        data = frame(tail.context, tail.count, pieces[0][0], pieces[0][1])
-                    else:
-                        data = b"".join(
-                            [
-                                frame(tail.context, tail.count + offset, piece, subject)
-                                for offset, (piece, subject) in enumerate(pieces)
-                            ]
-                        )
-                    try:
-                        written = os.write(fd, data)
-                        if written != len(data):  # short write: finish it (or raise)
-                            write_all(fd, data[written:])
-                        if self._fsync_appends:
-                            os.fsync(fd)
-                    except BaseException:
-                        # Cut a partly written frame now rather than at the next append.
-                        with suppress(OSError):
-                            os.ftruncate(fd, tail.end)
-                        self._tail = None
-                        raise
-                    tail.end += len(data)
-                    tail.count += len(pieces)
+                    frame = self.codec.frame_utf8
+                    data = b"".join(
+                        [
+                            frame(tail.context, tail.count + offset, piece, subject)
+                            for offset, (piece, subject) in enumerate(pieces)
+                        ]
+                    )
+                    self._write_frames(fd, tail, data, len(pieces))
+                    if self._armed is None and not self._arm_failed and not self._fsync_appends:
+                        self._arm(fd, tail)
+                    epoch, _, cipher, fixed = self.codec.current(None)
+                    self._keys = (epoch, cipher, fixed)
                 finally:
                     self._lock.release()
         except GovernedMemoryError:
             raise
         except OSError as exc:
             raise StorageError(f"cannot append to {self._memory_path}: {exc}") from exc
+
+    def _write_frames(self, fd: int, tail: _Tail, data: bytes, count: int) -> None:
+        """Write whole frames at the tail (lock held); a failed write is cut away."""
+        try:
+            written = os.write(fd, data)
+            if written != len(data):  # short write: finish it (or raise)
+                write_all(fd, data[written:])
+            if self._fsync_appends:
+                os.fsync(fd)
+        except BaseException:
+            # Cut a partly written frame now rather than at the next append.
+            with suppress(OSError):
+                os.ftruncate(fd, tail.end)
+            self._tail = None
+            self._disarm()
+            raise
+        tail.end += len(data)
+        tail.count += count
+
+    def _arm(self, fd: int, tail: _Tail) -> None:
+        """Watch ``fd`` so later appends check it with one ioctl (lock held, ``fd`` just checked).
+
+        Not with ``fsync_appends``: an fsync costs milliseconds, the full
+        check microseconds. Without inotify the full check stays.
+        """
+        dirfd = self._lock.dirfd
+        assert dirfd is not None
+        made = watch(fd, dirfd, self._folder_str)
+        if made is None:
+            self._arm_failed = True
+            return
+        watcher, file_watch = made
+        # Check again now that the watches exist: a change made between the
+        # full check and the watches would never be reported.
+        try:
+            st = os.stat(ENCRYPTED_MEMORY, dir_fd=dirfd)
+            current = tail.ident == (st.st_dev, st.st_ino) and self._lock.current()
+        except FileNotFoundError:
+            current = False
+        if not current:
+            watcher.release(file_watch)
+            return
+        self._armed = (dirfd, fd, watcher.fd, bytearray(4), watcher, file_watch)
+
+    def _disarm(self) -> None:
+        if self._armed is not None:
+            self._armed[4].release(self._armed[5])
+            self._armed = None
 
     def compact(self, first_block: str | None) -> Path | None:
         with compacting(self._memory_path, self._lock.held, self.archive_dir):
@@ -395,9 +540,10 @@ class EncryptedAgentStore:
     # -- descriptors -------------------------------------------------------
 
     def _close_file(self) -> None:
+        self._disarm()
         if self._fd is not None:
             os.close(self._fd)
-        self._fd, self._tail, self._seen = None, None, None
+        self._fd, self._tail, self._seen, self._arm_failed = None, None, None, False
 
     def close(self) -> None:
         with self._lock.mutex:
