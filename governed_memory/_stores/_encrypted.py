@@ -77,6 +77,7 @@ _SEEK_END = os.SEEK_END
 _FIONREAD = termios.FIONREAD
 _NOTHING = bytes(4)  # FIONREAD's answer when no event is pending
 _pack = pack_position
+_write = os.write
 _META_MARK = META_OPEN.encode()  # bytes without it name no subject
 
 
@@ -360,7 +361,13 @@ class EncryptedAgentStore:
                         head = self._heads.get(len(sealed))
                         if head is None:
                             head = self._heads[len(sealed)] = frame_head(len(sealed))
-                        self._write_frames(fd, tail, b"".join((head, fixed, nonce, sealed)), 1)
+                        frame = b"".join((head, fixed, nonce, sealed))
+                        written = _write(fd, frame)  # raises with nothing written, or writes
+                        if written == len(frame):
+                            tail.end += written
+                            tail.count += 1
+                        else:  # short write: finish it, or cut it away
+                            self._write_frames(fd, tail, frame, 1, written=written)
                         return
                 finally:
                     _flock(dirfd, _LOCK_UN)
@@ -400,10 +407,16 @@ class EncryptedAgentStore:
         except OSError as exc:
             raise StorageError(f"cannot append to {self._memory_path}: {exc}") from exc
 
-    def _write_frames(self, fd: int, tail: _Tail, data: bytes, count: int) -> None:
-        """Write whole frames at the tail (lock held); a failed write is cut away."""
+    def _write_frames(
+        self, fd: int, tail: _Tail, data: bytes, count: int, *, written: int = -1
+    ) -> None:
+        """Write whole frames at the tail (lock held); a failed write is cut away.
+
+        ``written``: how much of ``data`` a write already wrote (the fast path's).
+        """
         try:
-            written = os.write(fd, data)
+            if written < 0:
+                written = os.write(fd, data)
             if written != len(data):  # short write: finish it (or raise)
                 write_all(fd, data[written:])
             if self._fsync_appends:
