@@ -22,7 +22,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ._clock import Clock, SystemClock, iso_now
 from ._errors import ConfigurationError, EmptySummaryError, StorageError
@@ -40,7 +40,7 @@ from ._format import (
 )
 from ._lineage import LINEAGE_KEY, history_lineage, record_subjects
 from ._stores import AgentStore, PlaintextAgentStore
-from ._stores._encrypted import EncryptedAgentStore
+from ._stores._base import UTF8_STORES, BlockAppender
 from ._tokens import TokenCounter, TokenLedger, full_count
 
 if TYPE_CHECKING:
@@ -357,7 +357,7 @@ class Conversation:
         if store is None:
             pass
         elif (
-            (type(store) is PlaintextAgentStore or type(store) is EncryptedAgentStore)
+            type(store) in UTF8_STORES
             and content.__class__ is str
             and content.isascii()
             and subject is None
@@ -371,7 +371,7 @@ class Conversation:
             # encrypted store seals it as one frame under the agent key.
             text = content.strip()
             if text:
-                store.append_utf8(
+                cast("BlockAppender", store).append_utf8(
                     b"".join(
                         (
                             b"### ",

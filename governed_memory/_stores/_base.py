@@ -7,7 +7,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["AgentStore", "StoreFactory"]
+__all__ = ["UTF8_STORES", "AgentStore", "BlockAppender", "StoreFactory"]
 
 
 class AgentStore(Protocol):
@@ -88,3 +88,19 @@ class AgentStore(Protocol):
 
 StoreFactory = Callable[[Path, Callable[[], str]], AgentStore]
 """Builds a store from (memory file path, header factory)."""
+
+
+class BlockAppender(Protocol):
+    """A store that also takes one default-mode block already encoded as UTF-8."""
+
+    def append_utf8(self, data: bytes) -> None:
+        """:meth:`AgentStore.append` for one block without subject metadata, as bytes."""
+        ...
+
+
+UTF8_STORES: set[type[object]] = set()
+"""Store classes (exact types) that implement :class:`BlockAppender`; each registers itself.
+
+``Conversation.add`` hands them its default-mode block as bytes; a set, not
+imports, so the default mode never loads the encrypted store's dependencies.
+"""

@@ -51,7 +51,7 @@ from .._fsutil import (
     write_all,
 )
 from .._workspace import ARCHIVE_DIR, MEMORY_FILE
-from ._base import StoreFactory
+from ._base import UTF8_STORES, StoreFactory
 from ._files import compacting, holding, list_archive_files, rewrite_file
 from ._folder_lock import FolderLock
 from ._plaintext import archive_names
@@ -571,6 +571,9 @@ class EncryptedAgentStore:
 
     def __repr__(self) -> str:
         return f"EncryptedAgentStore({str(self._memory_path)!r})"
+
+
+UTF8_STORES.add(EncryptedAgentStore)
 
 
 def _read_all(fd: int) -> bytes:

@@ -40,6 +40,7 @@ from .._fsutil import (
     write_all,
 )
 from .._workspace import ARCHIVE_DIR
+from ._base import UTF8_STORES
 from ._files import compacting, holding, list_archive_files, rewrite_file
 from ._folder_lock import FolderLock
 from ._watch import Watch, Watcher, watch
@@ -348,6 +349,9 @@ class PlaintextAgentStore:
     def __del__(self) -> None:
         with suppress(Exception):
             self._lock.drop()
+
+
+UTF8_STORES.add(PlaintextAgentStore)
 
 
 def _tail_fix(fd: int, size: int) -> tuple[bytes, int]:
