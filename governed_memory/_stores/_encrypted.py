@@ -11,7 +11,9 @@ Crash safety: an append is one ``write`` of whole frames. A crash can only
 cut the last frame short; readers drop such a torn tail and the next append
 truncates it away under the folder lock. Damage anywhere else, a wrong key or
 a file from elsewhere raises :class:`DecryptionError` naming the file, which
-is never overwritten. Locking is the plaintext store's (:mod:`._folder_lock`).
+is never overwritten. Locking is the plaintext store's (:mod:`._folder_lock`),
+and so is the check that the open memory file is still the one at the path
+(inotify through :mod:`._watch`, ``stat`` without it): see :meth:`append_utf8`.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ _FIONREAD = termios.FIONREAD
 _NOTHING = bytes(4)  # FIONREAD's answer when no event is pending
 _pack = pack_position
 _write = os.write
+_HEADS_KEPT = 1024  # frame heads remembered per store (one per distinct message size)
 _META_MARK = META_OPEN.encode()  # bytes without it name no subject
 
 
@@ -360,6 +363,8 @@ class EncryptedAgentStore:
                         )
                         head = self._heads.get(len(sealed))
                         if head is None:
+                            if len(self._heads) >= _HEADS_KEPT:
+                                self._heads.clear()
                             head = self._heads[len(sealed)] = frame_head(len(sealed))
                         frame = b"".join((head, fixed, nonce, sealed))
                         written = _write(fd, frame)  # raises with nothing written, or writes
