@@ -19,7 +19,7 @@ import pytest
 
 from governed_memory import FixedClock, PlaintextAgentStore, StorageError, parse_memory
 from governed_memory._format import render_block, render_header
-from governed_memory._stores import _plaintext
+from governed_memory._stores import _watch
 
 
 def _store(path: Path, clock: FixedClock | None = None) -> PlaintextAgentStore:
@@ -40,7 +40,7 @@ def check(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
     if request.param == "inotify" and not sys.platform.startswith("linux"):
         pytest.skip("inotify is Linux-only")
     if request.param == "stat":
-        monkeypatch.setattr(_plaintext, "watch", lambda fd, dirfd, folder: None)
+        monkeypatch.setattr(_watch, "watch", lambda fd, dirfd, folder: None)
     return str(request.param)
 
 

@@ -12,7 +12,7 @@ from governed_memory import Conversation, memory_md_path
 from governed_memory._crypto._frames import NO_SUBJECT
 from governed_memory._crypto._keyring import Keyring
 from governed_memory._format import render_block, render_header
-from governed_memory._stores import _encrypted
+from governed_memory._stores import _watch
 from governed_memory._stores._encrypted import EncryptedAgentStore, encrypted_store_factory
 
 HEADER = render_header("conv", "2026-11-30T10:00:00")
@@ -117,7 +117,7 @@ def test_subject_metadata_still_goes_under_the_subject_key(
 def test_without_inotify_every_append_checks_with_stat(
     workspace: Path, keyring: Keyring, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_encrypted, "watch", lambda fd, dirfd, folder: None)
+    monkeypatch.setattr(_watch, "watch", lambda fd, dirfd, folder: None)
     store, other = _store(workspace, keyring), _store(workspace, keyring)
     store.append_utf8(_block("one"))
     assert store._armed is None

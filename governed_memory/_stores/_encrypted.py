@@ -57,7 +57,7 @@ from ._base import UTF8_STORES, StoreFactory
 from ._files import compacting, holding, list_archive_files, rewrite_file
 from ._folder_lock import FolderLock
 from ._plaintext import archive_names
-from ._watch import Watch, Watcher, watch
+from ._watch import Armed, arm, disarm
 
 __all__ = [
     "ENCRYPTED_SUFFIX",
@@ -148,7 +148,7 @@ class EncryptedAgentStore:
         # Set by a full check (see _arm) for the fast one, as in the plaintext
         # store: the folder and file descriptors, the inotify descriptor, a
         # buffer for its FIONREAD, the watcher and this file's watch.
-        self._armed: tuple[int, int, int, bytearray, Watcher, Watch] | None = None
+        self._armed: Armed | None = None
         self._arm_failed = False  # for the open file: do not retry on every append
         # The fast path's keys for subject-less frames: (keyring change
         # counter when they were current, cipher, packed key bytes), and the
@@ -444,27 +444,13 @@ class EncryptedAgentStore:
         """
         dirfd = self._lock.dirfd
         assert dirfd is not None
-        made = watch(fd, dirfd, self._folder_str)
-        if made is None:
-            self._arm_failed = True
-            return
-        watcher, file_watch = made
-        # Check again now that the watches exist: a change made between the
-        # full check and the watches would never be reported.
-        try:
-            st = os.stat(ENCRYPTED_MEMORY, dir_fd=dirfd)
-            current = tail.ident == (st.st_dev, st.st_ino) and self._lock.current()
-        except FileNotFoundError:
-            current = False
-        if not current:
-            watcher.release(file_watch)
-            return
-        self._armed = (dirfd, fd, watcher.fd, bytearray(4), watcher, file_watch)
+        self._armed, self._arm_failed = arm(
+            fd, dirfd, self._folder_str, ENCRYPTED_MEMORY, tail.ident, self._lock.current
+        )
 
     def _disarm(self) -> None:
-        if self._armed is not None:
-            self._armed[4].release(self._armed[5])
-            self._armed = None
+        disarm(self._armed)
+        self._armed = None
 
     def compact(self, first_block: str | None) -> Path | None:
         with compacting(self._memory_path, self._lock.held, self.archive_dir):

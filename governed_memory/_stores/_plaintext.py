@@ -43,7 +43,7 @@ from .._workspace import ARCHIVE_DIR
 from ._base import UTF8_STORES
 from ._files import compacting, holding, list_archive_files, rewrite_file
 from ._folder_lock import FolderLock
-from ._watch import Watch, Watcher, watch
+from ._watch import Armed, arm, disarm
 
 __all__ = ["PlaintextAgentStore", "archive_names"]
 
@@ -110,7 +110,7 @@ class PlaintextAgentStore:
         # Set by a full check (see _arm) for the fast one: the folder and file
         # descriptors, the inotify descriptor, a buffer for its FIONREAD, the
         # watcher and this file's watch. None: the next append checks with stat.
-        self._armed: tuple[int, int, int, bytearray, Watcher, Watch] | None = None
+        self._armed: Armed | None = None
         self._arm_failed = False  # for the open file: do not retry on every append
 
     @property
@@ -175,27 +175,13 @@ class PlaintextAgentStore:
         """
         dirfd = self._lock.dirfd
         assert dirfd is not None
-        made = watch(fd, dirfd, self._folder_str)
-        if made is None:
-            self._arm_failed = True
-            return
-        watcher, file_watch = made
-        # Check again now that the watches exist: a change made between the
-        # caller's check and the watches would never be reported.
-        try:
-            st = os.stat(self._memory_name, dir_fd=dirfd)
-            current = self._ident == (st.st_dev, st.st_ino) and self._lock.current()
-        except FileNotFoundError:
-            current = False
-        if not current:
-            watcher.release(file_watch)
-            return
-        self._armed = (dirfd, fd, watcher.fd, bytearray(4), watcher, file_watch)
+        self._armed, self._arm_failed = arm(
+            fd, dirfd, self._folder_str, self._memory_name, self._ident, self._lock.current
+        )
 
     def _disarm(self) -> None:
-        if self._armed is not None:
-            self._armed[4].release(self._armed[5])
-            self._armed = None
+        disarm(self._armed)
+        self._armed = None
 
     def ensure(self) -> None:
         try:

@@ -47,7 +47,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
-__all__ = ["Watch", "Watcher", "watch"]
+__all__ = ["Armed", "Watch", "Watcher", "arm", "disarm", "watch"]
 
 IN_ATTRIB = 0x4
 IN_DELETE_SELF = 0x400
@@ -216,6 +216,48 @@ def watch(fd: int, dirfd: int, folder: str) -> tuple[Watcher, Watch] | None:
         path = parent
     made = found.watch(fd, dirfd, above)
     return None if made is None else (found, made)
+
+
+Armed = tuple[int, int, int, bytearray, "Watcher", "Watch"]
+"""What an append checks with one ioctl: (folder fd, file fd, inotify fd, ioctl
+buffer, the watcher, the file's watch)."""
+
+
+def arm(
+    fd: int,
+    dirfd: int,
+    folder: str,
+    name: str,
+    ident: tuple[int, int] | None,
+    folder_current: Callable[[], bool],
+) -> tuple[Armed | None, bool]:
+    """Watch the open memory file ``fd`` (lock held, ``fd`` just checked).
+
+    Returns ``(armed, unavailable)``: ``armed`` is None when inotify cannot be
+    had (``unavailable`` True: keep the full check for this file) or when the
+    file changed while the watches were set (try again on the next append).
+    """
+    made = watch(fd, dirfd, folder)
+    if made is None:
+        return None, True
+    found, file_watch = made
+    # Check again now that the watches exist: a change made between the
+    # caller's check and the watches would never be reported.
+    try:
+        st = os.stat(name, dir_fd=dirfd)
+        current = ident == (st.st_dev, st.st_ino) and folder_current()
+    except FileNotFoundError:
+        current = False
+    if not current:
+        found.release(file_watch)
+        return None, False
+    return (dirfd, fd, found.fd, bytearray(4), found, file_watch), False
+
+
+def disarm(armed: Armed | None) -> None:
+    """Release the watch of :func:`arm` (None: nothing to release)."""
+    if armed is not None:
+        armed[4].release(armed[5])
 
 
 def _open_watcher() -> Watcher:
