@@ -56,7 +56,7 @@ from collections.abc import Callable
 from typing import Any
 
 from governed_memory import ContextCompressor, Conversation, FixedClock
-from governed_memory._llm import import_litellm
+from governed_memory._memory._llm import import_litellm
 
 IMPORT_STATEMENTS = {
     "import governed_memory": "import governed_memory",

@@ -43,8 +43,8 @@ from governed_memory import (
     Settings,
     memory_md_path,
 )
-from governed_memory._consent import ConsentAction
-from governed_memory._workspace import GOVERNANCE_DIR
+from governed_memory._base._workspace import GOVERNANCE_DIR
+from governed_memory._records._consent import ConsentAction
 
 MESSAGE = ("x" * 399) + "."
 NEEDS_CONSENT = Policy.model_validate({"consent": {"required_for": ["persist"]}})

@@ -41,9 +41,9 @@ from typing import Any
 from governed_memory import Conversation, memory_md_path
 from governed_memory._crypto import Keyring, LocalKeyProvider
 from governed_memory._crypto._frames import KIND_MEMORY
-from governed_memory._format import render_block, render_header
-from governed_memory._governance import Governance
-from governed_memory._policy import Policy
+from governed_memory._format._records import render_block, render_header
+from governed_memory._governance._root import Governance
+from governed_memory._policy._model import Policy
 from governed_memory._stores._encrypted import EncryptedAgentStore, encrypted_store_factory
 
 MASTER = LocalKeyProvider(bytes(range(32)))

@@ -40,8 +40,8 @@ import time
 from pathlib import Path
 
 from governed_memory import erase, export_subject
-from governed_memory._format import render_block, render_header
-from governed_memory._fsutil import ensure_private_dir
+from governed_memory._base._fsutil import ensure_private_dir
+from governed_memory._format._records import render_block, render_header
 
 SUBJECTS = [f"cust-{i:04d}" for i in range(20)]
 TARGET = "cust-target"

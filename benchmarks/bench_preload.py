@@ -42,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from governed_memory import Conversation, Governance, Policy, memory_md_path
-from governed_memory._format import PRELOAD_PREFIX, render_block, render_header
+from governed_memory._format._records import PRELOAD_PREFIX, render_block, render_header
 
 WORDS = [
     "the",

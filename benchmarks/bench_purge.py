@@ -65,7 +65,7 @@ CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 from governed_memory import Governance
-from governed_memory._policy import load_policy
+from governed_memory._policy._model import load_policy
 from governed_memory._retention import Retention
 workspace, policy, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 governance = Governance(workspace=workspace, policy=load_policy(policy))

@@ -34,10 +34,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from governed_memory._consent import ConsentAction, ConsentRegistry
 from governed_memory._crypto import Keyring, LocalKeyProvider
-from governed_memory._holds import HoldRegistry
-from governed_memory._sealing import RecordSealing
+from governed_memory._crypto._sealing import RecordSealing
+from governed_memory._records._consent import ConsentAction, ConsentRegistry
+from governed_memory._records._holds import HoldRegistry
 from governed_memory._subjects import ErasureScope, Tombstone, TombstoneStore
 
 MASTER = LocalKeyProvider(bytes(range(32)))

@@ -16,8 +16,6 @@ import importlib as _importlib
 import typing as _typing
 
 if _typing.TYPE_CHECKING:
-    from ._agent import Agent
-    from ._artefacts import ArtefactKind
     from ._audit import (
         AuditEntry,
         AuditEvent,
@@ -30,10 +28,10 @@ if _typing.TYPE_CHECKING:
         generate_audit_key,
     )
     from ._audit import verify_log as verify_audit_log
-    from ._clock import Clock, FixedClock, SystemClock
-    from ._compressor import Backoff, ContextCompressor
-    from ._consent import ConsentEvent, ConsentRegistry
-    from ._conversation import Conversation
+    from ._audit._telemetry import configure_otlp
+    from ._base._artefacts import ArtefactKind
+    from ._base._clock import Clock, FixedClock, SystemClock
+    from ._base._workspace import memory_md_path, resolve_workspace
     from ._crypto import (
         InMemoryKeyProvider,
         KeyChain,
@@ -43,6 +41,7 @@ if _typing.TYPE_CHECKING:
         generate_master_key,
     )
     from ._crypto._sealed import RecordSealer
+    from ._crypto._sealing import RecordSealing
     from ._crypto._status import KeyringStatus, keyring_status
     from ._errors import (
         AuditVerificationError,
@@ -64,8 +63,9 @@ if _typing.TYPE_CHECKING:
         StorageError,
         TokenizerError,
     )
-    from ._format import MemoryFile, Record, parse_memory
-    from ._governance import (
+    from ._format._records import MemoryFile, Record, parse_memory
+    from ._format._tokenizer import counter_for
+    from ._governance._root import (
         Allowed,
         AuditSink,
         Decision,
@@ -76,8 +76,13 @@ if _typing.TYPE_CHECKING:
         SummarizerDecision,
         UseLocal,
     )
-    from ._holds import Hold, HoldNotFoundError, HoldRegistry, HoldSet
-    from ._inspect import (
+    from ._keys._migration import MigrationReport, decrypt_workspace, encrypt_workspace
+    from ._keys._rotation import RotationReport
+    from ._keys._rotation import rotate as rotate_keys
+    from ._memory._agent import Agent
+    from ._memory._compressor import Backoff, ContextCompressor
+    from ._memory._conversation import Conversation
+    from ._memory._inspect import (
         AgentInfo,
         StoredRecord,
         agent_info,
@@ -85,8 +90,16 @@ if _typing.TYPE_CHECKING:
         agent_records,
         list_agents,
     )
-    from ._migration import MigrationReport, decrypt_workspace, encrypt_workspace
-    from ._policy import Policy, PolicyError, ResolvedPolicy, load_policy, resolve_policy
+    from ._memory._summarizers import (
+        ExtractiveSummarizer,
+        LiteLLMSummarizer,
+        Summarizer,
+        Transcript,
+    )
+    from ._policy._model import Policy, PolicyError, ResolvedPolicy, load_policy, resolve_policy
+    from ._policy._settings import Settings
+    from ._records._consent import ConsentEvent, ConsentRegistry
+    from ._records._holds import Hold, HoldNotFoundError, HoldRegistry, HoldSet
     from ._retention import (
         AgentState,
         Artefact,
@@ -99,11 +112,7 @@ if _typing.TYPE_CHECKING:
         WorkspaceState,
     )
     from ._retention import plan as plan_retention
-    from ._rotation import RotationReport
-    from ._rotation import rotate as rotate_keys
     from ._scheduler import PurgeScheduler, start_scheduler
-    from ._sealing import RecordSealing
-    from ._settings import Settings
     from ._stores import AgentStore, PlaintextAgentStore
     from ._stores._encrypted import EncryptedAgentStore, encrypted_store_factory
     from ._subjects import (
@@ -123,10 +132,6 @@ if _typing.TYPE_CHECKING:
         run_due_erasures,
         schedule_erasure,
     )
-    from ._summarizers import ExtractiveSummarizer, LiteLLMSummarizer, Summarizer, Transcript
-    from ._telemetry import configure_otlp
-    from ._tokenizer import counter_for
-    from ._workspace import memory_md_path, resolve_workspace
 
 __all__ = [
     "Agent",
@@ -255,30 +260,30 @@ __version__ = "0.1.0"
 
 # Where each public name is defined: "module" or "module:attribute" (renamed).
 _EXPORTS: dict[str, str] = {
-    "Agent": "_agent",
-    "AgentInfo": "_inspect",
+    "Agent": "_memory._agent",
+    "AgentInfo": "_memory._inspect",
     "AgentState": "_retention",
     "AgentStore": "_stores",
-    "Allowed": "_governance",
+    "Allowed": "_governance._root",
     "Artefact": "_retention",
-    "ArtefactKind": "_artefacts",
+    "ArtefactKind": "_base._artefacts",
     "AuditEntry": "_audit",
     "AuditEvent": "_audit",
     "AuditKey": "_audit",
     "AuditLog": "_audit",
-    "AuditSink": "_governance",
+    "AuditSink": "_governance._root",
     "AuditTrail": "_audit",
     "AuditVerificationError": "_errors",
     "AuditWriteError": "_errors",
-    "Backoff": "_compressor",
-    "Clock": "_clock",
+    "Backoff": "_memory._compressor",
+    "Clock": "_base._clock",
     "ConfigurationError": "_errors",
-    "ConsentEvent": "_consent",
-    "ConsentRegistry": "_consent",
+    "ConsentEvent": "_records._consent",
+    "ConsentRegistry": "_records._consent",
     "ConsentRequiredError": "_errors",
-    "ContextCompressor": "_compressor",
-    "Conversation": "_conversation",
-    "Decision": "_governance",
+    "ContextCompressor": "_memory._compressor",
+    "Conversation": "_memory._conversation",
+    "Decision": "_governance._root",
     "DecryptionError": "_errors",
     "EmptySummaryError": "_errors",
     "EncryptedAgentStore": "_stores._encrypted",
@@ -287,18 +292,18 @@ _EXPORTS: dict[str, str] = {
     "ErasureReceipt": "_subjects",
     "ErasureScope": "_subjects",
     "ExportResult": "_subjects",
-    "ExtractiveSummarizer": "_summarizers",
+    "ExtractiveSummarizer": "_memory._summarizers",
     "FileRemoval": "_subjects",
     "Finding": "_audit",
     "FindingKind": "_audit",
-    "FixedClock": "_clock",
+    "FixedClock": "_base._clock",
     "FormatVersionError": "_errors",
-    "Governance": "_governance",
+    "Governance": "_governance._root",
     "GovernedMemoryError": "_errors",
-    "Hold": "_holds",
-    "HoldNotFoundError": "_holds",
-    "HoldRegistry": "_holds",
-    "HoldSet": "_holds",
+    "Hold": "_records._holds",
+    "HoldNotFoundError": "_records._holds",
+    "HoldRegistry": "_records._holds",
+    "HoldSet": "_records._holds",
     "InMemoryKeyProvider": "_crypto",
     "IntegrityError": "_errors",
     "InvalidAgentNameError": "_errors",
@@ -309,51 +314,51 @@ _EXPORTS: dict[str, str] = {
     "KeyUnavailableError": "_errors",
     "Keyring": "_crypto",
     "KeyringStatus": "_crypto._status",
-    "LiteLLMSummarizer": "_summarizers",
+    "LiteLLMSummarizer": "_memory._summarizers",
     "LocalKeyProvider": "_crypto",
-    "MemoryFile": "_format",
-    "MigrationReport": "_migration",
+    "MemoryFile": "_format._records",
+    "MigrationReport": "_keys._migration",
     "ModelCallError": "_errors",
     "NotFoundError": "_errors",
-    "NullAuditSink": "_governance",
-    "Outcome": "_governance",
+    "NullAuditSink": "_governance._root",
+    "Outcome": "_governance._root",
     "PlaintextAgentStore": "_stores",
     "Plan": "_retention",
     "PlanItem": "_retention",
-    "Policy": "_policy",
-    "PolicyError": "_policy",
+    "Policy": "_policy._model",
+    "PolicyError": "_policy._model",
     "PurgeInProgressError": "_retention",
     "PurgeReport": "_retention",
     "PurgeScheduler": "_scheduler",
-    "Record": "_format",
+    "Record": "_format._records",
     "RecordSealer": "_crypto._sealed",
-    "RecordSealing": "_sealing",
-    "ResolvedPolicy": "_policy",
+    "RecordSealing": "_crypto._sealing",
+    "ResolvedPolicy": "_policy._model",
     "Retention": "_retention",
-    "RotationReport": "_rotation",
+    "RotationReport": "_keys._rotation",
     "Rule": "_retention",
     "ScheduledErasure": "_subjects",
     "SealedRecordError": "_errors",
-    "Settings": "_settings",
-    "Skip": "_governance",
+    "Settings": "_policy._settings",
+    "Skip": "_governance._root",
     "StorageError": "_errors",
-    "StoredRecord": "_inspect",
-    "Summarizer": "_summarizers",
-    "SummarizerDecision": "_governance",
-    "SystemClock": "_clock",
+    "StoredRecord": "_memory._inspect",
+    "Summarizer": "_memory._summarizers",
+    "SummarizerDecision": "_governance._root",
+    "SystemClock": "_base._clock",
     "TokenizerError": "_errors",
-    "Transcript": "_summarizers",
-    "UseLocal": "_governance",
+    "Transcript": "_memory._summarizers",
+    "UseLocal": "_governance._root",
     "VerifyReport": "_audit",
     "WorkspaceState": "_retention",
-    "agent_info": "_inspect",
-    "agent_names": "_inspect",
-    "agent_records": "_inspect",
+    "agent_info": "_memory._inspect",
+    "agent_names": "_memory._inspect",
+    "agent_records": "_memory._inspect",
     "cancel_scheduled_erasure": "_subjects",
-    "configure_otlp": "_telemetry",
-    "counter_for": "_tokenizer",
-    "decrypt_workspace": "_migration",
-    "encrypt_workspace": "_migration",
+    "configure_otlp": "_audit._telemetry",
+    "counter_for": "_format._tokenizer",
+    "decrypt_workspace": "_keys._migration",
+    "encrypt_workspace": "_keys._migration",
     "encrypted_store_factory": "_stores._encrypted",
     "erase": "_subjects",
     "erasure_receipts": "_subjects",
@@ -362,15 +367,15 @@ _EXPORTS: dict[str, str] = {
     "generate_audit_key": "_audit",
     "generate_master_key": "_crypto",
     "keyring_status": "_crypto._status",
-    "list_agents": "_inspect",
-    "load_policy": "_policy",
-    "memory_md_path": "_workspace",
-    "parse_memory": "_format",
+    "list_agents": "_memory._inspect",
+    "load_policy": "_policy._model",
+    "memory_md_path": "_base._workspace",
+    "parse_memory": "_format._records",
     "plan_retention": "_retention:plan",
-    "resolve_policy": "_policy",
-    "resolve_workspace": "_workspace",
+    "resolve_policy": "_policy._model",
+    "resolve_workspace": "_base._workspace",
     "resume_erasures": "_subjects",
-    "rotate_keys": "_rotation:rotate",
+    "rotate_keys": "_keys._rotation:rotate",
     "run_due_erasures": "_subjects",
     "schedule_erasure": "_subjects",
     "start_scheduler": "_scheduler",

@@ -52,14 +52,14 @@ from apscheduler.triggers.interval import (  # type: ignore[import-untyped,unuse
     IntervalTrigger,
 )
 
-from ._duration import format_duration
+from ._base._duration import format_duration
+from ._base._fsutil import atomic_write, ensure_private_dir, open_private
 from ._errors import ConfigurationError, FormatVersionError, StorageError
-from ._fsutil import atomic_write, ensure_private_dir, open_private
-from ._policy import SchedulePolicy
+from ._policy._model import SchedulePolicy
 from ._retention import PurgeReport, Retention
 
 if TYPE_CHECKING:
-    from ._governance import Governance
+    from ._governance._root import Governance
 
 __all__ = [
     "PurgeScheduler",

@@ -10,15 +10,15 @@ from typing import Any
 from crypto_helpers import TEST_MASTER_KEY
 
 from governed_memory._crypto import Keyring, LocalKeyProvider
-from governed_memory._policy import Policy
-from governed_memory._sealing import (
+from governed_memory._crypto._sealing import (
     RecordSealing,
     is_sealed,
     open_record,
     seal_file,
     seal_record,
 )
-from governed_memory._settings import Settings
+from governed_memory._policy._model import Policy
+from governed_memory._policy._settings import Settings
 
 TEST_MASTER_KEY_B64 = base64.b64encode(TEST_MASTER_KEY).decode("ascii")
 RECORD_MODES = ("plaintext", "sealed")

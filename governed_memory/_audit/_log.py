@@ -57,9 +57,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from .._clock import Clock, SystemClock
-from .._errors import AuditWriteError, ConfigurationError, NotFoundError
-from .._fsutil import (
+from .._base._clock import Clock, SystemClock
+from .._base._fsutil import (
     ensure_private_dir,
     fsync_dir,
     link_exclusive,
@@ -67,6 +66,7 @@ from .._fsutil import (
     remove_stale_temps,
     write_all,
 )
+from .._errors import AuditWriteError, ConfigurationError, NotFoundError
 from ._entry import (
     FORMAT_VERSION,
     GENESIS,

@@ -25,23 +25,23 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._artefacts import AUDIT_DIR
-from .._clock import Clock
+from .._base._artefacts import AUDIT_DIR
+from .._base._clock import Clock
+from .._base._workspace import GOVERNANCE_DIR
 from .._errors import AuditWriteError, ConfigurationError
-from .._policy import Policy, RetentionPolicy
-from .._telemetry import Telemetry
-from .._workspace import GOVERNANCE_DIR
+from .._policy._model import Policy, RetentionPolicy
 from ._entry import AuditEntry
 from ._events import audit_attributes, span_attributes, span_name, validate_event
 from ._keys import AuditKey, AuditKeyLike, as_audit_key
 from ._log import AuditLog, Period
+from ._telemetry import Telemetry
 from ._verify import VerifyReport, verify_log
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
-    from .._governance import Governance
-    from .._settings import Settings
+    from .._governance._root import Governance
+    from .._policy._settings import Settings
 
 __all__ = ["AuditTrail", "audit_key_from_settings", "audit_log_dir"]
 

@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from .._agent import Agent
 from .._errors import ModelCallError
-from .._format import PRELOAD_PREFIX
+from .._format._records import PRELOAD_PREFIX
+from .._memory._agent import Agent
 from ._context import CliContext
 
 __all__ = ["commands"]

@@ -1,6 +1,6 @@
 """Memory commands: ``demo``, ``agents`` and ``show``.
 
-``agents`` and ``show`` read through :mod:`governed_memory._inspect` with the
+``agents`` and ``show`` read through :mod:`governed_memory._memory._inspect` with the
 store the policy selects (``Governance.store_factory``), so they read
 encrypted memory as well as plaintext. ``demo`` runs the whole memory cycle
 on a temporary workspace. See docs/cli.md.
@@ -24,10 +24,10 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from .._conversation import Conversation
-from .._inspect import agent_info, agent_records, list_agents
+from .._base._workspace import AGENTS_DIR, memory_md_path
+from .._memory._conversation import Conversation
+from .._memory._inspect import agent_info, agent_records, list_agents
 from .._stores import AgentStore, StoreFactory
-from .._workspace import AGENTS_DIR, memory_md_path
 from ._context import CliContext
 from ._render import emit_json, emit_table, json_option
 
@@ -201,8 +201,8 @@ def _demo_summary(conversation: Conversation) -> str:
     What ``ContextCompressor`` writes: its prefix and a summary of the turns
     by the offline ``local/extractive`` summarizer (no model, no network).
     """
-    from .._compressor import SUMMARY_PREFIX
-    from .._summarizers import ExtractiveSummarizer, Transcript
+    from .._memory._compressor import SUMMARY_PREFIX
+    from .._memory._summarizers import ExtractiveSummarizer, Transcript
 
     transcript = Transcript(
         text=conversation.return_history_as_string(),

@@ -35,14 +35,14 @@ from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from .._clock import Clock, SystemClock
+from .._base._clock import Clock, SystemClock
+from .._base._fsutil import atomic_write, ensure_private_dir, link_exclusive
 from .._errors import (
     DecryptionError,
     IntegrityError,
     KeyProviderError,
     KeyUnavailableError,
 )
-from .._fsutil import atomic_write, ensure_private_dir, link_exclusive
 from ._entry import KEYRING_FORMAT, Entry, Version, ident, load_json
 from ._epoch import ChangeCounter
 from ._frames import NO_SUBJECT, FrameKey

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._artefacts import (
+from .._base._artefacts import (
     AUDIT_FILE_KINDS,
     EXPORTS_DIR,
     TOMBSTONES_DIR,
@@ -40,15 +40,15 @@ from .._artefacts import (
     archive_kind,
     classify_agent_file,
 )
-from .._consent import CONSENT_LOCK, CONSENT_LOG, open_consent_line
+from .._base._fsutil import atomic_write, fsync_dir, open_private, write_all
+from .._base._lock import FolderLock
+from .._base._names import validate_agent_name
+from .._base._workspace import AGENTS_DIR, ARCHIVE_DIR
+from .._crypto._sealing import RecordSealing
 from .._errors import GovernedMemoryError, InvalidAgentNameError
-from .._fsutil import atomic_write, fsync_dir, open_private, write_all
-from .._holds import HoldRegistry, HoldSet
-from .._names import validate_agent_name
-from .._sealing import RecordSealing
+from .._records._consent import CONSENT_LOCK, CONSENT_LOG, open_consent_line
+from .._records._holds import HoldRegistry, HoldSet
 from .._stores import AgentStore, StoreFactory
-from .._stores._folder_lock import FolderLock
-from .._workspace import AGENTS_DIR, ARCHIVE_DIR
 from ._journal import Entry, Journal, JournalError
 from ._scan import agent_store, artefact_subjects, consent_digest
 

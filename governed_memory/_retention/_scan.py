@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .._artefacts import (
+from .._base._artefacts import (
     AUDIT_DIR,
     AUDIT_FILE_KINDS,
     EXPORTS_DIR,
@@ -32,14 +32,14 @@ from .._artefacts import (
     classify_agent_file,
     classify_archive,
 )
-from .._consent import CONSENT_LOG, open_consent_line
+from .._base._workspace import AGENTS_DIR, ARCHIVE_DIR, MEMORY_FILE
+from .._crypto._sealing import RecordSealing
 from .._errors import GovernedMemoryError
-from .._format import META_OPEN, parse_memory
-from .._holds import HoldSet
-from .._sealing import RecordSealing
+from .._format._records import META_OPEN, parse_memory
+from .._records._consent import CONSENT_LOG, open_consent_line
+from .._records._holds import HoldSet
+from .._records._tombstones import TombstoneStore
 from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
-from .._subjects._tombstones import TombstoneStore
-from .._workspace import AGENTS_DIR, ARCHIVE_DIR, MEMORY_FILE
 from ._state import AgentState, Artefact, WorkspaceState
 
 __all__ = [

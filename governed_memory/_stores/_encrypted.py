@@ -29,7 +29,17 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from .._clock import Clock, SystemClock
+from .._base._clock import Clock, SystemClock
+from .._base._fsutil import (
+    atomic_write,
+    ensure_private_dir,
+    link_exclusive,
+    open_private,
+    remove_stale_temps,
+    write_all,
+)
+from .._base._lock import FolderLock
+from .._base._workspace import ARCHIVE_DIR, MEMORY_FILE
 from .._crypto._codec import NONCE_BYTES, AgentCodec, Decoded, Plain, split_segments
 from .._crypto._frames import (
     KIND_ARCHIVE,
@@ -43,19 +53,9 @@ from .._crypto._frames import (
 from .._crypto._keyring import Keyring
 from .._crypto._providers import RandomSource
 from .._errors import ConfigurationError, GovernedMemoryError, StorageError
-from .._format import META_OPEN, has_records
-from .._fsutil import (
-    atomic_write,
-    ensure_private_dir,
-    link_exclusive,
-    open_private,
-    remove_stale_temps,
-    write_all,
-)
-from .._workspace import ARCHIVE_DIR, MEMORY_FILE
+from .._format._records import META_OPEN, has_records
 from ._base import UTF8_STORES, StoreFactory
 from ._files import compacting, holding, list_archive_files, rewrite_file
-from ._folder_lock import FolderLock
 from ._plaintext import archive_names
 from ._watch import Armed, arm, disarm
 

@@ -29,20 +29,20 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
-from .._clock import Clock, SystemClock
-from .._errors import StorageError
-from .._format import has_records
-from .._fsutil import (
+from .._base._clock import Clock, SystemClock
+from .._base._fsutil import (
     atomic_write,
     ensure_private_dir,
     link_exclusive,
     open_private,
     write_all,
 )
-from .._workspace import ARCHIVE_DIR
+from .._base._lock import FolderLock
+from .._base._workspace import ARCHIVE_DIR
+from .._errors import StorageError
+from .._format._records import has_records
 from ._base import UTF8_STORES
 from ._files import compacting, holding, list_archive_files, rewrite_file
-from ._folder_lock import FolderLock
 from ._watch import Armed, arm, disarm
 
 __all__ = ["PlaintextAgentStore", "archive_names"]

@@ -14,12 +14,14 @@ Modules, one concept each:
 * ``_errors``     ErasureBlockedError, ErasedDuringCompactionError
 
 Lineage (which subjects a compaction summary was derived from) lives in
-``governed_memory._lineage``: Conversation needs it in every mode, without
+``governed_memory._format._lineage``: Conversation needs it in every mode, without
 this package's imports.
 """
 
 from __future__ import annotations
 
+from .._records._receipts import ErasureReceipt, FileRemoval
+from .._records._tombstones import ErasureScope, ScheduledErasure, Tombstone, TombstoneStore
 from ._context import SubjectContext, subject_context
 from ._erasure import (
     blocking_holds,
@@ -33,8 +35,6 @@ from ._erasure import (
 )
 from ._errors import ErasedDuringCompactionError, ErasureBlockedError
 from ._export import ExportResult, export_agent, export_subject
-from ._receipt import ErasureReceipt, FileRemoval
-from ._tombstones import ErasureScope, ScheduledErasure, Tombstone, TombstoneStore
 
 __all__ = [
     "ErasedDuringCompactionError",

@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from .._format import Record, parse_memory
-from .._lineage import is_summary, record_lineage
+from .._format._lineage import is_summary, record_lineage
+from .._format._records import Record, parse_memory
+from .._records._receipts import ErasureReceipt
+from .._records._tombstones import COMPLETE, ErasureScope
 from .._stores import AgentStore
 from ._context import SubjectContext
-from ._receipt import ErasureReceipt
 from ._redact import mentions
-from ._tombstones import COMPLETE, ErasureScope
 
 __all__ = ["collect"]
 

@@ -18,20 +18,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._clock import Clock, SystemClock
-from .._decisions import NullAuditSink
+from .._base._clock import Clock, SystemClock
+from .._base._names import validate_agent_name
+from .._base._workspace import AGENTS_DIR, GOVERNANCE_DIR, MEMORY_FILE, resolve_workspace
 from .._errors import ConfigurationError
-from .._format import render_header
-from .._holds import HoldRegistry
-from .._names import validate_agent_name
-from .._policy import DEFAULT_POLICY, Policy
+from .._format._records import render_header
+from .._policy._decisions import NullAuditSink
+from .._policy._model import DEFAULT_POLICY, Policy
+from .._records._holds import HoldRegistry
+from .._records._tombstones import TombstoneStore
 from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
-from .._workspace import AGENTS_DIR, GOVERNANCE_DIR, MEMORY_FILE, resolve_workspace
-from ._tombstones import TombstoneStore
 
 if TYPE_CHECKING:
-    from .._governance import AuditSink, Governance
-    from .._sealing import RecordSealing
+    from .._crypto._sealing import RecordSealing
+    from .._governance._root import AuditSink, Governance
 
 __all__ = ["KeyShredder", "SubjectContext", "subject_context"]
 
@@ -146,7 +146,7 @@ def subject_context(target: Governance | SubjectContext | str | os.PathLike[str]
 
 
 def _consent_registry(governance_dir: Path) -> Any:
-    from .._consent import ConsentRegistry
+    from .._records._consent import ConsentRegistry
 
     return ConsentRegistry(governance_dir)
 

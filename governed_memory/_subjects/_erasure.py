@@ -33,19 +33,15 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from .._consent import validate_subject_id
-from .._duration import format_duration, parse_duration
+from .._base._duration import format_duration, parse_duration
+from .._base._fsutil import ensure_private_dir, fsync_dir, open_private
+from .._base._names import validate_agent_name
 from .._errors import ConfigurationError, NotFoundError
-from .._fsutil import ensure_private_dir, fsync_dir, open_private
-from .._holds import Hold
-from .._lineage import subjects_in_text
-from .._names import validate_agent_name
-from .._stores import AgentStore
-from ._context import SubjectContext, subject_context
-from ._errors import ErasureBlockedError
-from ._receipt import ErasureReceipt, FileRemoval
-from ._redact import count_records, strip_subject
-from ._tombstones import (
+from .._format._lineage import subjects_in_text
+from .._records._consent import validate_subject_id
+from .._records._holds import Hold
+from .._records._receipts import ErasureReceipt, FileRemoval
+from .._records._tombstones import (
     COMPLETE,
     ErasureScope,
     ScheduledErasure,
@@ -53,9 +49,13 @@ from ._tombstones import (
     TombstoneStore,
     new_erasure_id,
 )
+from .._stores import AgentStore
+from ._context import SubjectContext, subject_context
+from ._errors import ErasureBlockedError
+from ._redact import count_records, strip_subject
 
 if TYPE_CHECKING:
-    from .._governance import Governance
+    from .._governance._root import Governance
 
     Target: TypeAlias = Governance | SubjectContext | str | os.PathLike[str]
 

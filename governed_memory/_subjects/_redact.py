@@ -18,8 +18,8 @@ import datetime as _dt
 import json
 from dataclasses import dataclass
 
-from .._format import Record, parse_memory, render_block
-from .._lineage import ERASED_MARKER_KEY, is_summary, record_lineage
+from .._format._lineage import ERASED_MARKER_KEY, is_summary, record_lineage
+from .._format._records import Record, parse_memory, render_block
 
 __all__ = [
     "FileEdit",
@@ -55,7 +55,7 @@ def _prefix(text: str, records: list[Record]) -> str:
 def subject_needle(subject: str) -> str:
     """How ``subject`` appears in every metadata line naming it (as a JSON string).
 
-    Metadata lines are written by :func:`~governed_memory._format.render_block`
+    Metadata lines are written by :func:`~governed_memory._format._records.render_block`
     only, with this exact encoding; a file without this text names the
     subject nowhere, and need not be parsed (most files, in a large erasure).
     """

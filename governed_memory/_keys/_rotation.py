@@ -1,0 +1,256 @@
+"""Key rotation: re-wrap every data key under a new master key, optionally re-encrypt the data.
+
+Both steps are resumable: run them again after an interruption and they
+continue where they stopped. Re-wrapping replaces one keyring file at a time
+atomically, each checked by unwrapping it again under the new key before it
+replaces the old. Re-encryption (``reencrypt=True``) runs in three phases:
+
+1. record the plan in ``reencrypt.json`` and give every live data key a new
+   generation (new data is written under it from then on);
+2. under each agent's lock, re-encrypt every file that still has frames under
+   an older generation (one atomic replace per file); then re-seal the
+   governance records (consent, holds, erasure records) sealed under an older
+   generation of their purpose key, under their registry's lock;
+3. destroy the old generations and remove the plan.
+
+A process appending meanwhile sees the keyring change with a ``stat`` under
+its agent lock, so after phase 2 has passed an agent no old-generation frame
+can appear there again, and phase 3 loses nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .._base._fsutil import atomic_write
+from .._base._workspace import AGENTS_DIR, GOVERNANCE_DIR, MEMORY_FILE
+from .._crypto._codec import Plain
+from .._crypto._frames import FrameKey
+from .._crypto._keyring import AGENT, META_FILE, Keyring
+from .._crypto._sealing import RecordSealing
+from .._errors import GovernedMemoryError
+from .._stores._encrypted import EncryptedAgentStore
+from ._reseal import seal_governance
+
+__all__ = [
+    "Progress",
+    "RotationReport",
+    "agent_folders",
+    "reencrypt",
+    "rotate",
+    "rotate_master_key",
+]
+
+from .._crypto._status import REENCRYPT_FILE
+
+Progress = Callable[[str, int, int], None]
+"""Called as ``(phase, done, total)`` while a long operation runs."""
+
+
+def no_progress(phase: str, done: int, total: int) -> None:
+    return None
+
+
+@dataclass
+class RotationReport:
+    """What a rotation did (counts only, never key material)."""
+
+    to_key_id: str
+    rewrapped: int = 0
+    already_current: int = 0
+    shredded_entries: int = 0
+    new_generations: int = 0
+    files_reencrypted: int = 0
+    frames_reencrypted: int = 0
+    frames_dropped: int = 0
+    generations_retired: int = 0
+    from_key_ids: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+def agent_folders(workspace: Path) -> list[Path]:
+    """Agent folders of ``workspace``, by name (hidden entries skipped)."""
+    root = Path(workspace) / AGENTS_DIR
+    try:
+        return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except FileNotFoundError:
+        return []
+
+
+def rotate_master_key(keyring: Keyring, *, progress: Progress = no_progress) -> RotationReport:
+    """Re-wrap the index key and every data key under ``keyring.provider``'s current key.
+
+    The provider must still unwrap the old key (a :class:`KeyChain` of the
+    new and the old provider). Keys already under the new key are skipped, so
+    an interrupted rotation is resumed by running it again.
+    """
+    provider = keyring.require_provider()
+    report = RotationReport(to_key_id=provider.key_id)
+    old: set[str] = set()
+    with keyring.locked():
+        meta_path = keyring.folder / META_FILE
+        meta = json.loads(meta_path.read_bytes())
+        record = meta["index_key"]
+        fresh = keyring.rewrap_record(record, keyring.index_context(), meta_path)
+        if fresh is None:
+            report.already_current += 1
+        else:
+            old.add(record["wrapped_by"])
+            meta["index_key"] = fresh
+            atomic_write(meta_path, (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode())
+            report.rewrapped += 1
+        entries = keyring.entries()
+        for done, (path, entry) in enumerate(entries, 1):
+            if not entry.keys:
+                report.shredded_entries += 1
+            changed = False
+            for gen, wrapped in sorted(entry.keys.items()):
+                fresh = keyring.rewrap_record(wrapped, keyring.key_context(entry, gen), path)
+                if fresh is None:
+                    report.already_current += 1
+                    continue
+                old.add(wrapped["wrapped_by"])
+                entry.keys[gen] = fresh
+                changed = True
+                report.rewrapped += 1
+            if changed:
+                keyring.store_entry(entry)
+            progress("rewrap", done, len(entries))
+    report.from_key_ids = sorted(old)
+    keyring.observer.record(
+        "keys.rotate", agent=None, subject_id=None, outcome="ok", **report.as_dict()
+    )
+    return report
+
+
+def _plan_path(keyring: Keyring) -> Path:
+    return keyring.folder / REENCRYPT_FILE
+
+
+def reencrypt(
+    workspace: Path,
+    keyring: Keyring,
+    *,
+    report: RotationReport | None = None,
+    progress: Progress = no_progress,
+) -> RotationReport:
+    """Re-encrypt every encrypted file of ``workspace`` under fresh data keys (resumable)."""
+    report = report or RotationReport(to_key_id=keyring.require_provider().key_id)
+    plan = _plan_path(keyring)
+    with keyring.locked():
+        if plan.exists():
+            targets: dict[str, int] = json.loads(plan.read_bytes())["targets"]
+        else:
+            targets = {
+                entry.ref.hex(): entry.current + 1
+                for _, entry in keyring.entries()
+                if not entry.shredded
+            }
+            doc = {"format": 1, "started": keyring.clock.now().isoformat(), "targets": targets}
+            atomic_write(plan, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+        for _, entry in keyring.entries():
+            target = targets.get(entry.ref.hex())
+            if target is not None and not entry.shredded and entry.current < target:
+                keyring.add_generation(entry)
+                report.new_generations += 1
+    folders = agent_folders(workspace)
+    for done, folder in enumerate(folders, 1):
+        _reencrypt_agent(folder, keyring, report)
+        progress("reencrypt", done, len(folders))
+    report.files_reencrypted += len(
+        seal_governance(Path(workspace) / GOVERNANCE_DIR, RecordSealing(keyring), refresh=True)
+    )
+    with keyring.locked():
+        for _, entry in keyring.entries():
+            if entry.ref.hex() not in targets:
+                continue
+            retired = [gen for gen in entry.keys if gen < entry.current]
+            if retired:
+                for gen in retired:
+                    del entry.keys[gen]
+                keyring.store_entry(entry)
+                report.generations_retired += len(retired)
+        plan.unlink(missing_ok=True)
+    keyring.forget()
+    keyring.observer.record(
+        "keys.reencrypt",
+        agent=None,
+        subject_id=None,
+        outcome="ok",
+        files=report.files_reencrypted,
+        frames=report.frames_reencrypted,
+        dropped=report.frames_dropped,
+    )
+    return report
+
+
+def _reencrypt_agent(folder: Path, keyring: Keyring, report: RotationReport) -> None:
+    store = EncryptedAgentStore(folder / MEMORY_FILE, lambda: "", keyring=keyring)
+    try:
+        with store.lock():
+            files = [store.memory_path] if store.memory_path.exists() else []
+            files += store.list_archives()
+            if not files:
+                return
+            agent_gen = keyring.current(AGENT, store.agent).gen
+            for path in files:
+                if path == store.memory_path:
+                    decoded = store.decode_memory()
+                else:
+                    decoded = store.decode_archive(path)
+                if decoded is None:
+                    continue
+                current: dict[bytes, int] = {}
+                stale = decoded.skipped > 0 or decoded.torn > 0
+                frames: list[Plain] = []
+                for plain in decoded.frames:
+                    key = plain.key
+                    subject_gen = 0
+                    if key.has_subject:
+                        if key.subject_ref not in current:
+                            entry = keyring.entry(key.subject_ref)
+                            current[key.subject_ref] = entry.current if entry else key.subject_gen
+                        subject_gen = current[key.subject_ref]
+                    fresh = FrameKey(agent_gen, key.subject_ref, subject_gen)
+                    stale = stale or fresh != key
+                    frames.append(Plain(plain.data, fresh))
+                stale = stale or any(k.agent_gen != agent_gen for k in decoded.raw_keys)
+                if not stale:
+                    continue
+                store.replace_file(path, frames)
+                report.files_reencrypted += 1
+                report.frames_reencrypted += len(frames)
+                report.frames_dropped += decoded.skipped
+    finally:
+        store.close()
+
+
+def rotate(
+    workspace: Path,
+    keyring: Keyring,
+    *,
+    reencrypt_data: bool = False,
+    progress: Progress = no_progress,
+) -> RotationReport:
+    """Re-wrap every data key under the current master key; with ``reencrypt_data``, also
+    re-encrypt all data under fresh data keys. Resumable; see the module docstring.
+
+    Raises:
+        KeyUnavailableError: a key is wrapped under a master key the provider
+            does not hold (give the old key).
+    """
+    try:
+        report = rotate_master_key(keyring, progress=progress)
+        if reencrypt_data or _plan_path(keyring).exists():
+            reencrypt(workspace, keyring, report=report, progress=progress)
+    except GovernedMemoryError as exc:
+        keyring.observer.record(
+            "keys.rotate", agent=None, subject_id=None, outcome="error", error=type(exc).__name__
+        )
+        raise
+    return report

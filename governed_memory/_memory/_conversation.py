@@ -1,0 +1,602 @@
+"""Conversation: the in-memory history with write-through to MEMORY.md.
+
+A drop-in for the reference's ``Conversation`` memory surface (design sections
+1-3, reference-behaviour A-B), with its defects D2-D8 and D11 fixed. Which
+methods touch disk:
+
+==============================  ==============================================
+method                          disk
+==============================  ==============================================
+``__init__``                    creates folder + MEMORY.md if missing, reads it
+``add``                         appends one block (unless content is blank)
+``compact``                     archives MEMORY.md, then replaces it atomically
+``delete``/``update``/``clear`` none: in-memory only, as in the reference; use
+                                erasure to remove records from disk
+everything else                 none
+==============================  ==============================================
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from .._base._clock import Clock, SystemClock, iso_now
+from .._errors import ConfigurationError, EmptySummaryError, StorageError
+from .._format._lineage import LINEAGE_KEY, history_lineage, record_subjects
+from .._format._records import (
+    META_OPEN,
+    PRELOAD_PREFIX,
+    Record,
+    has_records,
+    parse_memory,
+    record_offsets,
+    record_offsets_newest_first,
+    render_block,
+    render_header,
+    to_disk_text,
+)
+from .._format._tokens import TokenCounter, TokenLedger, full_count
+from .._stores import AgentStore, PlaintextAgentStore
+from .._stores._base import UTF8_STORES, BlockAppender
+
+if TYPE_CHECKING:
+    from .._governance._root import Governance
+    from .._subjects._guard import ErasureGuard
+
+__all__ = ["Conversation", "bounded_preload_text", "newest_records"]
+
+Message = dict[str, Any]
+StoreFactory = Callable[[Path, Callable[[], str]], AgentStore]
+
+
+def _check_role(role: object) -> str:
+    if not isinstance(role, str) or role == "":
+        raise ConfigurationError(f"role {role!r} must be a non-empty string, e.g. 'Human'")
+    if "\n" in role or "\r" in role:
+        raise ConfigurationError(
+            f"role {role!r} contains a line break, which would forge a record header "
+            "in MEMORY.md; use a single-line role name"
+        )
+    return role
+
+
+def bounded_preload_text(text: str, max_chars: int | None) -> str:
+    """``text`` cut to at most ``max_chars`` by dropping the oldest whole records.
+
+    The header is kept and records are never cut in the middle (D11); the
+    result is never longer than ``max_chars``. When not even the header and
+    the newest record fit, the result is ``""``: nothing is preloaded.
+    """
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    # Record offsets only, the newest found from the end: the cost is the size
+    # of what is kept, not of the file (no parse).
+    preamble = next(record_offsets(text), None)
+    if preamble is None:
+        return ""
+    budget = max_chars - preamble
+    cut = None
+    for start in record_offsets_newest_first(text):
+        if len(text) - start > budget:
+            break
+        cut = start
+    return text[:preamble] + text[cut:] if cut is not None else ""
+
+
+def newest_records(preamble: str, records: list[Record], max_chars: int | None) -> list[Record]:
+    """The newest of ``records`` that fit ``max_chars`` together with ``preamble``.
+
+    All of them when they fit (or there is no bound); none when not even the
+    newest does: :func:`bounded_preload_text` for records parsed already.
+    """
+    if max_chars is None:
+        return records
+    budget = max_chars - len(preamble)
+    if sum(len(record.raw) for record in records) <= budget:
+        return records
+    first = len(records)
+    while first and len(records[first - 1].raw) <= budget:
+        first -= 1
+        budget -= len(records[first].raw)
+    return records[first:]
+
+
+class Conversation:
+    """An agent's message history, written through to MEMORY.md.
+
+    Keyword arguments mirror the reference (``name``, ``system_prompt``,
+    ``rules``, ``custom_rules_prompt``, ``user``, ``time_enabled``,
+    ``memory_md_path``, ``context_length``); the rest are extensions.
+
+    Args:
+        memory_md_path: MEMORY.md to write through to; None keeps memory
+            in-process only. Use :func:`governed_memory.memory_md_path` to
+            derive it safely from an agent name.
+        preload_max_chars: bound on how much of MEMORY.md is preloaded; the
+            newest whole records are kept. None (default) preloads all of it.
+        subject_id: the data subject of messages added without their own.
+        clock: source of timestamps (default: the system clock).
+        store_factory: builds the store for a MEMORY.md path (default: the
+            plaintext store).
+        token_counter: counts tokens of a string (default: tiktoken for
+            ``tokenizer_model_name``, offline).
+        governance: the policy layer (consent gate, store, audit); its clock
+            and store factory are the defaults. None (default mode) behaves
+            exactly like the reference, byte for byte.
+
+    Raises:
+        StorageError: MEMORY.md could not be created or read.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str = "conversation-test",
+        system_prompt: str | None = None,
+        time_enabled: bool = False,
+        context_length: int = 8192,
+        rules: str | None = None,
+        custom_rules_prompt: str | None = None,
+        user: str = "User",
+        memory_md_path: str | os.PathLike[str] | None = None,
+        id: str | None = None,
+        preload_max_chars: int | None = None,
+        subject_id: str | None = None,
+        clock: Clock | None = None,
+        store_factory: StoreFactory | None = None,
+        token_counter: TokenCounter | None = None,
+        tokenizer_model_name: str | None = None,
+        governance: Governance | None = None,
+    ) -> None:
+        if preload_max_chars is not None and preload_max_chars < 0:
+            raise ConfigurationError(
+                f"preload_max_chars={preload_max_chars} is negative; use None for no bound or a size >= 0"
+            )
+        if "\n" in str(name) or "\r" in str(name):
+            # The name is written into the MEMORY.md header line.
+            raise ConfigurationError(
+                f"name {name!r} contains a line break, which would forge header lines in "
+                "MEMORY.md; use a single-line conversation name"
+            )
+        self.id = id
+        self.name = name
+        self.system_prompt = system_prompt
+        self.time_enabled = time_enabled
+        self.context_length = context_length
+        self.rules = rules
+        self.custom_rules_prompt = custom_rules_prompt
+        self.user = user
+        self.subject_id = subject_id
+        self.preload_max_chars = preload_max_chars
+        self.tokenizer_model_name = tokenizer_model_name
+        self.governance = governance
+        self._clock: Clock = clock or (governance.clock if governance else SystemClock())
+        self._now_iso = iso_now(self._clock)
+        self._store_factory = store_factory or (
+            governance.store_factory if governance else self._plaintext_store
+        )
+        self._token_counter = token_counter
+        self._ledger: TokenLedger | None = None
+        self._memory_md_path: str | os.PathLike[str] | None = None
+        self._store: AgentStore | None = None
+        self._erasure_guard: ErasureGuard | None = None
+        self._preload_subjects: set[str] = set()
+        self._last_erased: set[str] = set()
+
+        self.conversation_history: list[Message] = self._static_messages(timestamps=time_enabled)
+        if memory_md_path is not None:
+            self.memory_md_path = memory_md_path
+            assert self._store is not None
+            if governance is not None:
+                # Finish interrupted erasures of this agent before anything is preloaded.
+                from .._subjects import subject_context
+                from .._subjects._guard import ErasureGuard
+
+                self._erasure_guard = ErasureGuard(
+                    subject_context(governance), self._store.folder.name
+                )
+                self._erasure_guard.on_open()
+            self._store.ensure()
+            self._preload(self._store)
+
+    # -- persistence ---------------------------------------------------
+
+    def _plaintext_store(self, path: Path, header: Callable[[], str]) -> AgentStore:
+        return PlaintextAgentStore(path, header, clock=self._clock)
+
+    def _header(self) -> str:
+        return render_header(self.name, self._clock.now().isoformat())
+
+    @property
+    def memory_md_path(self) -> str | os.PathLike[str] | None:
+        """The MEMORY.md written through to; assign None to stop persisting."""
+        return self._memory_md_path
+
+    @memory_md_path.setter
+    def memory_md_path(self, value: str | os.PathLike[str] | None) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        self._memory_md_path = value
+        if value is not None and str(value) != "":
+            self._store = self._store_factory(Path(value), self._header)
+
+    @property
+    def store(self) -> AgentStore | None:
+        """The store behind :attr:`memory_md_path` (None when not persisting)."""
+        return self._store
+
+    def _preload(self, store: AgentStore, at: int | None = None) -> None:
+        text = store.read_memory()
+        if text is None or not has_records(text):
+            return
+        subjects: set[str] = set()  # lineage of a later summary
+        if self.governance is not None or META_OPEN in text:
+            # Records must be read (the preload gate, subjects in metadata
+            # lines): parse once, then gate, bound and collect on the records.
+            parsed = parse_memory(text)
+            records = parsed.records
+            if self.governance is not None:
+                records = self.governance.preload_records(records, agent=store.folder.name)
+            records = newest_records(parsed.preamble, records, self.preload_max_chars)
+            if not records:
+                return  # no record passes the gate, or not even the newest fits the bound
+            if len(records) < len(parsed.records):
+                text = parsed.preamble + "".join(record.raw for record in records)
+            for record in records:
+                subjects |= record_subjects(record)
+        else:
+            # Default mode over the reference's files: the text as read, cut
+            # to the bound if one is set. Nothing is parsed.
+            text = bounded_preload_text(text, self.preload_max_chars)
+            if not text:
+                return  # not even the newest record fits the bound
+        self._preload_subjects = subjects
+        if "\r" in text:  # the reference reads MEMORY.md in text mode: universal newlines
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        message = {"role": "System", "content": PRELOAD_PREFIX + text}
+        self.conversation_history.insert(
+            len(self.conversation_history) if at is None else at, message
+        )
+
+    # -- building messages ---------------------------------------------
+
+    def _static_messages(self, *, timestamps: bool) -> list[Message]:
+        messages: list[Message] = []
+        role = self.user or "User"
+        for msg_role, content in (
+            ("System", self.system_prompt),
+            (role, self.rules),
+            (role, self.custom_rules_prompt),
+        ):
+            if content is not None:
+                message: Message = {"role": msg_role, "content": content}
+                if timestamps:
+                    message["timestamp"] = self._clock.now().isoformat()
+                messages.append(message)
+        return messages
+
+    def _message(
+        self,
+        role: str,
+        content: Any,
+        timestamp: str,
+        metadata: dict[str, Any] | None,
+        subject_id: str | None,
+    ) -> Message:
+        message: Message = {"role": role, "content": content}
+        if self.time_enabled:
+            message["timestamp"] = timestamp
+        if metadata is not None:
+            message["metadata"] = metadata
+        if subject_id is not None:
+            message["subject_id"] = subject_id
+        return message
+
+    def _block(
+        self,
+        role: str,
+        content: Any,
+        timestamp: str,
+        subject_id: str | None,
+        lineage: list[str] | None = None,
+    ) -> str | None:
+        text = content.strip() if content.__class__ is str else to_disk_text(content)
+        if not text:
+            return None
+        try:
+            if not text.isascii():  # ASCII needs no check (and is most content)
+                text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ConfigurationError(
+                f"content of the {role!r} message holds {text[exc.start : exc.end]!r}, which "
+                "is not encodable as UTF-8 (a lone surrogate); decode the text it came from "
+                "with errors='replace'"
+            ) from exc
+        if subject_id is None and not lineage:
+            return render_block(role, timestamp, text)
+        meta: dict[str, Any] = {"subject": subject_id} if subject_id is not None else {}
+        if lineage:
+            meta[LINEAGE_KEY] = lineage
+        return render_block(role, timestamp, text, meta or None)
+
+    # -- the reference's surface ---------------------------------------
+
+    def add(
+        self,
+        role: str,
+        content: Any,
+        metadata: dict[str, Any] | None = None,
+        *,
+        subject_id: str | None = None,
+    ) -> Message:
+        """Append a message to the history and write it through to MEMORY.md.
+
+        ``None``, empty and whitespace-only content stay in memory only (A5).
+        The disk write happens first: if it fails, the history is unchanged
+        and :class:`StorageError` propagates.
+        """
+        # The hot path of an agent loop: checks and building inlined (each
+        # Python call costs about as much as a system call here).
+        if role.__class__ is not str or not role or "\n" in role or "\r" in role:
+            role = _check_role(role)  # raises, or accepts a str subclass
+        subject = self.subject_id if subject_id is None else subject_id
+        timestamp = self._now_iso()
+        message: Message = {"role": role, "content": content}
+        if self.time_enabled:
+            message["timestamp"] = timestamp
+        if metadata is not None:
+            message["metadata"] = metadata
+        if subject is not None:
+            message["subject_id"] = subject
+        store = self._store
+        if store is None:
+            pass
+        elif (
+            type(store) in UTF8_STORES
+            and content.__class__ is str
+            and content.isascii()
+            and subject is None
+            and self.governance is None
+        ):
+            # Default mode, ASCII text (the common case): render_block's
+            # bytes, built as bytes (as str the em dash would double the
+            # size and the encoding would cost more than the write), without
+            # its checks, which ASCII cannot trip (a line needs an em dash to
+            # look like a block header, and ASCII always encodes). The
+            # encrypted store seals it as one frame under the agent key.
+            text = content.strip()
+            if text:
+                cast("BlockAppender", store).append_utf8(
+                    b"".join(
+                        (
+                            b"### ",
+                            role.encode(),
+                            b" \xe2\x80\x94 ",  # the em dash
+                            timestamp.encode(),
+                            b"\n\n",
+                            text.encode(),
+                            b"\n\n---\n\n",
+                        )
+                    )
+                )
+        else:
+            block = self._block(role, content, timestamp, subject)
+            if block is not None:
+                if self.governance is None:
+                    store.append(block)
+                else:
+                    self.governance.persist(
+                        store, block, agent=store.folder.name, subject_id=subject
+                    )
+        self.conversation_history.append(message)
+        return message
+
+    def compact(self, summary: str, summary_role: str = "System") -> None:
+        """Replace the history with the static context plus ``summary`` (B12).
+
+        On disk: MEMORY.md is archived to ``archive/history_<ts>.md`` (durably),
+        then atomically replaced by a fresh header and the summary block.
+
+        The summary records its lineage (the subjects of the messages and the
+        preloaded records it was built from) in its metadata, so erasing one
+        of them removes it; see docs/subject-requests.md.
+
+        Raises:
+            EmptySummaryError: ``summary`` is None, empty or blank; nothing changed.
+            ErasedDuringCompactionError: a subject whose messages the summary
+                was built from has been erased since; their messages are now
+                dropped, nothing was written: summarise again.
+            StorageError: archiving or replacing failed; nothing changed.
+        """
+        if summary is None or not str(summary).strip():
+            raise EmptySummaryError(
+                f"compact() got summary={summary!r}; a blank summary would wipe the history. "
+                "Pass the text that should replace it"
+            )
+        summary_role = _check_role(summary_role)
+        if self.drop_erased():
+            from .._subjects import ErasedDuringCompactionError
+
+            raise ErasedDuringCompactionError(sorted(self._last_erased))
+        lineage = history_lineage(self.conversation_history, self._preload_subjects)
+        timestamp = self._clock.now().isoformat()
+        message = self._message(summary_role, summary, timestamp, None, None)
+        if lineage:
+            message[LINEAGE_KEY] = lineage
+        history = [*self._static_messages(timestamps=False), message]
+        if self._store is not None and self.governance is not None:
+            # Governed: the summary is attributed to the conversation's subject.
+            self.governance.compact(
+                self._store,
+                self._block(summary_role, summary, timestamp, self.subject_id, lineage),
+                agent=self._store.folder.name,
+                subject_id=self.subject_id,
+            )
+        elif self._store is not None:
+            self._store.compact(self._block(summary_role, summary, timestamp, None, lineage))
+        self.conversation_history = history
+        self._preload_subjects = set()
+        self._reset_tokens()
+
+    def drop_erased(self) -> int:
+        """Drop from the history what erasures since this conversation loaded removed from disk.
+
+        Governed mode only (0 otherwise). Messages of erased subjects and
+        summaries whose lineage names them go; the preload is re-read from
+        the cleaned MEMORY.md if it held their records. Call it before
+        summarising the history; :meth:`compact` calls it too. Returns how
+        many messages were dropped.
+        """
+        if self._erasure_guard is None:
+            return 0
+        erased = self._erasure_guard.new_erasures()
+        if not erased:
+            return 0
+        from .._subjects._guard import filter_history
+
+        kept, dropped, preload_at = filter_history(
+            self.conversation_history,
+            erased,
+            static_count=len(self._static_messages(timestamps=False)),
+            preload_subjects=self._preload_subjects,
+        )
+        if dropped:
+            self.conversation_history = kept
+            self._last_erased = set(erased.subjects) or {"<agent>"}
+            if preload_at is not None and self._store is not None:
+                self._preload_subjects = set()
+                self._preload(self._store, at=preload_at)
+            self._reset_tokens()
+        return dropped
+
+    def return_history_as_string(self) -> str:
+        """Each message as ``[{timestamp}] {role}: {content}`` (or without the stamp), joined by blank lines."""
+        parts = []
+        for message in self.conversation_history:
+            timestamp = message.get("timestamp")
+            if timestamp:
+                parts.append(f"[{timestamp}] {message['role']}: {message['content']}")
+            else:
+                parts.append(f"{message['role']}: {message['content']}")
+        return "\n\n".join(parts)
+
+    def get_str(self) -> str:
+        """Alias of :meth:`return_history_as_string`."""
+        return self.return_history_as_string()
+
+    def to_dict(self) -> list[Message]:
+        """The history itself (the reference returns the list, not a copy)."""
+        return self.conversation_history
+
+    def to_list(self) -> list[Message]:
+        """The history itself."""
+        return self.conversation_history
+
+    def to_json(self, indent: int | None = None) -> str:
+        """The history as JSON; non-JSON content is rendered with ``str``."""
+        return json.dumps(self.conversation_history, indent=indent, default=str, ensure_ascii=False)
+
+    def export_json(self, path: str | os.PathLike[str]) -> None:
+        """Write the history as JSON to ``path`` atomically, mode 0600."""
+        from .._base._fsutil import atomic_write
+
+        try:
+            atomic_write(Path(path), (self.to_json(indent=2) + "\n").encode("utf-8"))
+        except OSError as exc:
+            raise StorageError(f"cannot export the history to {path}: {exc}") from exc
+
+    def count_messages_by_role(self) -> dict[str, int]:
+        """Message counts per role, starting from the reference's four OpenAI roles at 0."""
+        counts = {"system": 0, "user": 0, "assistant": 0, "function": 0}
+        for message in self.conversation_history:
+            counts[message["role"]] = counts.get(message["role"], 0) + 1
+        return counts
+
+    def query(self, index: int) -> Message | None:
+        """The message at ``index``, or None."""
+        i = int(index)
+        return self.conversation_history[i] if 0 <= i < len(self.conversation_history) else None
+
+    def search(self, keyword: str) -> list[Message]:
+        """Messages whose content contains ``keyword``."""
+        return [m for m in self.conversation_history if keyword in str(m["content"])]
+
+    def get_last_message_as_string(self) -> str:
+        """``"{role}: {content}"`` of the last message, or ``""``."""
+        if not self.conversation_history:
+            return ""
+        last = self.conversation_history[-1]
+        return f"{last['role']}: {last['content']}"
+
+    def get_final_message_content(self) -> Any:
+        """The content of the last message, or ``""``."""
+        return self.conversation_history[-1]["content"] if self.conversation_history else ""
+
+    def delete(self, index: int) -> None:
+        """Remove message ``index`` from the in-memory history (not from disk)."""
+        i = int(index)
+        self.conversation_history.pop(i)
+        if self._ledger is not None:
+            self._ledger.removed(i if i >= 0 else len(self.conversation_history) + 1 + i)
+
+    def update(self, index: int, role: str, content: Any) -> None:
+        """Change message ``index`` in memory (not on disk).
+
+        Raises:
+            IndexError: no message at ``index`` (the reference only logs).
+        """
+        i = int(index)
+        if not 0 <= i < len(self.conversation_history):
+            raise IndexError(
+                f"update index {i} is out of range for {len(self.conversation_history)} messages"
+            )
+        message = self.conversation_history[i]
+        message["role"] = _check_role(role)
+        message["content"] = content
+        if self._ledger is not None:
+            self._ledger.changed(i, message)
+
+    def clear(self) -> None:
+        """Empty the in-memory history (MEMORY.md is kept, as in the reference)."""
+        self.conversation_history = []
+        self._reset_tokens()
+
+    # -- token accounting ----------------------------------------------
+
+    def _counter(self) -> TokenCounter:
+        if self._token_counter is None:
+            from .._format._tokenizer import counter_for
+
+            self._token_counter = counter_for(self.tokenizer_model_name)
+        return self._token_counter
+
+    @property
+    def token_count(self) -> int:
+        """Tokens of the history, kept as a running total (O(new messages) per call)."""
+        if self._ledger is None:
+            self._ledger = TokenLedger(self._counter())
+        return self._ledger.total(self.conversation_history)
+
+    def recount_tokens(self) -> int:
+        """Count from scratch; call after editing ``conversation_history`` directly."""
+        self._reset_tokens()
+        return self.token_count
+
+    def full_token_count(self) -> int:
+        """The total computed without the running sum (for checks)."""
+        return full_count(self.conversation_history, self._counter())
+
+    def _reset_tokens(self) -> None:
+        if self._ledger is not None:
+            self._ledger.reset()
+
+    def __repr__(self) -> str:
+        return (
+            f"Conversation(name={self.name!r}, messages={len(self.conversation_history)}, "
+            f"memory_md_path={self._memory_md_path!r})"
+        )

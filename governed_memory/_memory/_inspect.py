@@ -1,0 +1,281 @@
+"""Read-only views of a workspace: which agents have memory, and what it holds.
+
+Everything here reads through an :class:`~governed_memory.AgentStore`
+(``read_memory``, ``list_archives``, ``read_archive``), so it works on any
+store a policy selects, plaintext or encrypted: pass the store factory the
+memory is written with (``Governance.store_factory``); the default is the
+plaintext store. Nothing is created or written: a store asked to create a
+memory file during inspection raises. (The plaintext store does tighten an
+agent folder it locks to 0700, as every governed_memory access does.)
+
+An agent is a folder ``<workspace>/agents/<name>`` whose name is a valid
+agent name and does not start with ``.``; symbolic links are not followed.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._base._names import validate_agent_name
+from .._base._workspace import AGENTS_DIR, MEMORY_FILE, resolve_workspace
+from .._errors import ConfigurationError, NotFoundError, StorageError
+from .._format._records import Record, parse_memory
+from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
+
+__all__ = ["AgentInfo", "StoredRecord", "agent_info", "agent_names", "agent_records", "list_agents"]
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class AgentInfo:
+    """What :func:`list_agents` reports about one agent folder.
+
+    Attributes:
+        name: the agent name (the folder name).
+        folder: ``<workspace>/agents/<name>``.
+        messages: message blocks in the active memory (MEMORY.md).
+        archives: archive files (one per compaction).
+        size_bytes: bytes on disk of the active memory plus every archive.
+        last_activity: the newest record's timestamp in the active memory,
+            else the newest modification time of the memory or an archive;
+            None when the folder holds neither. Naive local time, like the
+            timestamps in MEMORY.md.
+    """
+
+    name: str
+    folder: Path
+    messages: int
+    archives: int
+    size_bytes: int
+    last_activity: _dt.datetime | None
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form (paths and times as strings)."""
+        return {
+            "name": self.name,
+            "folder": str(self.folder),
+            "messages": self.messages,
+            "archives": self.archives,
+            "size_bytes": self.size_bytes,
+            "last_activity": self.last_activity.isoformat() if self.last_activity else None,
+        }
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """One message read back from an agent's memory or one of its archives.
+
+    Attributes:
+        record: the parsed block (role, timestamp, content, metadata).
+        source: the file it came from, relative to the agent folder:
+            ``MEMORY.md`` or ``archive/history_<ts>.md``.
+        archived: whether it came from an archive.
+    """
+
+    record: Record
+    source: str
+    archived: bool
+
+    @property
+    def role(self) -> str:
+        return self.record.role
+
+    @property
+    def timestamp(self) -> str:
+        return self.record.timestamp
+
+    @property
+    def content(self) -> str:
+        return self.record.content
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        data: dict[str, object] = {
+            "role": self.role,
+            "timestamp": self.timestamp,
+            "content": self.content,
+            "source": self.source,
+            "archived": self.archived,
+        }
+        if self.record.subject_id is not None:
+            data["subject_id"] = self.record.subject_id
+        return data
+
+
+def _read_only_header() -> str:
+    raise StorageError(
+        "inspection is read-only but the store tried to create a memory file; "
+        "this is a bug in the store, please report it"
+    )
+
+
+def _agents_dir(workspace: PathLike | None) -> Path:
+    return resolve_workspace(workspace) / AGENTS_DIR
+
+
+@contextmanager
+def _open(folder: Path, factory: StoreFactory | None) -> Iterator[AgentStore]:
+    path = folder / MEMORY_FILE
+    if factory is None:
+        store: AgentStore = PlaintextAgentStore(path, _read_only_header)
+    else:
+        store = factory(path, _read_only_header)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def agent_names(workspace: PathLike | None = None) -> list[str]:
+    """Names of the agent folders in ``workspace``, sorted; [] when there are none."""
+    try:
+        entries = list(os.scandir(_agents_dir(workspace)))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    names = []
+    for entry in entries:
+        if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            names.append(validate_agent_name(entry.name))
+        except ConfigurationError:
+            continue
+    return sorted(names)
+
+
+def _agent_folder(workspace: PathLike | None, agent_name: str) -> Path:
+    name = validate_agent_name(agent_name)
+    folder = _agents_dir(workspace) / name
+    if not folder.is_dir() or folder.is_symlink():
+        raise NotFoundError(
+            f"agent {name!r} has no memory in workspace {resolve_workspace(workspace)} "
+            f"(no folder {folder}); list the agents there with `governed-memory agents` "
+            "(or governed_memory.list_agents()), or point at another workspace with "
+            "--workspace / $WORKSPACE_DIR"
+        )
+    return folder
+
+
+def _size(path: Path) -> tuple[int, float] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_size, st.st_mtime
+
+
+def _newest_timestamp(records: list[Record]) -> _dt.datetime | None:
+    newest: _dt.datetime | None = None
+    for record in records:
+        try:
+            when = _dt.datetime.fromisoformat(record.timestamp.strip())
+        except ValueError:
+            continue
+        if when.tzinfo is not None:  # written by another tool: compare in local time
+            when = when.astimezone().replace(tzinfo=None)
+        if newest is None or when > newest:
+            newest = when
+    return newest
+
+
+def _info(name: str, folder: Path, factory: StoreFactory | None) -> AgentInfo:
+    with _open(folder, factory) as store:
+        text = store.read_memory()
+        archives = store.list_archives()
+        records = parse_memory(text).records if text is not None else []
+        files = [_size(store.memory_path), *(_size(a) for a in archives)]
+    present = [f for f in files if f is not None]
+    last = _newest_timestamp(records)
+    if last is None and present:
+        last = _dt.datetime.fromtimestamp(max(mtime for _, mtime in present))
+    return AgentInfo(
+        name=name,
+        folder=folder,
+        messages=len(records),
+        archives=len(archives),
+        size_bytes=sum(size for size, _ in present),
+        last_activity=last,
+    )
+
+
+def list_agents(
+    workspace: PathLike | None = None, *, store_factory: StoreFactory | None = None
+) -> list[AgentInfo]:
+    """Every agent in ``workspace`` with its message, archive and size counts, sorted by name.
+
+    Args:
+        workspace: the workspace folder (default: ``$WORKSPACE_DIR``, else
+            ``./agent_workspace``). A missing workspace has no agents.
+        store_factory: how memory files are read (default: plaintext).
+
+    Raises:
+        StorageError: a memory file could not be read (e.g. not UTF-8).
+    """
+    agents_dir = _agents_dir(workspace)
+    return [_info(name, agents_dir / name, store_factory) for name in agent_names(workspace)]
+
+
+def agent_info(
+    workspace: PathLike | None, agent_name: str, *, store_factory: StoreFactory | None = None
+) -> AgentInfo:
+    """:class:`AgentInfo` of one agent.
+
+    Raises:
+        InvalidAgentNameError: ``agent_name`` is not a valid folder name.
+        NotFoundError: the workspace has no folder for ``agent_name``.
+    """
+    folder = _agent_folder(workspace, agent_name)
+    return _info(folder.name, folder, store_factory)
+
+
+def agent_records(
+    workspace: PathLike | None,
+    agent_name: str,
+    *,
+    include_archives: bool = False,
+    store_factory: StoreFactory | None = None,
+) -> list[StoredRecord]:
+    """The records of one agent's memory, oldest first.
+
+    Args:
+        workspace: the workspace folder (None: ``$WORKSPACE_DIR``, else
+            ``./agent_workspace``).
+        agent_name: the agent.
+        include_archives: also return the records of every archive, each
+            archive's before the active memory's (archives are named by
+            compaction time, so this is chronological).
+        store_factory: how memory files are read (default: plaintext).
+
+    Raises:
+        InvalidAgentNameError: ``agent_name`` is not a valid folder name.
+        NotFoundError: the workspace has no folder for ``agent_name``.
+        StorageError: a file could not be read.
+    """
+    folder = _agent_folder(workspace, agent_name)
+    found: list[StoredRecord] = []
+    with _open(folder, store_factory) as store:
+        if include_archives:
+            for archive in store.list_archives():
+                source = _relative(archive, folder)
+                for record in parse_memory(store.read_archive(archive)).records:
+                    found.append(StoredRecord(record, source, archived=True))
+        text = store.read_memory()
+        if text is not None:
+            source = _relative(store.memory_path, folder)
+            found.extend(
+                StoredRecord(r, source, archived=False) for r in parse_memory(text).records
+            )
+    return found
+
+
+def _relative(path: Path, folder: Path) -> str:
+    try:
+        return Path(path).relative_to(folder).as_posix()
+    except ValueError:
+        return str(path)

@@ -1,0 +1,168 @@
+"""Runtime settings: the one place that reads the environment.
+
+Every variable starts with ``GOVERNED_MEMORY_`` except ``WORKSPACE_DIR``,
+which keeps the reference's meaning. Secrets (master key, audit key, OTLP
+headers) are :class:`pydantic.SecretStr`: ``repr``, ``str`` and the CLI show
+``**********``, never the value.
+
+Policy values may be overridden per deployment, one key at a time:
+``GOVERNED_MEMORY_<SECTION>__<KEY>`` (double underscore), e.g.
+``GOVERNED_MEMORY_AUDIT__LOG_DIR=/var/log/gm``, or ``Settings(audit={...})``.
+Precedence, highest first: constructor argument > environment > policy file >
+built-in default. ``governed-memory policy show`` prints where each value came
+from. See docs/settings.md.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .._errors import ConfigurationError
+
+__all__ = ["ENV_PREFIX", "OVERRIDABLE_SECTIONS", "Settings"]
+
+ENV_PREFIX = "GOVERNED_MEMORY_"
+OVERRIDABLE_SECTIONS = ("consent", "encryption", "summarization", "retention", "schedule", "audit")
+
+
+class Settings(BaseSettings):
+    """Deployment settings, from constructor arguments and the environment.
+
+    Args:
+        policy: path of the policy file (``GOVERNED_MEMORY_POLICY``); None
+            means the built-in default policy. A shipped policy's name
+            (``regulated``) also works.
+        workspace_dir: the workspace (``WORKSPACE_DIR``, no prefix).
+        master_key: base64 master key for encryption at rest
+            (``GOVERNED_MEMORY_MASTER_KEY``).
+        master_key_file: file holding the master key
+            (``GOVERNED_MEMORY_MASTER_KEY_FILE``).
+        master_key_old, master_key_old_file: the previous master key, still
+            accepted for unwrapping during a rotation
+            (``GOVERNED_MEMORY_MASTER_KEY_OLD``, ``..._OLD_FILE``).
+        keyring_dir: where the wrapped data keys live
+            (``GOVERNED_MEMORY_KEYRING_DIR``; default
+            ``<workspace>/.governed_memory/keyring``). See SECURITY.md on
+            keeping it out of workspace backups.
+        audit_key: key that signs the audit log's hash chain
+            (``GOVERNED_MEMORY_AUDIT_KEY``).
+        otlp_endpoint: OpenTelemetry OTLP/HTTP endpoint; None exports no spans.
+        otlp_headers: OTLP headers, ``key=value,key=value`` (often a token).
+        service_name: the OpenTelemetry ``service.name``.
+        consent, encryption, summarization, retention, schedule, audit:
+            per-key overrides of the policy's sections.
+
+    Raises:
+        ConfigurationError: a value has the wrong type or an unknown name.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+        populate_by_name=True,
+        hide_input_in_errors=True,
+    )
+
+    policy: Path | None = None
+    workspace_dir: Path | None = Field(
+        default=None, validation_alias=AliasChoices("workspace_dir", "WORKSPACE_DIR")
+    )
+    master_key: SecretStr | None = None
+    master_key_file: Path | None = None
+    master_key_old: SecretStr | None = None
+    master_key_old_file: Path | None = None
+    keyring_dir: Path | None = None
+    audit_key: SecretStr | None = None
+    otlp_endpoint: str | None = None
+    otlp_headers: SecretStr | None = None
+    service_name: str = "governed-memory"
+
+    consent: dict[str, Any] = Field(default_factory=dict)
+    encryption: dict[str, Any] = Field(default_factory=dict)
+    summarization: dict[str, Any] = Field(default_factory=dict)
+    retention: dict[str, Any] = Field(default_factory=dict)
+    schedule: dict[str, Any] = Field(default_factory=dict)
+    audit: dict[str, Any] = Field(default_factory=dict)
+
+    _arguments: frozenset[str] = PrivateAttr(default=frozenset())
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            )
+            raise ConfigurationError(
+                f"settings are not valid: {problems}. Check the GOVERNED_MEMORY_* environment "
+                "variables and arguments against docs/settings.md"
+            ) from None
+        _refuse_unknown_variables(os.environ, set(type(self).model_fields))
+        names: set[str] = set()
+        for key, value in values.items():
+            name = "workspace_dir" if key == "WORKSPACE_DIR" else key
+            if name in OVERRIDABLE_SECTIONS and isinstance(value, dict):
+                names.update(f"{name}.{sub}" for sub in value)
+            else:
+                names.add(name)
+        self._arguments = frozenset(names)
+
+    def source_of(self, name: str) -> str:
+        """``argument`` or ``environment`` for a setting (or ``section.key`` override) that is set."""
+        return "argument" if name in self._arguments else "environment"
+
+    def policy_overrides(self) -> dict[str, dict[str, Any]]:
+        """The per-key policy overrides, environment strings decoded as JSON where they parse.
+
+        ``"true"`` becomes ``True``, ``"3"`` becomes ``3`` and ``'["a"]'`` a list;
+        anything else (``30d``) stays a string for the policy to validate.
+        """
+        result: dict[str, dict[str, Any]] = {}
+        for section in OVERRIDABLE_SECTIONS:
+            values: dict[str, Any] = getattr(self, section)
+            if values:
+                result[section] = {
+                    key: _decode(value)
+                    if self.source_of(f"{section}.{key}") == "environment"
+                    else value
+                    for key, value in values.items()
+                }
+        return result
+
+
+def _refuse_unknown_variables(environ: Mapping[str, str], fields: set[str]) -> None:
+    """A misspelt ``GOVERNED_MEMORY_*`` variable must not be ignored silently."""
+    known = {f"{ENV_PREFIX}{name}".upper() for name in fields if name != "workspace_dir"}
+    for variable in environ:
+        upper = variable.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in known:
+            continue
+        section, sep, key = upper[len(ENV_PREFIX) :].partition("__")
+        if sep and key and section.lower() in OVERRIDABLE_SECTIONS:
+            continue  # a policy override; the policy validates the key
+        close = difflib.get_close_matches(upper, sorted(known), n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise ConfigurationError(
+            f"environment variable {variable} is not a governed_memory setting; {hint}"
+            "see docs/settings.md for the names (policy overrides are "
+            "GOVERNED_MEMORY_<SECTION>__<KEY>), or unset it"
+        )
+
+
+def _decode(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value

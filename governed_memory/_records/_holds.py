@@ -1,0 +1,397 @@
+"""Legal holds: data that must not be deleted while a matter is open.
+
+A hold names one agent (everything in its folder) or one data subject (every
+memory file and archive holding a record of theirs, and their consent
+records). Held data is skipped by retention purges and refused by erasure,
+until the hold is released. Released holds stay in the file with who released
+them and when: the history of holds is itself evidence.
+
+Storage: ``<governance>/holds.json`` (format version 1), replaced atomically
+(temp file, fsync, rename, folder fsync) under an exclusive ``flock`` on
+``holds.lock`` beside it, so concurrent writers never lose a hold and a crash
+leaves the old file or the new one. Readers take no lock and re-read the file
+only when its ``stat`` changed. Not safe on network filesystems (NFS, SMB).
+Under encryption at rest (``sealing`` given) the file is one sealed envelope
+(see ``_sealing``) around the same document: no subject, reason or actor is
+on disk in plaintext.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import secrets
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .._base._clock import Clock, SystemClock
+from .._base._fsutil import atomic_write, ensure_private_dir, open_private
+from .._base._names import validate_agent_name
+from .._crypto._sealing import HOLDS_PURPOSE, RecordSealing, open_file, seal_file
+from .._errors import (
+    ConfigurationError,
+    FormatVersionError,
+    GovernedMemoryError,
+    NotFoundError,
+    StorageError,
+)
+from ._consent import validate_subject_id
+
+__all__ = [
+    "HOLDS_FILE",
+    "HOLDS_FORMAT_VERSION",
+    "Hold",
+    "HoldNotFoundError",
+    "HoldRegistry",
+    "HoldSet",
+]
+
+HOLDS_FILE = "holds.json"
+HOLDS_LOCK = "holds.lock"
+HOLDS_FORMAT_VERSION = 1
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_MAX_TEXT = 2000
+
+HoldEvent = Callable[[str, Mapping[str, Any]], None]
+"""Called after a hold changes: ``(event name, attributes)``."""
+
+
+class HoldNotFoundError(NotFoundError):
+    """No active hold matches the id, agent or subject given."""
+
+
+@dataclass(frozen=True)
+class Hold:
+    """One legal hold, as stored. Times are timezone-aware ISO 8601."""
+
+    id: str
+    reason: str
+    placed_by: str
+    placed_at: str
+    agent: str | None = None
+    subject: str | None = None
+    released_at: str | None = None
+    released_by: str | None = None
+    release_reason: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.released_at is None
+
+    @property
+    def target(self) -> str:
+        """``agent 'A'`` or ``subject 'S'``, for messages."""
+        return f"agent {self.agent!r}" if self.agent is not None else f"subject {self.subject!r}"
+
+
+@dataclass(frozen=True)
+class HoldSet:
+    """The active holds at one moment, indexed for lookups (a pure value).
+
+    Maps each held agent and subject to the ids of the holds on it.
+    """
+
+    agents: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    subjects: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, holds: Iterable[Hold]) -> HoldSet:
+        agents: dict[str, tuple[str, ...]] = {}
+        subjects: dict[str, tuple[str, ...]] = {}
+        for hold in holds:
+            if not hold.active:
+                continue
+            if hold.agent is not None:
+                agents[hold.agent] = (*agents.get(hold.agent, ()), hold.id)
+            if hold.subject is not None:
+                subjects[hold.subject] = (*subjects.get(hold.subject, ()), hold.id)
+        return cls(agents, subjects)
+
+    @property
+    def has_subject_holds(self) -> bool:
+        """Whether any file must be read to know if it is held."""
+        return bool(self.subjects)
+
+    def for_agent(self, agent: str | None) -> tuple[str, ...]:
+        return self.agents.get(agent, ()) if agent is not None else ()
+
+    def for_subjects(self, subjects: Iterable[str]) -> tuple[str, ...]:
+        found: list[str] = []
+        for subject in subjects:
+            found.extend(self.subjects.get(subject, ()))
+        return tuple(found)
+
+    def all_subject_holds(self) -> tuple[str, ...]:
+        return tuple(i for ids in self.subjects.values() for i in ids)
+
+
+def _text(name: str, value: object, *, example: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(f"{name} {value!r} must be a non-empty text, e.g. {example!r}")
+    if len(value) > _MAX_TEXT or _CONTROL.search(value):
+        raise ConfigurationError(
+            f"{name} {value[:40]!r}... must be at most {_MAX_TEXT} characters without "
+            "control characters"
+        )
+    return value.strip()
+
+
+def _one_target(agent: str | None, subject: str | None) -> tuple[str | None, str | None]:
+    if (agent is None) == (subject is None):
+        raise ConfigurationError(
+            f"a hold targets exactly one agent or one subject (got agent={agent!r}, "
+            f"subject={subject!r}); pass one of them"
+        )
+    if agent is not None:
+        return validate_agent_name(agent), None
+    return None, validate_subject_id(subject)
+
+
+class HoldRegistry:
+    """The legal holds of one workspace, shared by every process on it.
+
+    Args:
+        governance_dir: folder holding ``holds.json`` (created 0700 by the
+            first ``place``, never by a read).
+        clock: time of placing and releasing (default: the system clock).
+        id_factory: makes hold ids (default ``hold-<8 hex digits>``).
+        on_event: told ``("hold.place" | "hold.release", attributes)`` after
+            each durable change (the audit trail hooks in here).
+        sealing: seal the file (encryption at rest); None keeps it plaintext.
+    """
+
+    def __init__(
+        self,
+        governance_dir: Path,
+        *,
+        clock: Clock | None = None,
+        id_factory: Callable[[], str] | None = None,
+        on_event: HoldEvent | None = None,
+        sealing: RecordSealing | None = None,
+    ) -> None:
+        self._folder = Path(governance_dir)
+        self.sealing = sealing
+        self._clock: Clock = clock or SystemClock()
+        self._new_id = id_factory or (lambda: f"hold-{secrets.token_hex(4)}")
+        self._on_event = on_event
+        self._mutex = threading.RLock()
+        self._ident: tuple[int, int, int] | None = None
+        self._holds: tuple[Hold, ...] = ()
+
+    @property
+    def path(self) -> Path:
+        return self._folder / HOLDS_FILE
+
+    # -- reading -------------------------------------------------------
+
+    def _load(self) -> tuple[Hold, ...]:
+        with self._mutex:
+            try:
+                st = os.stat(self.path)
+            except FileNotFoundError:
+                self._ident, self._holds = None, ()
+                return ()
+            except OSError as exc:
+                raise StorageError(f"cannot read legal holds {self.path}: {exc}") from exc
+            ident = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if ident != self._ident:
+                self._holds = _parse(self.path, self.sealing)
+                self._ident = ident
+            return self._holds
+
+    def holds(self, *, include_released: bool = False) -> list[Hold]:
+        """Holds, oldest first; only active ones unless ``include_released``."""
+        return [h for h in self._load() if include_released or h.active]
+
+    def active(self) -> HoldSet:
+        """The active holds as an immutable, indexed value (for planners)."""
+        return HoldSet.of(self._load())
+
+    def holds_for(self, *, agent: str | None = None, subject: str | None = None) -> list[Hold]:
+        """Active holds on ``agent`` or on ``subject`` (either matches)."""
+        return [
+            h
+            for h in self._load()
+            if h.active
+            and (
+                (agent is not None and h.agent == agent)
+                or (subject is not None and h.subject == subject)
+            )
+        ]
+
+    def is_held(self, *, agent: str | None = None, subject: str | None = None) -> bool:
+        """Whether an active hold covers ``agent`` or ``subject``.
+
+        Erasure asks this before removing anything: ``is_held(subject=S)`` for
+        a subject request, and ``is_held(agent=A)`` for each agent it touches.
+        """
+        return bool(self.holds_for(agent=agent, subject=subject))
+
+    # -- writing -------------------------------------------------------
+
+    @contextmanager
+    def _locked(self) -> Iterator[list[Hold]]:
+        """Exclusive access; yields the current holds, saves them on exit."""
+        with self._mutex:
+            try:
+                ensure_private_dir(self._folder)
+                fd = open_private(self._folder / HOLDS_LOCK, os.O_RDWR | os.O_CREAT)
+            except OSError as exc:
+                raise StorageError(f"cannot lock legal holds in {self._folder}: {exc}") from exc
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                holds = list(self._load())
+                before = list(holds)
+                yield holds
+                if holds != before:
+                    self._save(holds)
+            finally:
+                os.close(fd)  # releases the flock
+
+    def _save(self, holds: list[Hold]) -> None:
+        doc = {"v": HOLDS_FORMAT_VERSION, "holds": [_to_json(h) for h in holds]}
+        data = (json.dumps(doc, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+        data = seal_file(data, self.sealing, HOLDS_PURPOSE, HOLDS_FILE)
+        try:
+            atomic_write(self.path, data)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot write legal holds {self.path}: {exc}; the holds were NOT changed"
+            ) from exc
+        self._ident = None
+
+    def _now(self) -> str:
+        now = self._clock.now()
+        return (now if now.tzinfo is not None else now.astimezone()).isoformat()
+
+    def place(
+        self,
+        *,
+        agent: str | None = None,
+        subject: str | None = None,
+        reason: str,
+        actor: str,
+    ) -> Hold:
+        """Place a hold on one agent or one subject; durable when it returns.
+
+        Raises:
+            ConfigurationError: no or two targets, an invalid name, a blank reason or actor.
+            StorageError: the hold could not be stored (nothing changed).
+        """
+        agent, subject = _one_target(agent, subject)
+        hold = Hold(
+            id=self._new_id(),
+            reason=_text("reason", reason, example="litigation 2026-114"),
+            placed_by=_text("actor", actor, example="legal@example.org"),
+            placed_at=self._now(),
+            agent=agent,
+            subject=subject,
+        )
+        with self._locked() as holds:
+            if any(h.id == hold.id for h in holds):
+                raise StorageError(f"hold id {hold.id!r} already exists; the id factory repeats")
+            holds.append(hold)
+        self._emit("hold.place", hold)
+        return hold
+
+    def release(
+        self,
+        *,
+        hold_id: str | None = None,
+        agent: str | None = None,
+        subject: str | None = None,
+        actor: str,
+        reason: str | None = None,
+    ) -> Hold:
+        """Release one active hold, chosen by id or by its agent or subject.
+
+        Raises:
+            HoldNotFoundError: no active hold matches.
+            ConfigurationError: the agent or subject has several active holds
+                and no ``hold_id`` says which one to release.
+        """
+        actor = _text("actor", actor, example="legal@example.org")
+        note = None if reason is None else _text("reason", reason, example="case closed")
+        if hold_id is None:
+            agent, subject = _one_target(agent, subject)
+        with self._locked() as holds:
+            index = _choose(holds, hold_id, agent, subject)
+            released = replace(
+                holds[index], released_at=self._now(), released_by=actor, release_reason=note
+            )
+            holds[index] = released
+        self._emit("hold.release", released)
+        return released
+
+    def _emit(self, event: str, hold: Hold) -> None:
+        if self._on_event is not None:
+            self._on_event(
+                event,
+                {
+                    "hold_id": hold.id,
+                    "agent": hold.agent,
+                    "subject": hold.subject,
+                    "actor": hold.released_by or hold.placed_by,
+                },
+            )
+
+
+def _choose(holds: list[Hold], hold_id: str | None, agent: str | None, subject: str | None) -> int:
+    matches = [
+        i
+        for i, h in enumerate(holds)
+        if h.active
+        and (hold_id is None or h.id == hold_id)
+        and (agent is None or h.agent == agent)
+        and (subject is None or h.subject == subject)
+    ]
+    if not matches:
+        what = " and ".join(
+            f"{name} {value!r}"
+            for name, value in (("id", hold_id), ("agent", agent), ("subject", subject))
+            if value is not None
+        )
+        raise HoldNotFoundError(
+            f"no active hold with {what}; `governed-memory hold list` shows the active holds"
+        )
+    if len(matches) > 1:
+        ids = ", ".join(holds[i].id for i in matches)
+        raise ConfigurationError(
+            f"{holds[matches[0]].target} has {len(matches)} active holds ({ids}); "
+            "pass the id of the one to release"
+        )
+    return matches[0]
+
+
+def _to_json(hold: Hold) -> dict[str, Any]:
+    return {k: v for k, v in asdict(hold).items() if v is not None}
+
+
+def _parse(path: Path, sealing: RecordSealing | None) -> tuple[Hold, ...]:
+    try:
+        doc = json.loads(open_file(path.read_bytes(), sealing, HOLDS_PURPOSE, HOLDS_FILE, path))
+    except GovernedMemoryError:
+        raise  # sealed without a key, altered, or plaintext where sealing is on
+    except OSError as exc:
+        raise StorageError(f"cannot read legal holds {path}: {exc}") from exc
+    except ValueError as exc:
+        raise StorageError(
+            f"legal holds file {path} is not valid JSON ({exc}); it is damaged"
+        ) from exc
+    version = doc.get("v") if isinstance(doc, dict) else None
+    if version != HOLDS_FORMAT_VERSION:
+        raise FormatVersionError(
+            f"legal holds file {path} has format version {version!r}; this release reads "
+            f"version {HOLDS_FORMAT_VERSION}. It was probably written by a newer "
+            "governed_memory: upgrade this installation"
+        )
+    try:
+        return tuple(Hold(**item) for item in doc["holds"])
+    except (KeyError, TypeError) as exc:
+        raise StorageError(f"legal holds file {path} has an invalid entry ({exc})") from exc

@@ -1,0 +1,427 @@
+"""Durable erasure state: tombstones, their progress logs and scheduled erasures.
+
+Layout under the governance folder (all folders 0700, files 0600)::
+
+    tombstones/<id>.json              one erasure: scope, who, why, state, receipt
+    tombstones/.<id>.progress.jsonl   what an unfinished erasure planned, per agent;
+                                      its presence marks the erasure unfinished
+    scheduled-erasures/<id>.json      an erasure with a grace period, not yet due
+
+A tombstone is written (atomically, fsynced) *before* any record is touched,
+so an erasure interrupted at any point is found and completed by the next
+``erase``, ``resume_erasures``, scheduler run, or the next open of an affected
+agent. When it completes, the same file is replaced by its ``complete``
+version carrying the receipt (counts only, never content); the progress log
+is then deleted. Ids sort chronologically (UTC time, then random hex), so
+"tombstones newer than X" is a name comparison.
+
+Tombstones keep the subject identifier (not any content) as proof of the
+erasure; ``retention.tombstones_max_age`` bounds how long. Under encryption at
+rest (``sealing`` given) every one of these files, and each progress line, is
+a sealed envelope (see ``_sealing``): the subject, actor and reason are not on
+disk in plaintext; file names (erasure ids: a time and random hex) are.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypedDict
+
+from .._base._fsutil import (
+    TMP_PREFIX,
+    atomic_write,
+    ensure_private_dir,
+    fsync_dir,
+    open_private,
+    write_all,
+)
+from .._crypto._sealing import (
+    ERASURE_PURPOSE,
+    RecordSealing,
+    open_file,
+    open_record,
+    seal_file,
+    seal_record,
+)
+from .._errors import ConfigurationError, FormatVersionError, GovernedMemoryError, StorageError
+
+__all__ = [
+    "COMPLETE",
+    "PENDING",
+    "TOMBSTONE_FORMAT_VERSION",
+    "ErasureRequest",
+    "ErasureScope",
+    "RequestFields",
+    "ScheduledErasure",
+    "Tombstone",
+    "TombstoneStore",
+    "new_erasure_id",
+    "request_from_dict",
+    "request_to_dict",
+]
+
+TOMBSTONE_FORMAT_VERSION = 1
+TOMBSTONES_DIR = "tombstones"  # where retention looks for them (tombstones_max_age)
+SCHEDULED_DIR = "scheduled-erasures"
+PROGRESS_SUFFIX = ".progress.jsonl"
+PENDING = "pending"
+COMPLETE = "complete"
+
+
+def new_erasure_id(now: _dt.datetime) -> str:
+    """A fresh id that sorts by time: ``<UTC yyyymmddThhmmssffffff>Z-<8 hex>``."""
+    utc = now.astimezone(_dt.UTC) if now.tzinfo else now.astimezone().astimezone(_dt.UTC)
+    return f"{utc:%Y%m%dT%H%M%S%f}Z-{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True)
+class ErasureScope:
+    """What an erasure or export covers.
+
+    ``subject`` alone: that subject in every agent. ``agent`` alone: the whole
+    agent folder. Both: that subject's records in that agent only.
+    """
+
+    subject: str | None = None
+    agent: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.subject is None and self.agent is None:
+            raise ConfigurationError(
+                "an erasure or export needs a subject, an agent, or both; "
+                "pass --subject S and/or --agent A"
+            )
+
+    def covers_agent(self, name: str) -> bool:
+        return self.agent is None or self.agent == name
+
+    def describe(self) -> str:
+        parts = []
+        if self.subject is not None:
+            parts.append(f"subject {self.subject!r}")
+        if self.agent is not None:
+            parts.append(f"agent {self.agent!r}")
+        return " in ".join(parts)
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"subject": self.subject, "agent": self.agent}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ErasureScope:
+        return cls(subject=data.get("subject"), agent=data.get("agent"))
+
+
+class ErasureRequest(Protocol):
+    """What every erasure document records about the request: which, what, when, who, why."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def scope(self) -> ErasureScope: ...
+    @property
+    def requested_at(self) -> str: ...
+    @property
+    def requested_by(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+
+
+def request_to_dict(request: ErasureRequest) -> dict[str, Any]:
+    """The request's fields as stored in a tombstone or receipt (in this key order)."""
+    return {
+        "id": request.id,
+        "scope": request.scope.to_dict(),
+        "requested_at": request.requested_at,
+        "requested_by": request.requested_by,
+        "reason": request.reason,
+    }
+
+
+class RequestFields(TypedDict):
+    """:func:`request_from_dict`'s answer: keyword arguments of the documents' constructors."""
+
+    id: str
+    scope: ErasureScope
+    requested_at: str
+    requested_by: str
+    reason: str
+
+
+def request_from_dict(data: dict[str, Any]) -> RequestFields:
+    """The request's fields read back from a stored document, as constructor arguments."""
+    return {
+        "id": str(data["id"]),
+        "scope": ErasureScope.from_dict(data["scope"]),
+        "requested_at": str(data["requested_at"]),
+        "requested_by": str(data["requested_by"]),
+        "reason": str(data["reason"]),
+    }
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """One erasure, pending or complete; ``receipt`` is set once complete."""
+
+    id: str
+    scope: ErasureScope
+    requested_at: str
+    requested_by: str
+    reason: str
+    policy_id: str
+    policy_version: str
+    state: str = PENDING
+    completed_at: str | None = None
+    receipt: dict[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def pending(self) -> bool:
+        return self.state == PENDING
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "v": TOMBSTONE_FORMAT_VERSION,
+            **request_to_dict(self),
+            "policy_id": self.policy_id,
+            "policy_version": self.policy_version,
+            "state": self.state,
+            "completed_at": self.completed_at,
+            "receipt": self.receipt,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Tombstone:
+        return cls(
+            **request_from_dict(data),
+            policy_id=str(data["policy_id"]),
+            policy_version=str(data["policy_version"]),
+            state=str(data["state"]),
+            completed_at=data.get("completed_at"),
+            receipt=data.get("receipt"),
+        )
+
+
+@dataclass(frozen=True)
+class ScheduledErasure:
+    """An erasure that runs when ``due_at`` (aware ISO 8601) has passed."""
+
+    id: str
+    scope: ErasureScope
+    due_at: str
+    requested_at: str
+    requested_by: str
+    reason: str
+
+    def due(self, now: _dt.datetime) -> bool:
+        return _dt.datetime.fromisoformat(self.due_at) <= _aware(now)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "v": TOMBSTONE_FORMAT_VERSION,
+            "id": self.id,
+            "scope": self.scope.to_dict(),
+            "due_at": self.due_at,
+            "requested_at": self.requested_at,
+            "requested_by": self.requested_by,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ScheduledErasure:
+        return cls(**request_from_dict(data), due_at=str(data["due_at"]))
+
+
+def _aware(when: _dt.datetime) -> _dt.datetime:
+    return when if when.tzinfo else when.astimezone()
+
+
+class TombstoneStore:
+    """Reads and writes erasure state in the governance folder.
+
+    Args:
+        governance_dir: the governance folder.
+        sealing: seal every record (encryption at rest); None keeps plaintext.
+    """
+
+    def __init__(self, governance_dir: Path, *, sealing: RecordSealing | None = None) -> None:
+        self._tombstones = Path(governance_dir) / TOMBSTONES_DIR
+        self._scheduled = Path(governance_dir) / SCHEDULED_DIR
+        self.sealing = sealing
+
+    @property
+    def tombstone_dir(self) -> Path:
+        return self._tombstones
+
+    # -- tombstones ------------------------------------------------------
+
+    def write(self, tombstone: Tombstone) -> None:
+        """Create or replace a tombstone durably.
+
+        A pending tombstone's progress log is created (empty) first: it marks
+        the erasure as unfinished, so finding pending erasures reads only
+        their files, not every receipt ever kept. It goes (:meth:`drop_progress`)
+        only after the complete tombstone is durable.
+        """
+        if tombstone.pending:
+            self._touch_progress(tombstone.id)
+        self._write_json(self._tombstones, f"{tombstone.id}.json", tombstone.to_dict())
+
+    def get(self, erasure_id: str) -> Tombstone | None:
+        data = self.document(erasure_id)
+        return None if data is None else Tombstone.from_dict(data)
+
+    def document(self, erasure_id: str) -> dict[str, Any] | None:
+        """The stored JSON document of a tombstone (opened when sealed); None when absent."""
+        return self._read_json(self._tombstones / f"{erasure_id}.json")
+
+    def ids(self) -> list[str]:
+        """Tombstone ids, oldest first (cheap: one directory listing)."""
+        return sorted(n[: -len(".json")] for n in self._names(self._tombstones, ".json"))
+
+    def all(self) -> list[Tombstone]:
+        found = []
+        for erasure_id in self.ids():
+            tombstone = self.get(erasure_id)
+            if tombstone is not None:
+                found.append(tombstone)
+        return found
+
+    def pending(self) -> list[Tombstone]:
+        """Unfinished erasures, oldest first (reads only their tombstones)."""
+        found = []
+        for name in sorted(self._progress_names()):
+            tombstone = self.get(name[1 : -len(PROGRESS_SUFFIX)])
+            if tombstone is not None and tombstone.pending:
+                found.append(tombstone)
+        return found
+
+    def _progress_names(self) -> list[str]:
+        try:
+            names = os.listdir(self._tombstones)
+        except FileNotFoundError:
+            return []
+        return [n for n in names if n.startswith(".") and n.endswith(PROGRESS_SUFFIX)]
+
+    def _touch_progress(self, erasure_id: str) -> None:
+        try:
+            ensure_private_dir(self._tombstones)
+            path = self._tombstones / f".{erasure_id}{PROGRESS_SUFFIX}"
+            os.close(open_private(path, os.O_WRONLY | os.O_CREAT))
+            fsync_dir(self._tombstones)
+        except OSError as exc:
+            raise StorageError(f"cannot write erasure record in {self._tombstones}: {exc}") from exc
+
+    # -- progress of an unfinished erasure --------------------------------
+
+    def log_progress(self, erasure_id: str, entry: dict[str, Any]) -> None:
+        """Append one planned step (an agent and its per-file counts) durably."""
+        ensure_private_dir(self._tombstones)
+        path = self._tombstones / f".{erasure_id}{PROGRESS_SUFFIX}"
+        line = json.dumps(entry, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        data = seal_record(line.encode("utf-8"), self.sealing, ERASURE_PURPOSE, _context(path))
+        fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            write_all(fd, data + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def progress(self, erasure_id: str) -> list[dict[str, Any]]:
+        """Every complete progress line (a torn last line from a crash is ignored)."""
+        path = self._tombstones / f".{erasure_id}{PROGRESS_SUFFIX}"
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StorageError(f"cannot read erasure progress {path}: {exc}") from exc
+        entries = []
+        for line in data.split(b"\n")[:-1]:  # the part after the last \n is torn
+            if self.sealing is not None and not line.strip():
+                continue
+            try:
+                plain = open_record(line, self.sealing, ERASURE_PURPOSE, _context(path), path)
+                loaded = json.loads(plain)
+            except ValueError:
+                continue
+            if isinstance(loaded, dict):
+                entries.append(loaded)
+        return entries
+
+    def drop_progress(self, erasure_id: str) -> None:
+        (self._tombstones / f".{erasure_id}{PROGRESS_SUFFIX}").unlink(missing_ok=True)
+        fsync_dir(self._tombstones)
+
+    # -- scheduled erasures ----------------------------------------------
+
+    def schedule(self, item: ScheduledErasure) -> None:
+        self._write_json(self._scheduled, f"{item.id}.json", item.to_dict())
+
+    def scheduled(self) -> list[ScheduledErasure]:
+        found = []
+        for name in sorted(self._names(self._scheduled, ".json")):
+            data = self._read_json(self._scheduled / name)
+            if data is not None:
+                found.append(ScheduledErasure.from_dict(data))
+        return found
+
+    def unschedule(self, erasure_id: str) -> bool:
+        path = self._scheduled / f"{erasure_id}.json"
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        fsync_dir(self._scheduled)
+        return True
+
+    # -- files -------------------------------------------------------------
+
+    @staticmethod
+    def _names(folder: Path, suffix: str) -> list[str]:
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            return []
+        return [n for n in names if n.endswith(suffix) and not n.startswith((TMP_PREFIX, "."))]
+
+    def _write_json(self, folder: Path, name: str, data: dict[str, Any]) -> None:
+        text = json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+        stored = seal_file(
+            text.encode("utf-8"), self.sealing, ERASURE_PURPOSE, _context(folder / name)
+        )
+        try:
+            ensure_private_dir(folder)
+            atomic_write(folder / name, stored)
+        except OSError as exc:
+            raise StorageError(f"cannot write erasure record {folder / name}: {exc}") from exc
+
+    def _read_json(self, path: Path) -> dict[str, Any] | None:
+        try:
+            raw = path.read_bytes()
+            plain = open_file(raw, self.sealing, ERASURE_PURPOSE, _context(path), path)
+            data = json.loads(plain.decode("utf-8"))
+        except FileNotFoundError:
+            return None
+        except GovernedMemoryError:
+            raise  # sealed without a key, altered, or plaintext where sealing is on
+        except (OSError, ValueError) as exc:
+            raise StorageError(
+                f"erasure record {path} cannot be read ({exc}); it is damaged"
+            ) from exc
+        if not isinstance(data, dict) or data.get("v") != TOMBSTONE_FORMAT_VERSION:
+            version = data.get("v") if isinstance(data, dict) else None
+            raise FormatVersionError(
+                f"{path} has erasure format version {version!r}; this release reads version "
+                f"{TOMBSTONE_FORMAT_VERSION}. It was probably written by a newer governed_memory: "
+                "upgrade this installation"
+            )
+        return data
+
+
+def _context(path: Path) -> str:
+    """What a sealed erasure record is bound to: its path inside the governance folder."""
+    return f"{path.parent.name}/{path.name}"

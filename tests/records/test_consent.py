@@ -1,0 +1,299 @@
+"""The consent registry: grant, withdraw, status, durability, and other processes' changes.
+
+The registry's tests run on the plaintext log and on the sealed one (encryption at rest).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sealing_helpers import RecordMode
+
+from governed_memory import (
+    ConfigurationError,
+    ConsentRegistry,
+    Conversation,
+    FixedClock,
+    Governance,
+    StorageError,
+    memory_md_path,
+)
+from governed_memory._base._workspace import GOVERNANCE_DIR
+from governed_memory._crypto._sealing import CONSENT_PURPOSE
+from governed_memory._errors import FormatVersionError
+from governed_memory._records._consent import ConsentAction, validate_subject_id
+
+CLI = [sys.executable, "-c", "from governed_memory._cli import main; main()"]
+
+NEEDS_CONSENT = {"policy": {"id": "test", "version": "7"}, "consent": {"required_for": ["persist"]}}
+
+
+def governance(workspace: Path, mode: RecordMode, clock: FixedClock | None = None) -> Governance:
+    """A Governance needing consent to persist (encrypted in sealed mode)."""
+    return Governance(
+        workspace=workspace,
+        policy=mode.policy(NEEDS_CONSENT),
+        settings=mode.settings(),
+        clock=clock,
+    )
+
+
+def registry(workspace: Path, mode: RecordMode) -> ConsentRegistry:
+    """Another registry on the workspace's log (as another process would open it)."""
+    return ConsentRegistry(workspace / GOVERNANCE_DIR, sealing=mode.sealing())
+
+
+def plain_lines(log: Path, mode: RecordMode) -> list[bytes]:
+    """The log's complete lines in plaintext (each checked to be in ``mode``'s form)."""
+    return mode.read_lines(log, CONSENT_PURPOSE, "consent.jsonl")
+
+
+def test_grant_then_withdraw_latest_wins(
+    workspace: Path, clock: FixedClock, record_mode: RecordMode
+) -> None:
+    gov = governance(workspace, record_mode, clock)
+    assert not gov.consent.is_granted("alice", "persist")
+    granted = gov.grant("alice", "persist", actor="dpo@example.org")
+    assert gov.consent.is_granted("alice", "persist")
+    withdrawn = gov.withdraw("alice", "persist", actor="alice")
+    assert not gov.consent.is_granted("alice", "persist")
+    assert [e.action for e in gov.consent.history("alice")] == [
+        ConsentAction.GRANT,
+        ConsentAction.WITHDRAW,
+    ]
+    assert gov.consent.status("alice") == {"persist": withdrawn}
+    assert granted.policy_id == "test" and granted.policy_version == "7"
+    assert granted.actor == "dpo@example.org"
+
+
+def test_events_carry_an_aware_time_from_the_clock(
+    workspace: Path, clock: FixedClock, record_mode: RecordMode
+) -> None:
+    event = governance(workspace, record_mode, clock).grant("alice", "persist", actor="dpo")
+    at = dt.datetime.fromisoformat(event.at)
+    assert at.tzinfo is not None
+    assert at.replace(tzinfo=None) == dt.datetime(2026, 11, 30, 10, 0, 0)
+
+
+def test_consent_is_per_subject_and_purpose(workspace: Path, record_mode: RecordMode) -> None:
+    gov = governance(workspace, record_mode)
+    gov.grant("alice", "persist", actor="dpo")
+    assert not gov.consent.is_granted("alice", "summarize")
+    assert not gov.consent.is_granted("bob", "persist")
+    assert gov.consent.subjects() == ["alice"]
+
+
+def test_records_are_durable_across_registry_instances(
+    workspace: Path, record_mode: RecordMode
+) -> None:
+    governance(workspace, record_mode).grant("alice", "persist", actor="dpo")
+    fresh = registry(workspace, record_mode)
+    assert fresh.is_granted("alice", "persist")
+    log = workspace / GOVERNANCE_DIR / "consent.jsonl"
+    assert json.loads(plain_lines(log, record_mode)[0])["v"] == 1
+    assert (b"alice" in log.read_bytes()) is not record_mode.sealed
+
+
+def test_governance_folder_and_log_are_private(workspace: Path, record_mode: RecordMode) -> None:
+    governance(workspace, record_mode).grant("alice", "persist", actor="dpo")
+    folder = workspace / GOVERNANCE_DIR
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert (folder / "consent.jsonl").stat().st_mode & 0o777 == 0o600
+
+
+def test_reading_creates_nothing(workspace: Path, record_mode: RecordMode) -> None:
+    gov = governance(workspace, record_mode)
+    assert not gov.consent.is_granted("alice", "persist")
+    assert gov.consent.history() == []
+    assert list(workspace.iterdir()) == []
+
+
+def test_a_change_by_another_registry_is_seen_at_the_next_query(
+    workspace: Path, record_mode: RecordMode
+) -> None:
+    reader = registry(workspace, record_mode)
+    writer = governance(workspace, record_mode)
+    assert not reader.is_granted("alice", "persist")
+    writer.grant("alice", "persist", actor="dpo")
+    assert reader.is_granted("alice", "persist")
+    writer.withdraw("alice", "persist", actor="dpo")
+    assert not reader.is_granted("alice", "persist")
+
+
+def test_a_replaced_log_is_read_again_in_full(workspace: Path, record_mode: RecordMode) -> None:
+    gov = governance(workspace, record_mode)
+    gov.grant("alice", "persist", actor="dpo")
+    gov.grant("bob", "persist", actor="dpo")
+    reader = registry(workspace, record_mode)
+    assert reader.is_granted("alice", "persist")
+    log = workspace / GOVERNANCE_DIR / "consent.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    replacement = log.with_name("new.jsonl")
+    replacement.write_text(lines[1])  # a retention rewrite keeping bob only
+    os.replace(replacement, log)
+    assert not reader.is_granted("alice", "persist")
+    assert reader.is_granted("bob", "persist")
+
+
+def test_a_torn_last_line_is_invisible_and_repaired_by_the_next_write(
+    workspace: Path, record_mode: RecordMode
+) -> None:
+    gov = governance(workspace, record_mode)
+    gov.grant("alice", "persist", actor="dpo")
+    log = workspace / GOVERNANCE_DIR / "consent.jsonl"
+    torn = record_mode.line(CONSENT_PURPOSE, "consent.jsonl", b'{"v":1,"subject":"bob"}')
+    with open(log, "ab") as handle:  # a writer killed mid-line
+        handle.write(torn[:30])
+    reader = registry(workspace, record_mode)
+    assert reader.subjects() == ["alice"]
+    gov.withdraw("alice", "persist", actor="dpo")
+    lines = plain_lines(log, record_mode)
+    assert len(lines) == 2 and all(json.loads(line)["subject"] == "alice" for line in lines)
+    assert log.read_bytes().count(b"\n") == 2
+    assert not reader.is_granted("alice", "persist")
+
+
+def test_a_damaged_line_is_reported(workspace: Path, record_mode: RecordMode) -> None:
+    governance(workspace, record_mode).grant("alice", "persist", actor="dpo")
+    log = workspace / GOVERNANCE_DIR / "consent.jsonl"
+    with open(log, "a") as handle:
+        handle.write("not json\n")
+    with pytest.raises(StorageError, match="damaged"):
+        registry(workspace, record_mode).is_granted("alice", "persist")
+
+
+def test_a_newer_format_version_names_both_versions(
+    workspace: Path, record_mode: RecordMode
+) -> None:
+    folder = workspace / GOVERNANCE_DIR
+    folder.mkdir()
+    line = record_mode.line(CONSENT_PURPOSE, "consent.jsonl", b'{"v": 9, "subject": "a"}')
+    (folder / "consent.jsonl").write_bytes(line + b"\n")
+    with pytest.raises(FormatVersionError, match=r"version 9.*version 1"):
+        registry(workspace, record_mode).subjects()
+
+
+@pytest.mark.parametrize("subject", ["", "   ", "a\nb", "x" * 257, 42])
+def test_invalid_subject_ids_are_refused(subject: object) -> None:
+    with pytest.raises(ConfigurationError, match="subject_id"):
+        validate_subject_id(subject)
+
+
+def test_unknown_purpose_and_bad_actor_are_refused(
+    workspace: Path, record_mode: RecordMode
+) -> None:
+    gov = governance(workspace, record_mode)
+    with pytest.raises(ConfigurationError, match="'marketing' is not defined"):
+        gov.grant("alice", "marketing", actor="dpo")
+    with pytest.raises(ConfigurationError, match="actor"):
+        gov.grant("alice", "persist", actor="")
+    assert not (workspace / GOVERNANCE_DIR).exists()
+
+
+def test_a_policy_defined_purpose_can_be_recorded(workspace: Path, record_mode: RecordMode) -> None:
+    policy = record_mode.policy({"consent": {"purposes": ["persist", "summarize", "analytics"]}})
+    gov = Governance(workspace=workspace, policy=policy, settings=record_mode.settings())
+    gov.grant("alice", "analytics", actor="dpo")
+    assert gov.consent.is_granted("alice", "analytics")
+
+
+def _grant_many(folder: str, worker: int, mode: RecordMode) -> None:
+    registry = ConsentRegistry(Path(folder), sealing=mode.sealing())
+    for i in range(40):
+        event = registry.make_event(
+            f"s{worker}-{i}",
+            "persist",
+            ConsentAction.GRANT,
+            at=dt.datetime(2026, 1, 1),
+            actor="w",
+            policy_id="p",
+            policy_version="1",
+        )
+        registry.record(event)
+
+
+def test_concurrent_writers_in_several_processes_lose_nothing(
+    workspace: Path, record_mode: RecordMode
+) -> None:
+    folder = workspace / GOVERNANCE_DIR
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_grant_many, args=(str(folder), w, record_mode)) for w in range(3)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    reader = registry(workspace, record_mode)
+    assert len(reader.history()) == 120
+    assert len(reader.subjects()) == 120
+
+
+def test_withdrawal_in_another_process_stops_writes_of_a_live_conversation(
+    workspace: Path, record_mode: RecordMode
+) -> None:
+    """Process A holds a Conversation; process B (the CLI) withdraws; A's next add stays in memory."""
+    policy_file = workspace.parent / "needs-consent.toml"
+    encryption = "[encryption]\nenabled = true\n" if record_mode.sealed else ""
+    policy_file.write_text(
+        f'[policy]\nid = "test"\n[consent]\nrequired_for = ["persist"]\n{encryption}'
+    )
+    gov = Governance(workspace=workspace, settings=record_mode.settings(policy=policy_file))
+    env = {
+        **os.environ,
+        "WORKSPACE_DIR": str(workspace),
+        "GOVERNED_MEMORY_POLICY": str(policy_file),
+        **record_mode.env(),
+    }
+
+    def cli(*args: str) -> None:
+        done = subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+
+    cli("consent", "grant", "--subject", "alice", "--purpose", "persist", "--actor", "dpo")
+    path = memory_md_path("Teller", workspace)
+    conversation = Conversation(memory_md_path=path, governance=gov, subject_id="alice")
+    store = conversation.store
+    assert store is not None
+
+    def stored() -> str:  # through the store: decrypted in sealed mode
+        return store.read_memory() or ""
+
+    conversation.add("Human", "stored while consent stands")
+    assert "stored while consent stands" in stored()
+
+    cli("consent", "withdraw", "--subject", "alice", "--purpose", "persist", "--actor", "alice")
+    before = store.memory_path.read_bytes()
+    conversation.add("Human", "after the withdrawal")
+    assert store.memory_path.read_bytes() == before
+    assert conversation.conversation_history[-1]["content"] == "after the withdrawal"
+
+    cli("consent", "grant", "--subject", "alice", "--purpose", "persist", "--actor", "dpo")
+    conversation.add("Human", "consent given again")
+    assert "consent given again" in stored()
+    assert "after the withdrawal" not in stored()
+
+
+def test_a_log_rewritten_in_place_is_not_mistaken_for_an_append(
+    workspace: Path, record_mode: RecordMode
+) -> None:
+    """Same inode and a larger size after a rewrite (an inode number reused): read it all."""
+    gov = governance(workspace, record_mode)
+    gov.grant("alice", "persist", actor="dpo")
+    reader = registry(workspace, record_mode)
+    assert reader.is_granted("alice", "persist")
+    log = workspace / GOVERNANCE_DIR / "consent.jsonl"
+    [first] = plain_lines(log, record_mode)
+    bob = first.replace(b'"alice"', b'"bob"').replace(b'"dpo"', b'"someone-else"')
+    lines = [bob, bob.replace(b'"bob"', b'"carol"')]
+    stored = [record_mode.line(CONSENT_PURPOSE, "consent.jsonl", line) for line in lines]
+    with open(log, "wb") as handle:  # same inode, new content, longer than before
+        handle.write(b"".join(line + b"\n" for line in stored))
+    assert not reader.is_granted("alice", "persist")
+    assert reader.subjects() == ["bob", "carol"]

@@ -1,0 +1,90 @@
+"""AgentStore.rewrite and the re-entrant lock that erasure relies on."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from pathlib import Path
+
+import pytest
+
+from governed_memory import FixedClock, PlaintextAgentStore, StorageError
+from governed_memory._format._records import render_block, render_header
+
+
+def _store(tmp_path: Path, clock: FixedClock) -> PlaintextAgentStore:
+    return PlaintextAgentStore(
+        tmp_path / "agents" / "A" / "MEMORY.md",
+        lambda: render_header("A_conv", "2026-01-01T00:00:00"),
+        clock=clock,
+    )
+
+
+def test_rewrite_replaces_memory_and_archive_text(tmp_path: Path, clock: FixedClock) -> None:
+    store = _store(tmp_path, clock)
+    store.append(render_block("User", "t1", "one"))
+    archive = store.compact(render_block("System", "t2", "summary"))
+    assert archive is not None
+    with store.lock():
+        store.rewrite(archive, render_header("A_conv", "x"))
+        store.rewrite(store.memory_path, render_header("A_conv", "y"))
+    assert store.read_archive(archive) == render_header("A_conv", "x")
+    assert store.read_memory() == render_header("A_conv", "y")
+    assert (archive.stat().st_mode & 0o777) == 0o600
+    # Appends after a rewrite go to the new file, not the replaced inode.
+    store.append(render_block("User", "t3", "after"))
+    assert store.read_memory() == render_header("A_conv", "y") + render_block("User", "t3", "after")
+
+
+def test_rewrite_refuses_foreign_paths(tmp_path: Path, clock: FixedClock) -> None:
+    store = _store(tmp_path, clock)
+    store.ensure()
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text("x")
+    with pytest.raises(StorageError, match="only"):
+        store.rewrite(outside, "y")
+    with pytest.raises(StorageError, match="does not exist"):
+        store.rewrite(store.archive_dir / "history_missing.md", "y")
+    assert outside.read_text() == "x"
+
+
+def test_rewrite_removes_stale_temp_files(tmp_path: Path, clock: FixedClock) -> None:
+    store = _store(tmp_path, clock)
+    store.ensure()
+    stale = store.folder / ".gm-tmp-deadbeef"
+    stale.write_text("secret left by a crashed writer")
+    store.rewrite(store.memory_path, render_header("A_conv", "z"))
+    assert not stale.exists()
+
+
+def _try_lock(folder: str, queue: multiprocessing.Queue[bool]) -> None:
+    import fcntl
+
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        queue.put(True)
+    except BlockingIOError:
+        queue.put(False)
+    finally:
+        os.close(fd)
+
+
+def test_reads_inside_lock_keep_the_exclusive_lock(tmp_path: Path, clock: FixedClock) -> None:
+    """A nested read must not convert or release the outer flock."""
+    store = _store(tmp_path, clock)
+    store.ensure()
+    ctx = multiprocessing.get_context("fork")
+    with store.lock():
+        store.read_memory()
+        store.list_archives()
+        queue: multiprocessing.Queue[bool] = ctx.Queue()
+        proc = ctx.Process(target=_try_lock, args=(str(store.folder), queue))
+        proc.start()
+        proc.join()
+        assert queue.get() is False
+    queue2: multiprocessing.Queue[bool] = ctx.Queue()
+    proc = ctx.Process(target=_try_lock, args=(str(store.folder), queue2))
+    proc.start()
+    proc.join()
+    assert queue2.get() is True
