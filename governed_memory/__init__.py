@@ -15,6 +15,8 @@ model calls need. Type checkers read the real imports under
 import importlib as _importlib
 import typing as _typing
 
+from ._base import VERSION as _VERSION
+
 if _typing.TYPE_CHECKING:
     from ._audit import (
         AuditEntry,
@@ -25,24 +27,30 @@ if _typing.TYPE_CHECKING:
         Finding,
         FindingKind,
         VerifyReport,
+        configure_otlp,
         generate_audit_key,
     )
     from ._audit import verify_log as verify_audit_log
-    from ._audit._telemetry import configure_otlp
-    from ._base._artefacts import ArtefactKind
-    from ._base._clock import Clock, FixedClock, SystemClock
-    from ._base._workspace import memory_md_path, resolve_workspace
+    from ._base import (
+        ArtefactKind,
+        Clock,
+        FixedClock,
+        SystemClock,
+        memory_md_path,
+        resolve_workspace,
+    )
     from ._crypto import (
         InMemoryKeyProvider,
         KeyChain,
         KeyProvider,
         Keyring,
+        KeyringStatus,
         LocalKeyProvider,
+        RecordSealer,
+        RecordSealing,
         generate_master_key,
+        keyring_status,
     )
-    from ._crypto._sealed import RecordSealer
-    from ._crypto._sealing import RecordSealing
-    from ._crypto._status import KeyringStatus, keyring_status
     from ._errors import (
         AuditVerificationError,
         AuditWriteError,
@@ -63,9 +71,8 @@ if _typing.TYPE_CHECKING:
         StorageError,
         TokenizerError,
     )
-    from ._format._records import MemoryFile, Record, parse_memory
-    from ._format._tokenizer import counter_for
-    from ._governance._root import (
+    from ._format import MemoryFile, Record, counter_for, parse_memory
+    from ._governance import (
         Allowed,
         AuditSink,
         Decision,
@@ -76,30 +83,33 @@ if _typing.TYPE_CHECKING:
         SummarizerDecision,
         UseLocal,
     )
-    from ._keys._migration import MigrationReport, decrypt_workspace, encrypt_workspace
-    from ._keys._rotation import RotationReport
-    from ._keys._rotation import rotate as rotate_keys
-    from ._memory._agent import Agent
-    from ._memory._compressor import Backoff, ContextCompressor
-    from ._memory._conversation import Conversation
-    from ._memory._inspect import (
+    from ._keys import MigrationReport, RotationReport, decrypt_workspace, encrypt_workspace
+    from ._keys import rotate as rotate_keys
+    from ._memory import (
+        Agent,
         AgentInfo,
+        Backoff,
+        ContextCompressor,
+        Conversation,
+        ExtractiveSummarizer,
+        LiteLLMSummarizer,
         StoredRecord,
+        Summarizer,
+        Transcript,
         agent_info,
         agent_names,
         agent_records,
         list_agents,
     )
-    from ._memory._summarizers import (
-        ExtractiveSummarizer,
-        LiteLLMSummarizer,
-        Summarizer,
-        Transcript,
+    from ._policy import Policy, PolicyError, ResolvedPolicy, Settings, load_policy, resolve_policy
+    from ._records import (
+        ConsentEvent,
+        ConsentRegistry,
+        Hold,
+        HoldNotFoundError,
+        HoldRegistry,
+        HoldSet,
     )
-    from ._policy._model import Policy, PolicyError, ResolvedPolicy, load_policy, resolve_policy
-    from ._policy._settings import Settings
-    from ._records._consent import ConsentEvent, ConsentRegistry
-    from ._records._holds import Hold, HoldNotFoundError, HoldRegistry, HoldSet
     from ._retention import (
         AgentState,
         Artefact,
@@ -113,8 +123,12 @@ if _typing.TYPE_CHECKING:
     )
     from ._retention import plan as plan_retention
     from ._scheduler import PurgeScheduler, start_scheduler
-    from ._stores import AgentStore, PlaintextAgentStore
-    from ._stores._encrypted import EncryptedAgentStore, encrypted_store_factory
+    from ._stores import (
+        AgentStore,
+        EncryptedAgentStore,
+        PlaintextAgentStore,
+        encrypted_store_factory,
+    )
     from ._subjects import (
         ErasedDuringCompactionError,
         ErasureBlockedError,
@@ -256,54 +270,54 @@ __all__ = [
     "verify_audit_log",
 ]
 
-__version__ = "0.1.0"
+__version__ = _VERSION
 
 # Where each public name is defined: "module" or "module:attribute" (renamed).
 _EXPORTS: dict[str, str] = {
-    "Agent": "_memory._agent",
-    "AgentInfo": "_memory._inspect",
+    "Agent": "_memory",
+    "AgentInfo": "_memory",
     "AgentState": "_retention",
     "AgentStore": "_stores",
-    "Allowed": "_governance._root",
+    "Allowed": "_governance",
     "Artefact": "_retention",
-    "ArtefactKind": "_base._artefacts",
+    "ArtefactKind": "_base",
     "AuditEntry": "_audit",
     "AuditEvent": "_audit",
     "AuditKey": "_audit",
     "AuditLog": "_audit",
-    "AuditSink": "_governance._root",
+    "AuditSink": "_governance",
     "AuditTrail": "_audit",
     "AuditVerificationError": "_errors",
     "AuditWriteError": "_errors",
-    "Backoff": "_memory._compressor",
-    "Clock": "_base._clock",
+    "Backoff": "_memory",
+    "Clock": "_base",
     "ConfigurationError": "_errors",
-    "ConsentEvent": "_records._consent",
-    "ConsentRegistry": "_records._consent",
+    "ConsentEvent": "_records",
+    "ConsentRegistry": "_records",
     "ConsentRequiredError": "_errors",
-    "ContextCompressor": "_memory._compressor",
-    "Conversation": "_memory._conversation",
-    "Decision": "_governance._root",
+    "ContextCompressor": "_memory",
+    "Conversation": "_memory",
+    "Decision": "_governance",
     "DecryptionError": "_errors",
     "EmptySummaryError": "_errors",
-    "EncryptedAgentStore": "_stores._encrypted",
+    "EncryptedAgentStore": "_stores",
     "ErasedDuringCompactionError": "_subjects",
     "ErasureBlockedError": "_subjects",
     "ErasureReceipt": "_subjects",
     "ErasureScope": "_subjects",
     "ExportResult": "_subjects",
-    "ExtractiveSummarizer": "_memory._summarizers",
+    "ExtractiveSummarizer": "_memory",
     "FileRemoval": "_subjects",
     "Finding": "_audit",
     "FindingKind": "_audit",
-    "FixedClock": "_base._clock",
+    "FixedClock": "_base",
     "FormatVersionError": "_errors",
-    "Governance": "_governance._root",
+    "Governance": "_governance",
     "GovernedMemoryError": "_errors",
-    "Hold": "_records._holds",
-    "HoldNotFoundError": "_records._holds",
-    "HoldRegistry": "_records._holds",
-    "HoldSet": "_records._holds",
+    "Hold": "_records",
+    "HoldNotFoundError": "_records",
+    "HoldRegistry": "_records",
+    "HoldSet": "_records",
     "InMemoryKeyProvider": "_crypto",
     "IntegrityError": "_errors",
     "InvalidAgentNameError": "_errors",
@@ -313,69 +327,69 @@ _EXPORTS: dict[str, str] = {
     "KeyShreddedError": "_errors",
     "KeyUnavailableError": "_errors",
     "Keyring": "_crypto",
-    "KeyringStatus": "_crypto._status",
-    "LiteLLMSummarizer": "_memory._summarizers",
+    "KeyringStatus": "_crypto",
+    "LiteLLMSummarizer": "_memory",
     "LocalKeyProvider": "_crypto",
-    "MemoryFile": "_format._records",
-    "MigrationReport": "_keys._migration",
+    "MemoryFile": "_format",
+    "MigrationReport": "_keys",
     "ModelCallError": "_errors",
     "NotFoundError": "_errors",
-    "NullAuditSink": "_governance._root",
-    "Outcome": "_governance._root",
+    "NullAuditSink": "_governance",
+    "Outcome": "_governance",
     "PlaintextAgentStore": "_stores",
     "Plan": "_retention",
     "PlanItem": "_retention",
-    "Policy": "_policy._model",
-    "PolicyError": "_policy._model",
+    "Policy": "_policy",
+    "PolicyError": "_policy",
     "PurgeInProgressError": "_retention",
     "PurgeReport": "_retention",
     "PurgeScheduler": "_scheduler",
-    "Record": "_format._records",
-    "RecordSealer": "_crypto._sealed",
-    "RecordSealing": "_crypto._sealing",
-    "ResolvedPolicy": "_policy._model",
+    "Record": "_format",
+    "RecordSealer": "_crypto",
+    "RecordSealing": "_crypto",
+    "ResolvedPolicy": "_policy",
     "Retention": "_retention",
-    "RotationReport": "_keys._rotation",
+    "RotationReport": "_keys",
     "Rule": "_retention",
     "ScheduledErasure": "_subjects",
     "SealedRecordError": "_errors",
-    "Settings": "_policy._settings",
-    "Skip": "_governance._root",
+    "Settings": "_policy",
+    "Skip": "_governance",
     "StorageError": "_errors",
-    "StoredRecord": "_memory._inspect",
-    "Summarizer": "_memory._summarizers",
-    "SummarizerDecision": "_governance._root",
-    "SystemClock": "_base._clock",
+    "StoredRecord": "_memory",
+    "Summarizer": "_memory",
+    "SummarizerDecision": "_governance",
+    "SystemClock": "_base",
     "TokenizerError": "_errors",
-    "Transcript": "_memory._summarizers",
-    "UseLocal": "_governance._root",
+    "Transcript": "_memory",
+    "UseLocal": "_governance",
     "VerifyReport": "_audit",
     "WorkspaceState": "_retention",
-    "agent_info": "_memory._inspect",
-    "agent_names": "_memory._inspect",
-    "agent_records": "_memory._inspect",
+    "agent_info": "_memory",
+    "agent_names": "_memory",
+    "agent_records": "_memory",
     "cancel_scheduled_erasure": "_subjects",
-    "configure_otlp": "_audit._telemetry",
-    "counter_for": "_format._tokenizer",
-    "decrypt_workspace": "_keys._migration",
-    "encrypt_workspace": "_keys._migration",
-    "encrypted_store_factory": "_stores._encrypted",
+    "configure_otlp": "_audit",
+    "counter_for": "_format",
+    "decrypt_workspace": "_keys",
+    "encrypt_workspace": "_keys",
+    "encrypted_store_factory": "_stores",
     "erase": "_subjects",
     "erasure_receipts": "_subjects",
     "export_agent": "_subjects",
     "export_subject": "_subjects",
     "generate_audit_key": "_audit",
     "generate_master_key": "_crypto",
-    "keyring_status": "_crypto._status",
-    "list_agents": "_memory._inspect",
-    "load_policy": "_policy._model",
-    "memory_md_path": "_base._workspace",
-    "parse_memory": "_format._records",
+    "keyring_status": "_crypto",
+    "list_agents": "_memory",
+    "load_policy": "_policy",
+    "memory_md_path": "_base",
+    "parse_memory": "_format",
     "plan_retention": "_retention:plan",
-    "resolve_policy": "_policy._model",
-    "resolve_workspace": "_base._workspace",
+    "resolve_policy": "_policy",
+    "resolve_workspace": "_base",
     "resume_erasures": "_subjects",
-    "rotate_keys": "_keys._rotation:rotate",
+    "rotate_keys": "_keys:rotate",
     "run_due_erasures": "_subjects",
     "schedule_erasure": "_subjects",
     "start_scheduler": "_scheduler",

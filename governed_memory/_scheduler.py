@@ -52,14 +52,13 @@ from apscheduler.triggers.interval import (  # type: ignore[import-untyped,unuse
     IntervalTrigger,
 )
 
-from ._base._duration import format_duration
-from ._base._fsutil import atomic_write, ensure_private_dir, open_private
+from ._base import atomic_write, ensure_private_dir, format_duration, open_private
 from ._errors import ConfigurationError, FormatVersionError, StorageError
-from ._policy._model import SchedulePolicy
+from ._policy import SchedulePolicy
 from ._retention import PurgeReport, Retention
 
 if TYPE_CHECKING:
-    from ._governance._root import Governance
+    from ._governance import Governance
 
 __all__ = [
     "PurgeScheduler",

@@ -57,8 +57,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from .._base._clock import Clock, SystemClock
-from .._base._fsutil import (
+from .._base import (
+    Clock,
+    SystemClock,
     ensure_private_dir,
     fsync_dir,
     link_exclusive,

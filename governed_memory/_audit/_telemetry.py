@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from .._base import VERSION
 from .._errors import ConfigurationError
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
-    from .._policy._settings import Settings
+    from .._policy import Settings
 
 __all__ = ["INSTRUMENTATION_NAME", "Telemetry", "configure_otlp", "parse_otlp_headers"]
 
@@ -43,9 +44,7 @@ class Telemetry:
 
     def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
-        from .. import __version__
-
-        self._tracer = provider.get_tracer(INSTRUMENTATION_NAME, __version__)
+        self._tracer = provider.get_tracer(INSTRUMENTATION_NAME, VERSION)
 
     def emit(
         self,

@@ -25,11 +25,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._base._artefacts import AUDIT_DIR
-from .._base._clock import Clock
-from .._base._workspace import GOVERNANCE_DIR
+from .._base import AUDIT_DIR, GOVERNANCE_DIR, Clock
 from .._errors import AuditWriteError, ConfigurationError
-from .._policy._model import Policy, RetentionPolicy
+from .._policy import Policy, RetentionPolicy
 from ._entry import AuditEntry
 from ._events import audit_attributes, span_attributes, span_name, validate_event
 from ._keys import AuditKey, AuditKeyLike, as_audit_key
@@ -40,8 +38,8 @@ from ._verify import VerifyReport, verify_log
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
-    from .._governance._root import Governance
-    from .._policy._settings import Settings
+    from .._governance import Governance
+    from .._policy import Settings
 
 __all__ = ["AuditTrail", "audit_key_from_settings", "audit_log_dir"]
 

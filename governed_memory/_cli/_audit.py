@@ -15,12 +15,19 @@ from typing import Any
 
 import click
 
-from .._audit import AuditEntry, AuditKey, AuditLog, audit_key_from_settings, audit_log_dir
-from .._audit._log import HEAD_FILE, iter_entries, list_segments, tail_entries
-from .._audit._verify import verify_log
-from .._base._duration import parse_duration
-from .._base._fsutil import atomic_write, ensure_private_dir
-from .._base._workspace import resolve_workspace
+from .._audit import (
+    HEAD_FILE,
+    AuditEntry,
+    AuditKey,
+    AuditLog,
+    audit_key_from_settings,
+    audit_log_dir,
+    iter_entries,
+    list_segments,
+    tail_entries,
+    verify_log,
+)
+from .._base import atomic_write, ensure_private_dir, parse_duration, resolve_workspace
 from .._errors import AuditVerificationError, ConfigurationError, NotFoundError
 from ._context import CliContext
 from ._render import emit_json, emit_table, json_option
@@ -40,7 +47,7 @@ _dir_option = click.option(
 def _folder(ctx: CliContext, folder: Path | None) -> Path:
     if folder is not None:
         return folder
-    from .._policy._model import resolve_policy
+    from .._policy import resolve_policy
 
     settings = ctx.settings()
     policy = resolve_policy(settings).policy

@@ -7,8 +7,8 @@ import sys
 import click
 
 from .._errors import ModelCallError
-from .._format._records import PRELOAD_PREFIX
-from .._memory._agent import Agent
+from .._format import PRELOAD_PREFIX
+from .._memory import Agent
 from ._context import CliContext
 
 __all__ = ["commands"]

@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 import click
 
-from .._records._consent import ConsentEvent
+from .._records import ConsentEvent
 from ._context import CliContext
 from ._render import emit_json, emit_table, json_option
 

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._base._workspace import resolve_workspace
+from .._base import resolve_workspace
 
 if TYPE_CHECKING:
-    from .._governance._root import Governance
-    from .._policy._settings import Settings
+    from .._governance import Governance
+    from .._policy import Settings
 
 __all__ = ["CliContext"]
 
@@ -29,7 +29,7 @@ class CliContext:
 
     def settings(self, **arguments: Any) -> Settings:
         """Settings from the environment, with ``--policy``/``--workspace`` (and ``arguments``) on top."""
-        from .._policy._settings import Settings
+        from .._policy import Settings
 
         given: dict[str, Any] = dict(arguments)
         if self.policy_arg is not None:
@@ -40,6 +40,6 @@ class CliContext:
 
     def governance(self, settings: Settings | None = None, **kwargs: Any) -> Governance:
         """The Governance every command runs under (policy, consent registry, audit)."""
-        from .._governance._root import Governance
+        from .._governance import Governance
 
         return Governance(settings=settings or self.settings(), **kwargs)

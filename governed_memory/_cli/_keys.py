@@ -16,15 +16,14 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from .._base._fsutil import FILE_MODE
-from .._crypto._providers import LocalKeyProvider, generate_master_key
-from .._crypto._status import keyring_status
+from .._base import FILE_MODE
+from .._crypto import LocalKeyProvider, generate_master_key, keyring_status
 from .._errors import ConfigurationError
 from ._context import CliContext
 from ._render import emit_json, emit_table, json_option
 
 if TYPE_CHECKING:
-    from .._crypto._keyring import Keyring
+    from .._crypto import Keyring
 
 __all__ = ["commands"]
 
@@ -54,7 +53,7 @@ def _progress(enabled: bool) -> Iterator[ProgressFn]:
 def _keyring(
     cli: CliContext, *, require_key: bool = True, old_key_file: Path | None = None
 ) -> Keyring:
-    from .._governance._encryption import open_keyring
+    from .._governance import open_keyring
 
     extra = [LocalKeyProvider.from_file(old_key_file)] if old_key_file is not None else []
     return open_keyring(cli.workspace, cli.settings(), require_key=require_key, extra_old=extra)
@@ -172,7 +171,7 @@ def rotate(cli: CliContext, old_key_file: Path | None, reencrypt: bool, as_json:
     The previous key must still be given while this runs. Resumable: run it
     again after an interruption. Nothing is printed of the keys but their ids.
     """
-    from .._keys._rotation import rotate as run
+    from .._keys import rotate as run
 
     keyring = _keyring(cli, old_key_file=old_key_file)
     with _progress(not as_json) as progress:
@@ -196,7 +195,7 @@ def rotate(cli: CliContext, old_key_file: Path | None, reencrypt: bool, as_json:
 
 
 def _migrate(cli: CliContext, direction: str, as_json: bool) -> None:
-    from .._keys._migration import decrypt_workspace, encrypt_workspace
+    from .._keys import decrypt_workspace, encrypt_workspace
 
     keyring = _keyring(cli)
     run = encrypt_workspace if direction == "encrypt" else decrypt_workspace

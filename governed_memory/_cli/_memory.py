@@ -24,9 +24,8 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from .._base._workspace import AGENTS_DIR, memory_md_path
-from .._memory._conversation import Conversation
-from .._memory._inspect import agent_info, agent_records, list_agents
+from .._base import AGENTS_DIR, memory_md_path
+from .._memory import Conversation, agent_info, agent_records, list_agents
 from .._stores import AgentStore, StoreFactory
 from ._context import CliContext
 from ._render import emit_json, emit_table, json_option
@@ -201,8 +200,7 @@ def _demo_summary(conversation: Conversation) -> str:
     What ``ContextCompressor`` writes: its prefix and a summary of the turns
     by the offline ``local/extractive`` summarizer (no model, no network).
     """
-    from .._memory._compressor import SUMMARY_PREFIX
-    from .._memory._summarizers import ExtractiveSummarizer, Transcript
+    from .._memory import SUMMARY_PREFIX, ExtractiveSummarizer, Transcript
 
     transcript = Transcript(
         text=conversation.return_history_as_string(),

@@ -9,8 +9,7 @@ from typing import Any
 import click
 from pydantic import SecretStr
 
-from .._policy._model import load_policy, resolve_policy, shipped_policies
-from .._policy._settings import OVERRIDABLE_SECTIONS, Settings
+from .._policy import OVERRIDABLE_SECTIONS, Settings, load_policy, resolve_policy, shipped_policies
 from ._context import CliContext
 from ._render import emit_json, emit_table, json_option
 

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .._errors import StorageError
-from .._records._holds import Hold
+from .._records import Hold
 from .._retention import PurgeReport, Retention
 from ._consent import _default_actor
 from ._context import CliContext

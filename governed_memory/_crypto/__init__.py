@@ -13,6 +13,9 @@ The store built on them is :class:`governed_memory._stores.EncryptedAgentStore`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .._base import lazy_attributes
 from ._keyring import AGENT, SUBJECT, DataKey, Keyring
 from ._observer import CryptoObserver, NullObserver
 from ._providers import (
@@ -26,15 +29,104 @@ from ._providers import (
 
 __all__ = [
     "AGENT",
+    "CONSENT_PURPOSE",
+    "ERASURE_PURPOSE",
+    "HOLDS_PURPOSE",
+    "KIND_ARCHIVE",
+    "KIND_MEMORY",
+    "MAX_PLAINTEXT",
+    "META_FILE",
+    "NONCE_BYTES",
+    "REENCRYPT_FILE",
     "SUBJECT",
+    "AgentCodec",
     "CryptoObserver",
     "DataKey",
+    "Decoded",
+    "FrameContext",
+    "FrameKey",
     "InMemoryKeyProvider",
     "KeyChain",
     "KeyProvider",
     "Keyring",
+    "KeyringStatus",
     "LocalKeyProvider",
     "NullObserver",
+    "Plain",
     "RandomSource",
+    "RecordSealer",
+    "RecordSealing",
+    "frame_head",
     "generate_master_key",
+    "is_sealed",
+    "keyring_status",
+    "open_file",
+    "open_record",
+    "pack_position",
+    "scan",
+    "seal_file",
+    "seal_record",
+    "split_segments",
 ]
+
+# Names other layers use, imported on first use (PEP 562) so that importing this
+# package loads none of its modules until one is needed.
+if TYPE_CHECKING:
+    from ._codec import NONCE_BYTES, AgentCodec, Decoded, Plain, split_segments
+    from ._frames import (
+        KIND_ARCHIVE,
+        KIND_MEMORY,
+        MAX_PLAINTEXT,
+        FrameContext,
+        FrameKey,
+        frame_head,
+        pack_position,
+        scan,
+    )
+    from ._keyring import META_FILE
+    from ._sealed import RecordSealer
+    from ._sealing import (
+        CONSENT_PURPOSE,
+        ERASURE_PURPOSE,
+        HOLDS_PURPOSE,
+        RecordSealing,
+        is_sealed,
+        open_file,
+        open_record,
+        seal_file,
+        seal_record,
+    )
+    from ._status import REENCRYPT_FILE, KeyringStatus, keyring_status
+
+_LAZY: dict[str, str] = {
+    "AgentCodec": "._codec",
+    "Decoded": "._codec",
+    "NONCE_BYTES": "._codec",
+    "Plain": "._codec",
+    "split_segments": "._codec",
+    "FrameContext": "._frames",
+    "FrameKey": "._frames",
+    "KIND_ARCHIVE": "._frames",
+    "KIND_MEMORY": "._frames",
+    "MAX_PLAINTEXT": "._frames",
+    "frame_head": "._frames",
+    "pack_position": "._frames",
+    "scan": "._frames",
+    "META_FILE": "._keyring",
+    "RecordSealer": "._sealed",
+    "CONSENT_PURPOSE": "._sealing",
+    "ERASURE_PURPOSE": "._sealing",
+    "HOLDS_PURPOSE": "._sealing",
+    "RecordSealing": "._sealing",
+    "is_sealed": "._sealing",
+    "open_file": "._sealing",
+    "open_record": "._sealing",
+    "seal_file": "._sealing",
+    "seal_record": "._sealing",
+    "KeyringStatus": "._status",
+    "REENCRYPT_FILE": "._status",
+    "keyring_status": "._status",
+}
+
+if not TYPE_CHECKING:  # type checkers read the imports above
+    __getattr__ = lazy_attributes(__name__, _LAZY)

@@ -18,7 +18,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .._errors import DecryptionError, IntegrityError, KeyUnavailableError
-from .._format._records import META_OPEN, parse_memory
+from .._format import META_OPEN, parse_memory
 from ._frames import (
     BODY_AT,
     FLAG_SEAL,

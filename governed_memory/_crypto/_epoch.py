@@ -15,7 +15,7 @@ import struct
 import threading
 from pathlib import Path
 
-from .._base._fsutil import FILE_MODE, ensure_private_dir
+from .._base import FILE_MODE, ensure_private_dir
 
 __all__ = ["ChangeCounter"]
 

@@ -35,8 +35,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from .._base._clock import Clock, SystemClock
-from .._base._fsutil import atomic_write, ensure_private_dir, link_exclusive
+from .._base import Clock, SystemClock, atomic_write, ensure_private_dir, link_exclusive
 from .._errors import (
     DecryptionError,
     IntegrityError,

@@ -1,1 +1,52 @@
 """_governance"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._base import lazy_attributes
+
+# Names other layers use, imported on first use (PEP 562) so that importing this
+# package loads none of its modules until one is needed.
+if TYPE_CHECKING:
+    from ._encryption import open_keyring
+    from ._root import (
+        Allowed,
+        AuditSink,
+        Decision,
+        Governance,
+        NullAuditSink,
+        Outcome,
+        Skip,
+        SummarizerDecision,
+        UseLocal,
+    )
+
+_LAZY: dict[str, str] = {
+    "open_keyring": "._encryption",
+    "Allowed": "._root",
+    "AuditSink": "._root",
+    "Decision": "._root",
+    "Governance": "._root",
+    "NullAuditSink": "._root",
+    "Outcome": "._root",
+    "Skip": "._root",
+    "SummarizerDecision": "._root",
+    "UseLocal": "._root",
+}
+
+if not TYPE_CHECKING:  # type checkers read the imports above
+    __getattr__ = lazy_attributes(__name__, _LAZY)
+
+__all__ = [
+    "Allowed",
+    "AuditSink",
+    "Decision",
+    "Governance",
+    "NullAuditSink",
+    "Outcome",
+    "Skip",
+    "SummarizerDecision",
+    "UseLocal",
+    "open_keyring",
+]

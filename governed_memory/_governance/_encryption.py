@@ -15,15 +15,11 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from .._base._clock import Clock
-from .._base._workspace import GOVERNANCE_DIR
-from .._crypto._keyring import Keyring
-from .._crypto._observer import CryptoObserver
-from .._crypto._providers import KeyChain, KeyProvider, LocalKeyProvider
+from .._base import GOVERNANCE_DIR, Clock
+from .._crypto import CryptoObserver, KeyChain, KeyProvider, Keyring, LocalKeyProvider
 from .._errors import ConfigurationError, KeyProviderError
-from .._policy._settings import Settings
-from .._stores import AgentStore, PlaintextAgentStore
-from .._stores._encrypted import ENCRYPTED_MEMORY, EncryptedAgentStore
+from .._policy import Settings
+from .._stores import ENCRYPTED_MEMORY, AgentStore, EncryptedAgentStore, PlaintextAgentStore
 
 __all__ = [
     "KEYRING_DIR",

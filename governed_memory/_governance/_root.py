@@ -42,30 +42,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._base._clock import Clock, SystemClock
-from .._base._workspace import GOVERNANCE_DIR, resolve_workspace
+from .._base import GOVERNANCE_DIR, Clock, SystemClock, resolve_workspace
 from .._errors import ConfigurationError, ConsentRequiredError
-from .._policy._decisions import (
+from .._policy import (
+    LOCAL_SUMMARIZER,
     Allowed,
     AuditSink,
     Decision,
+    MissingConsent,
     NullAuditSink,
     Operation,
     Outcome,
+    Policy,
+    Settings,
     Skip,
+    SummarizationFallback,
     SummarizerDecision,
     UseLocal,
+    WithdrawalAction,
     is_local_model,
 )
-from .._policy._model import (
-    LOCAL_SUMMARIZER,
-    MissingConsent,
-    Policy,
-    SummarizationFallback,
-    WithdrawalAction,
-)
-from .._policy._settings import Settings
-from .._records._consent import ConsentAction, ConsentEvent, ConsentRegistry, validate_subject_id
+from .._records import ConsentAction, ConsentEvent, ConsentRegistry, validate_subject_id
 from .._stores import AgentStore
 
 __all__ = [
@@ -84,9 +81,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .._crypto import Keyring
-    from .._crypto._sealing import RecordSealing
-    from .._format._records import Record
+    from .._crypto import Keyring, RecordSealing
+    from .._format import Record
 
 logger = logging.getLogger("governed_memory")
 
@@ -130,7 +126,7 @@ class Governance:
         self.settings = settings if settings is not None else Settings()
         self.workspace = resolve_workspace(workspace or self.settings.workspace_dir)
         if policy is None:
-            from .._policy._model import resolve_policy
+            from .._policy import resolve_policy
 
             policy = resolve_policy(self.settings).policy
         self.policy: Policy = policy
@@ -206,7 +202,7 @@ class Governance:
         """
         if not self.policy.encryption.enabled:
             return None
-        from .._crypto._sealing import RecordSealing
+        from .._crypto import RecordSealing
 
         return RecordSealing(lambda: self.keyring)
 
@@ -217,7 +213,7 @@ class Governance:
 
     def ensure_governance_dir(self) -> Path:
         """Create the governance folder 0700 if missing and return it."""
-        from .._base._fsutil import ensure_private_dir
+        from .._base import ensure_private_dir
 
         ensure_private_dir(self.governance_dir)
         return self.governance_dir
@@ -344,7 +340,7 @@ class Governance:
             return {}
         attrs: dict[str, Any] = {"bytes": len(block.encode("utf-8"))}
         if self.policy.audit.include_content:
-            from .._format._records import parse_memory
+            from .._format import parse_memory
 
             records = parse_memory(block).records
             attrs["content"] = records[0].content if records else block
@@ -356,7 +352,7 @@ class Governance:
         Each distinct subject passes the gate once. Returns None when no
         record is left, ``text`` unchanged when every record is.
         """
-        from .._format._records import parse_memory
+        from .._format import parse_memory
 
         parsed = parse_memory(text)
         kept = self.preload_records(parsed.records, agent=agent)

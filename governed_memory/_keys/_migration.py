@@ -20,12 +20,17 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._base._fsutil import TMP_PREFIX, atomic_write, fsync_dir, remove_stale_temps
-from .._base._workspace import GOVERNANCE_DIR, MEMORY_FILE
-from .._crypto._frames import KIND_ARCHIVE, KIND_MEMORY
-from .._crypto._keyring import Keyring
+from .._base import (
+    GOVERNANCE_DIR,
+    MEMORY_FILE,
+    TMP_PREFIX,
+    atomic_write,
+    fsync_dir,
+    remove_stale_temps,
+)
+from .._crypto import KIND_ARCHIVE, KIND_MEMORY, Keyring
 from .._errors import GovernedMemoryError, StorageError
-from .._stores._encrypted import ENCRYPTED_MEMORY, ENCRYPTED_SUFFIX, EncryptedAgentStore
+from .._stores import ENCRYPTED_MEMORY, ENCRYPTED_SUFFIX, EncryptedAgentStore
 from ._rotation import Progress, agent_folders, no_progress
 
 __all__ = ["MigrationReport", "decrypt_workspace", "encrypt_workspace"]
@@ -167,7 +172,7 @@ def _run(workspace: Path, keyring: Keyring, direction: str, progress: Progress) 
 
 def _governance_records(workspace: Path, keyring: Keyring, direction: str) -> list[Path]:
     """Seal (encrypt) or unseal (decrypt) the consent, hold and erasure records."""
-    from .._crypto._sealing import RecordSealing
+    from .._crypto import RecordSealing
     from ._reseal import seal_governance, unseal_governance
 
     folder = workspace / GOVERNANCE_DIR

@@ -30,8 +30,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._base._fsutil import TMP_PREFIX, atomic_write, open_private
-from .._crypto._sealing import (
+from .._base import TMP_PREFIX, atomic_write, open_private
+from .._crypto import (
     CONSENT_PURPOSE,
     ERASURE_PURPOSE,
     HOLDS_PURPOSE,
@@ -39,9 +39,15 @@ from .._crypto._sealing import (
     is_sealed,
 )
 from .._errors import StorageError
-from .._records._consent import CONSENT_LOCK, CONSENT_LOG
-from .._records._holds import HOLDS_FILE, HOLDS_LOCK
-from .._records._tombstones import PROGRESS_SUFFIX, SCHEDULED_DIR, TOMBSTONES_DIR
+from .._records import (
+    CONSENT_LOCK,
+    CONSENT_LOG,
+    HOLDS_FILE,
+    HOLDS_LOCK,
+    PROGRESS_SUFFIX,
+    SCHEDULED_DIR,
+    TOMBSTONES_DIR,
+)
 
 __all__ = ["governance_files", "seal_governance", "unseal_governance"]
 

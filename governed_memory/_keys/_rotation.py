@@ -25,14 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._base._fsutil import atomic_write
-from .._base._workspace import AGENTS_DIR, GOVERNANCE_DIR, MEMORY_FILE
-from .._crypto._codec import Plain
-from .._crypto._frames import FrameKey
-from .._crypto._keyring import AGENT, META_FILE, Keyring
-from .._crypto._sealing import RecordSealing
+from .._base import AGENTS_DIR, GOVERNANCE_DIR, MEMORY_FILE, atomic_write
+from .._crypto import AGENT, META_FILE, FrameKey, Keyring, Plain, RecordSealing
 from .._errors import GovernedMemoryError
-from .._stores._encrypted import EncryptedAgentStore
+from .._stores import EncryptedAgentStore
 from ._reseal import seal_governance
 
 __all__ = [
@@ -44,7 +40,7 @@ __all__ = [
     "rotate_master_key",
 ]
 
-from .._crypto._status import REENCRYPT_FILE
+from .._crypto import REENCRYPT_FILE
 
 Progress = Callable[[str, int, int], None]
 """Called as ``(phase, done, total)`` while a long operation runs."""

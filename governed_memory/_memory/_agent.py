@@ -27,9 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._base._clock import Clock
-from .._base._names import validate_agent_name
-from .._base._workspace import memory_md_path as derive_memory_md_path
+from .._base import Clock, validate_agent_name
+from .._base import memory_md_path as derive_memory_md_path
 from .._errors import ConfigurationError, ModelCallError
 from ._compressor import ContextCompressor
 from ._conversation import Conversation, _check_role
@@ -37,7 +36,7 @@ from ._llm import ChatReply, Completion, chat_completion
 from ._tools import Toolbox
 
 if TYPE_CHECKING:
-    from .._governance._root import Governance
+    from .._governance import Governance
 
 __all__ = ["DEFAULT_AUTO_MAX_LOOPS", "DEFAULT_CONTEXT_LENGTH", "TOOL_ROLE", "Agent"]
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._errors import ConfigurationError, EmptySummaryError
-from .._format._records import PRELOAD_PREFIX, parse_memory
+from .._format import PRELOAD_PREFIX, parse_memory
 from ._summarizers import SUMMARY_PREFIX, Summarizer, Transcript, summarizer_for
 
 __all__ = ["SUMMARY_PREFIX", "Backoff", "ContextCompressor"]
@@ -209,7 +209,7 @@ class ContextCompressor:
         # The reference Conversation has a *boolean* token_count flag.
         if isinstance(running, int) and not isinstance(running, bool):
             return running
-        from .._format._tokenizer import counter_for
+        from .._format import counter_for
 
         history = memory.return_history_as_string()
         return counter_for(getattr(agent, "model_name", None))(history) if history.strip() else 0
@@ -257,7 +257,7 @@ class ContextCompressor:
         governance = getattr(memory, "governance", None)
         if governance is None or not hasattr(governance, "summarizer_decision"):
             return summarizer
-        from .._policy._decisions import Skip, UseLocal
+        from .._policy import Skip, UseLocal
 
         decision = governance.summarizer_decision(
             summarizer.model, _subjects(turns), agent=agent_name

@@ -24,28 +24,31 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from .._base._clock import Clock, SystemClock, iso_now
+from .._base import Clock, SystemClock, iso_now
 from .._errors import ConfigurationError, EmptySummaryError, StorageError
-from .._format._lineage import LINEAGE_KEY, history_lineage, record_subjects
-from .._format._records import (
+from .._format import (
+    LINEAGE_KEY,
     META_OPEN,
     PRELOAD_PREFIX,
     Record,
+    TokenCounter,
+    TokenLedger,
+    full_count,
     has_records,
+    history_lineage,
     parse_memory,
     record_offsets,
     record_offsets_newest_first,
+    record_subjects,
     render_block,
     render_header,
     to_disk_text,
 )
-from .._format._tokens import TokenCounter, TokenLedger, full_count
-from .._stores import AgentStore, PlaintextAgentStore
-from .._stores._base import UTF8_STORES, BlockAppender
+from .._stores import UTF8_STORES, AgentStore, BlockAppender, PlaintextAgentStore
 
 if TYPE_CHECKING:
-    from .._governance._root import Governance
-    from .._subjects._guard import ErasureGuard
+    from .._governance import Governance
+    from .._subjects import ErasureGuard
 
 __all__ = ["Conversation", "bounded_preload_text", "newest_records"]
 
@@ -193,8 +196,7 @@ class Conversation:
             assert self._store is not None
             if governance is not None:
                 # Finish interrupted erasures of this agent before anything is preloaded.
-                from .._subjects import subject_context
-                from .._subjects._guard import ErasureGuard
+                from .._subjects import ErasureGuard, subject_context
 
                 self._erasure_guard = ErasureGuard(
                     subject_context(governance), self._store.folder.name
@@ -457,7 +459,7 @@ class Conversation:
         erased = self._erasure_guard.new_erasures()
         if not erased:
             return 0
-        from .._subjects._guard import filter_history
+        from .._subjects import filter_history
 
         kept, dropped, preload_at = filter_history(
             self.conversation_history,
@@ -503,7 +505,7 @@ class Conversation:
 
     def export_json(self, path: str | os.PathLike[str]) -> None:
         """Write the history as JSON to ``path`` atomically, mode 0600."""
-        from .._base._fsutil import atomic_write
+        from .._base import atomic_write
 
         try:
             atomic_write(Path(path), (self.to_json(indent=2) + "\n").encode("utf-8"))
@@ -570,7 +572,7 @@ class Conversation:
 
     def _counter(self) -> TokenCounter:
         if self._token_counter is None:
-            from .._format._tokenizer import counter_for
+            from .._format import counter_for
 
             self._token_counter = counter_for(self.tokenizer_model_name)
         return self._token_counter

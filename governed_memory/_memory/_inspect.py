@@ -21,10 +21,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._base._names import validate_agent_name
-from .._base._workspace import AGENTS_DIR, MEMORY_FILE, resolve_workspace
+from .._base import AGENTS_DIR, MEMORY_FILE, resolve_workspace, validate_agent_name
 from .._errors import ConfigurationError, NotFoundError, StorageError
-from .._format._records import Record, parse_memory
+from .._format import Record, parse_memory
 from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
 
 __all__ = ["AgentInfo", "StoredRecord", "agent_info", "agent_names", "agent_records", "list_agents"]

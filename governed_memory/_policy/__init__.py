@@ -1,1 +1,98 @@
 """_policy"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._base import lazy_attributes
+
+# Names other layers use, imported on first use (PEP 562) so that importing this
+# package loads none of its modules until one is needed.
+if TYPE_CHECKING:
+    from ._decisions import (
+        Allowed,
+        AuditSink,
+        Decision,
+        NullAuditSink,
+        Operation,
+        Outcome,
+        Skip,
+        SummarizerDecision,
+        UseLocal,
+        is_local_model,
+    )
+    from ._model import (
+        DEFAULT_POLICY,
+        LOCAL_SUMMARIZER,
+        MissingConsent,
+        Policy,
+        PolicyError,
+        ResolvedPolicy,
+        RetentionPolicy,
+        SchedulePolicy,
+        SummarizationFallback,
+        WithdrawalAction,
+        load_policy,
+        resolve_policy,
+        shipped_policies,
+    )
+    from ._settings import OVERRIDABLE_SECTIONS, Settings
+
+_LAZY: dict[str, str] = {
+    "Allowed": "._decisions",
+    "AuditSink": "._decisions",
+    "Decision": "._decisions",
+    "NullAuditSink": "._decisions",
+    "Operation": "._decisions",
+    "Outcome": "._decisions",
+    "Skip": "._decisions",
+    "SummarizerDecision": "._decisions",
+    "UseLocal": "._decisions",
+    "is_local_model": "._decisions",
+    "DEFAULT_POLICY": "._model",
+    "LOCAL_SUMMARIZER": "._model",
+    "MissingConsent": "._model",
+    "Policy": "._model",
+    "PolicyError": "._model",
+    "ResolvedPolicy": "._model",
+    "RetentionPolicy": "._model",
+    "SchedulePolicy": "._model",
+    "SummarizationFallback": "._model",
+    "WithdrawalAction": "._model",
+    "load_policy": "._model",
+    "resolve_policy": "._model",
+    "shipped_policies": "._model",
+    "OVERRIDABLE_SECTIONS": "._settings",
+    "Settings": "._settings",
+}
+
+if not TYPE_CHECKING:  # type checkers read the imports above
+    __getattr__ = lazy_attributes(__name__, _LAZY)
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "LOCAL_SUMMARIZER",
+    "OVERRIDABLE_SECTIONS",
+    "Allowed",
+    "AuditSink",
+    "Decision",
+    "MissingConsent",
+    "NullAuditSink",
+    "Operation",
+    "Outcome",
+    "Policy",
+    "PolicyError",
+    "ResolvedPolicy",
+    "RetentionPolicy",
+    "SchedulePolicy",
+    "Settings",
+    "Skip",
+    "SummarizationFallback",
+    "SummarizerDecision",
+    "UseLocal",
+    "WithdrawalAction",
+    "is_local_model",
+    "load_policy",
+    "resolve_policy",
+    "shipped_policies",
+]

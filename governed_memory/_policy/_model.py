@@ -30,7 +30,7 @@ from pydantic import (
     model_validator,
 )
 
-from .._base._duration import Duration, OptionalDuration, format_duration
+from .._base import Duration, OptionalDuration, format_duration
 from .._errors import ConfigurationError
 
 if TYPE_CHECKING:

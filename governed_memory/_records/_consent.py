@@ -40,8 +40,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .._base._fsutil import ensure_private_dir, fsync_dir, open_private, write_all
-from .._crypto._sealing import CONSENT_PURPOSE, RecordSealing, open_record, seal_record
+from .._base import ensure_private_dir, fsync_dir, open_private, write_all
+from .._crypto import CONSENT_PURPOSE, RecordSealing, open_record, seal_record
 from .._errors import ConfigurationError, FormatVersionError, StorageError
 
 __all__ = [

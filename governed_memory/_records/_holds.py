@@ -30,10 +30,15 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .._base._clock import Clock, SystemClock
-from .._base._fsutil import atomic_write, ensure_private_dir, open_private
-from .._base._names import validate_agent_name
-from .._crypto._sealing import HOLDS_PURPOSE, RecordSealing, open_file, seal_file
+from .._base import (
+    Clock,
+    SystemClock,
+    atomic_write,
+    ensure_private_dir,
+    open_private,
+    validate_agent_name,
+)
+from .._crypto import HOLDS_PURPOSE, RecordSealing, open_file, seal_file
 from .._errors import (
     ConfigurationError,
     FormatVersionError,

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
-from .._base._fsutil import (
+from .._base import (
     TMP_PREFIX,
     atomic_write,
     ensure_private_dir,
@@ -40,7 +40,7 @@ from .._base._fsutil import (
     open_private,
     write_all,
 )
-from .._crypto._sealing import (
+from .._crypto import (
     ERASURE_PURPOSE,
     RecordSealing,
     open_file,

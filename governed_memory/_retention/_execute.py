@@ -31,23 +31,26 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._base._artefacts import (
+from .._base import (
+    AGENTS_DIR,
+    ARCHIVE_DIR,
     AUDIT_FILE_KINDS,
     EXPORTS_DIR,
     TOMBSTONES_DIR,
     ArtefactKind,
     FileKind,
+    FolderLock,
     archive_kind,
+    atomic_write,
     classify_agent_file,
+    fsync_dir,
+    open_private,
+    validate_agent_name,
+    write_all,
 )
-from .._base._fsutil import atomic_write, fsync_dir, open_private, write_all
-from .._base._lock import FolderLock
-from .._base._names import validate_agent_name
-from .._base._workspace import AGENTS_DIR, ARCHIVE_DIR
-from .._crypto._sealing import RecordSealing
+from .._crypto import RecordSealing
 from .._errors import GovernedMemoryError, InvalidAgentNameError
-from .._records._consent import CONSENT_LOCK, CONSENT_LOG, open_consent_line
-from .._records._holds import HoldRegistry, HoldSet
+from .._records import CONSENT_LOCK, CONSENT_LOG, HoldRegistry, HoldSet, open_consent_line
 from .._stores import AgentStore, StoreFactory
 from ._journal import Entry, Journal, JournalError
 from ._scan import agent_store, artefact_subjects, consent_digest

@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._base._artefacts import ArtefactKind
-from .._base._fsutil import TMP_PREFIX, ensure_private_dir, fsync_dir, open_private
+from .._base import TMP_PREFIX, ArtefactKind, ensure_private_dir, fsync_dir, open_private
 from .._errors import FormatVersionError, StorageError
 from ._plan import PlanItem, Rule
 

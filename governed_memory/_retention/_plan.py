@@ -38,10 +38,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .._base._artefacts import ArtefactKind
-from .._base._duration import format_duration
-from .._policy._model import Policy, RetentionPolicy
-from .._records._holds import HoldSet
+from .._base import ArtefactKind, format_duration
+from .._policy import Policy, RetentionPolicy
+from .._records import HoldSet
 from ._state import AgentState, Artefact, WorkspaceState
 
 __all__ = ["Plan", "PlanItem", "Rule", "iter_plan", "plan"]

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._base._fsutil import atomic_write, ensure_private_dir, open_private
+from .._base import atomic_write, ensure_private_dir, open_private
 from .._errors import GovernedMemoryError, StorageError
-from .._records._holds import HoldRegistry
+from .._records import HoldRegistry
 from ._execute import Executor, Tally
 from ._journal import Journal, remove_stale_progress, write_journal
 from ._plan import Plan, PlanItem, iter_plan, plan
@@ -36,8 +36,8 @@ from ._scan import scan_workspace
 from ._state import WorkspaceState
 
 if TYPE_CHECKING:
-    from .._governance._root import Governance
-    from .._policy._model import Policy
+    from .._governance import Governance
+    from .._policy import Policy
 
 __all__ = ["PurgeInProgressError", "PurgeReport", "Retention", "audit_dir_of", "to_local"]
 

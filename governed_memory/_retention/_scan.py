@@ -22,23 +22,23 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .._base._artefacts import (
+from .._base import (
+    AGENTS_DIR,
+    ARCHIVE_DIR,
     AUDIT_DIR,
     AUDIT_FILE_KINDS,
     EXPORTS_DIR,
+    MEMORY_FILE,
     TOMBSTONES_DIR,
     ArtefactKind,
     FileKind,
     classify_agent_file,
     classify_archive,
 )
-from .._base._workspace import AGENTS_DIR, ARCHIVE_DIR, MEMORY_FILE
-from .._crypto._sealing import RecordSealing
+from .._crypto import RecordSealing
 from .._errors import GovernedMemoryError
-from .._format._records import META_OPEN, parse_memory
-from .._records._consent import CONSENT_LOG, open_consent_line
-from .._records._holds import HoldSet
-from .._records._tombstones import TombstoneStore
+from .._format import META_OPEN, parse_memory
+from .._records import CONSENT_LOG, HoldSet, TombstoneStore, open_consent_line
 from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
 from ._state import AgentState, Artefact, WorkspaceState
 
@@ -340,7 +340,7 @@ def _audit(workspace: Path, folder: Path) -> Iterator[Artefact]:
     A segment's age is the time of its last entry (it holds nothing newer),
     its mtime when that entry cannot be read.
     """
-    from .._audit._log import list_segments
+    from .._audit import list_segments
 
     segments = [
         s
@@ -364,7 +364,7 @@ def _audit(workspace: Path, folder: Path) -> Iterator[Artefact]:
 
 
 def _last_entry_time(path: Path) -> _dt.datetime | None:
-    from .._audit._log import _last_entry  # the audit log's own reader
+    from .._audit import _last_entry  # the audit log's own reader
 
     try:
         entry = _last_entry(path)

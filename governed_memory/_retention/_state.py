@@ -12,8 +12,8 @@ import datetime as _dt
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .._base._artefacts import ArtefactKind
-from .._records._holds import HoldSet
+from .._base import ArtefactKind
+from .._records import HoldSet
 
 __all__ = ["AgentState", "Artefact", "WorkspaceState"]
 

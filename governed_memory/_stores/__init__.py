@@ -7,7 +7,44 @@ reference does; other stores (encrypted) keep the same text in another form.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .._base import lazy_attributes
 from ._base import AgentStore, StoreFactory
 from ._plaintext import PlaintextAgentStore, archive_names
 
-__all__ = ["AgentStore", "PlaintextAgentStore", "StoreFactory", "archive_names"]
+__all__ = [
+    "ENCRYPTED_MEMORY",
+    "ENCRYPTED_SUFFIX",
+    "UTF8_STORES",
+    "AgentStore",
+    "BlockAppender",
+    "EncryptedAgentStore",
+    "PlaintextAgentStore",
+    "StoreFactory",
+    "archive_names",
+    "encrypted_store_factory",
+]
+
+# Names other layers use, imported on first use (PEP 562) so that importing this
+# package loads none of its modules until one is needed.
+if TYPE_CHECKING:
+    from ._base import UTF8_STORES, BlockAppender
+    from ._encrypted import (
+        ENCRYPTED_MEMORY,
+        ENCRYPTED_SUFFIX,
+        EncryptedAgentStore,
+        encrypted_store_factory,
+    )
+
+_LAZY: dict[str, str] = {
+    "BlockAppender": "._base",
+    "UTF8_STORES": "._base",
+    "ENCRYPTED_MEMORY": "._encrypted",
+    "ENCRYPTED_SUFFIX": "._encrypted",
+    "EncryptedAgentStore": "._encrypted",
+    "encrypted_store_factory": "._encrypted",
+}
+
+if not TYPE_CHECKING:  # type checkers read the imports above
+    __getattr__ = lazy_attributes(__name__, _LAZY)

@@ -29,8 +29,12 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from .._base._clock import Clock, SystemClock
-from .._base._fsutil import (
+from .._base import (
+    ARCHIVE_DIR,
+    MEMORY_FILE,
+    Clock,
+    FolderLock,
+    SystemClock,
     atomic_write,
     ensure_private_dir,
     link_exclusive,
@@ -38,22 +42,24 @@ from .._base._fsutil import (
     remove_stale_temps,
     write_all,
 )
-from .._base._lock import FolderLock
-from .._base._workspace import ARCHIVE_DIR, MEMORY_FILE
-from .._crypto._codec import NONCE_BYTES, AgentCodec, Decoded, Plain, split_segments
-from .._crypto._frames import (
+from .._crypto import (
     KIND_ARCHIVE,
     KIND_MEMORY,
     MAX_PLAINTEXT,
+    NONCE_BYTES,
+    AgentCodec,
+    Decoded,
     FrameContext,
+    Keyring,
+    Plain,
+    RandomSource,
     frame_head,
     pack_position,
     scan,
+    split_segments,
 )
-from .._crypto._keyring import Keyring
-from .._crypto._providers import RandomSource
 from .._errors import ConfigurationError, GovernedMemoryError, StorageError
-from .._format._records import META_OPEN, has_records
+from .._format import META_OPEN, has_records
 from ._base import UTF8_STORES, StoreFactory
 from ._files import compacting, holding, list_archive_files, rewrite_file
 from ._plaintext import archive_names

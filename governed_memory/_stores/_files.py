@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-from .._base._fsutil import TMP_PREFIX, atomic_write, remove_stale_temps
+from .._base import TMP_PREFIX, atomic_write, remove_stale_temps
 from .._errors import GovernedMemoryError, StorageError
 
 __all__ = ["compacting", "holding", "list_archive_files", "rewrite_file"]

@@ -29,18 +29,19 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
-from .._base._clock import Clock, SystemClock
-from .._base._fsutil import (
+from .._base import (
+    ARCHIVE_DIR,
+    Clock,
+    FolderLock,
+    SystemClock,
     atomic_write,
     ensure_private_dir,
     link_exclusive,
     open_private,
     write_all,
 )
-from .._base._lock import FolderLock
-from .._base._workspace import ARCHIVE_DIR
 from .._errors import StorageError
-from .._format._records import has_records
+from .._format import has_records
 from ._base import UTF8_STORES
 from ._files import compacting, holding, list_archive_files, rewrite_file
 from ._watch import Armed, arm, disarm

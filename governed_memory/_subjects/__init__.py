@@ -20,8 +20,17 @@ this package's imports.
 
 from __future__ import annotations
 
-from .._records._receipts import ErasureReceipt, FileRemoval
-from .._records._tombstones import ErasureScope, ScheduledErasure, Tombstone, TombstoneStore
+from typing import TYPE_CHECKING
+
+from .._base import lazy_attributes
+from .._records import (
+    ErasureReceipt,
+    ErasureScope,
+    FileRemoval,
+    ScheduledErasure,
+    Tombstone,
+    TombstoneStore,
+)
 from ._context import SubjectContext, subject_context
 from ._erasure import (
     blocking_holds,
@@ -39,6 +48,7 @@ from ._export import ExportResult, export_agent, export_subject
 __all__ = [
     "ErasedDuringCompactionError",
     "ErasureBlockedError",
+    "ErasureGuard",
     "ErasureReceipt",
     "ErasureScope",
     "ExportResult",
@@ -53,9 +63,23 @@ __all__ = [
     "erasure_receipts",
     "export_agent",
     "export_subject",
+    "filter_history",
     "resume_erasures",
     "run_due_erasures",
     "schedule_erasure",
     "scheduled_erasure_task",
     "subject_context",
 ]
+
+# Names other layers use, imported on first use (PEP 562) so that importing this
+# package loads none of its modules until one is needed.
+if TYPE_CHECKING:
+    from ._guard import ErasureGuard, filter_history
+
+_LAZY: dict[str, str] = {
+    "ErasureGuard": "._guard",
+    "filter_history": "._guard",
+}
+
+if not TYPE_CHECKING:  # type checkers read the imports above
+    __getattr__ = lazy_attributes(__name__, _LAZY)

@@ -15,10 +15,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from .._format._lineage import is_summary, record_lineage
-from .._format._records import Record, parse_memory
-from .._records._receipts import ErasureReceipt
-from .._records._tombstones import COMPLETE, ErasureScope
+from .._format import Record, is_summary, parse_memory, record_lineage
+from .._records import COMPLETE, ErasureReceipt, ErasureScope
 from .._stores import AgentStore
 from ._context import SubjectContext
 from ._redact import mentions

@@ -18,20 +18,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._base._clock import Clock, SystemClock
-from .._base._names import validate_agent_name
-from .._base._workspace import AGENTS_DIR, GOVERNANCE_DIR, MEMORY_FILE, resolve_workspace
+from .._base import (
+    AGENTS_DIR,
+    GOVERNANCE_DIR,
+    MEMORY_FILE,
+    Clock,
+    SystemClock,
+    resolve_workspace,
+    validate_agent_name,
+)
 from .._errors import ConfigurationError
-from .._format._records import render_header
-from .._policy._decisions import NullAuditSink
-from .._policy._model import DEFAULT_POLICY, Policy
-from .._records._holds import HoldRegistry
-from .._records._tombstones import TombstoneStore
+from .._format import render_header
+from .._policy import DEFAULT_POLICY, NullAuditSink, Policy
+from .._records import HoldRegistry, TombstoneStore
 from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
 
 if TYPE_CHECKING:
-    from .._crypto._sealing import RecordSealing
-    from .._governance._root import AuditSink, Governance
+    from .._crypto import RecordSealing
+    from .._governance import AuditSink, Governance
 
 __all__ = ["KeyShredder", "SubjectContext", "subject_context"]
 
@@ -146,7 +150,7 @@ def subject_context(target: Governance | SubjectContext | str | os.PathLike[str]
 
 
 def _consent_registry(governance_dir: Path) -> Any:
-    from .._records._consent import ConsentRegistry
+    from .._records import ConsentRegistry
 
     return ConsentRegistry(governance_dir)
 
@@ -161,8 +165,7 @@ def _audit_reader(
     """
     if not gov.policy.audit.enabled:
         return None
-    from .._audit import audit_key_from_settings, audit_log_dir
-    from .._audit._log import iter_entries
+    from .._audit import audit_key_from_settings, audit_log_dir, iter_entries
 
     key = audit_key_from_settings(gov.settings)
     if key is None:

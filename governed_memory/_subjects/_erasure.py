@@ -33,21 +33,27 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from .._base._duration import format_duration, parse_duration
-from .._base._fsutil import ensure_private_dir, fsync_dir, open_private
-from .._base._names import validate_agent_name
+from .._base import (
+    ensure_private_dir,
+    format_duration,
+    fsync_dir,
+    open_private,
+    parse_duration,
+    validate_agent_name,
+)
 from .._errors import ConfigurationError, NotFoundError
-from .._format._lineage import subjects_in_text
-from .._records._consent import validate_subject_id
-from .._records._holds import Hold
-from .._records._receipts import ErasureReceipt, FileRemoval
-from .._records._tombstones import (
+from .._format import subjects_in_text
+from .._records import (
     COMPLETE,
+    ErasureReceipt,
     ErasureScope,
+    FileRemoval,
+    Hold,
     ScheduledErasure,
     Tombstone,
     TombstoneStore,
     new_erasure_id,
+    validate_subject_id,
 )
 from .._stores import AgentStore
 from ._context import SubjectContext, subject_context
@@ -55,7 +61,7 @@ from ._errors import ErasureBlockedError
 from ._redact import count_records, strip_subject
 
 if TYPE_CHECKING:
-    from .._governance._root import Governance
+    from .._governance import Governance
 
     Target: TypeAlias = Governance | SubjectContext | str | os.PathLike[str]
 

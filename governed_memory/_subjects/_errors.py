@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .._errors import GovernedMemoryError
-from .._records._holds import Hold
+from .._records import Hold
 
 __all__ = ["ErasedDuringCompactionError", "ErasureBlockedError"]
 

@@ -28,16 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._base._fsutil import DIR_MODE, fsync_dir, open_private, write_all
+from .._base import DIR_MODE, fsync_dir, open_private, write_all
 from .._errors import ConfigurationError, NotFoundError, StorageError
-from .._records._tombstones import ErasureScope
+from .._records import ErasureScope
 from ._collect import collect
 from ._context import SubjectContext, subject_context
 from ._erasure import _scope
 from ._markdown import render_markdown
 
 if TYPE_CHECKING:
-    from .._governance._root import Governance
+    from .._governance import Governance
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ExportResult", "export_agent", "export_subject"]
 

@@ -29,8 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._format._lineage import message_subjects
-from .._format._records import PRELOAD_PREFIX
+from .._format import PRELOAD_PREFIX, message_subjects
 from ._context import SubjectContext
 from ._erasure import complete_tombstone
 

@@ -18,8 +18,14 @@ import datetime as _dt
 import json
 from dataclasses import dataclass
 
-from .._format._lineage import ERASED_MARKER_KEY, is_summary, record_lineage
-from .._format._records import Record, parse_memory, render_block
+from .._format import (
+    ERASED_MARKER_KEY,
+    Record,
+    is_summary,
+    parse_memory,
+    record_lineage,
+    render_block,
+)
 
 __all__ = [
     "FileEdit",

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..._errors import ConfigurationError
-from ..._format._records import PRELOAD_PREFIX, parse_memory
+from ..._format import PRELOAD_PREFIX, parse_memory
 from ._base import LOCAL_EXTRACTIVE, SUMMARY_PREFIX, Transcript
 
 __all__ = ["ExtractiveSummarizer"]
@@ -183,7 +183,7 @@ class ExtractiveSummarizer:
 
     def _counter(self) -> Callable[[str], int]:
         if self._count is None:
-            from ..._format._tokenizer import counter_for
+            from ..._format import counter_for
 
             self._count = counter_for(None)
         return self._count
