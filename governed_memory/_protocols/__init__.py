@@ -1,0 +1,18 @@
+"""Every extension point, documented once, on the protocol.
+
+This package is the bottom of the layer stack (above ``_errors`` only) and
+imports nothing but the standard library, so every layer can name the
+interfaces it is given without reaching up:
+
+* ``_extension``  Clock, KeyProvider, AuditSink, Summarizer: what a user plugs in
+* ``_gate``       the consent gate Conversation, Agent and ContextCompressor see
+* ``_storage``    the storage seam: agent memory and archives, records, audit log,
+                  keyring, leadership and purge journal, named by id (never by path)
+
+Implementations live in the layers above (the file backend in ``_stores`` and
+``_records``); ``governed_memory.testing`` ships in-memory fakes.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []
