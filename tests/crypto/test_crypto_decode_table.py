@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from crypto_helpers import SeededRandom, make_keyring
+from crypto_helpers import make_keyring
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import given, settings
@@ -33,6 +33,7 @@ from governed_memory._crypto._frames import (
 )
 from governed_memory._errors import DecryptionError, GovernedMemoryError, IntegrityError
 from governed_memory._format._records import render_block, render_header
+from governed_memory.testing import SeededRandom
 
 MEMORY = "MEMORY.md.gmenc"
 ARCHIVE = "history_20261130_100000.gmenc"

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from crypto_helpers import TEST_MASTER_KEY, SeededRandom, make_keyring
+from crypto_helpers import TEST_MASTER_KEY, make_keyring
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sealing_helpers import TEST_MASTER_KEY_B64, sealing_for
@@ -36,6 +36,7 @@ from governed_memory._errors import (
 )
 from governed_memory._records._holds import HoldRegistry
 from governed_memory._subjects import ErasureScope, Tombstone, TombstoneStore
+from governed_memory.testing import SeededRandom
 
 ENCRYPTED = Policy.model_validate({"encryption": {"enabled": True}})
 LINE = b'{"action":"grant","subject":"patient-7","v":1}'

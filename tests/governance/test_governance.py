@@ -26,35 +26,7 @@ from governed_memory import (
 )
 from governed_memory._base._workspace import GOVERNANCE_DIR
 from governed_memory._governance._root import Operation
-
-
-class RecordingSink:
-    """An AuditSink that keeps what it is told."""
-
-    def __init__(self) -> None:
-        self.records: list[dict[str, Any]] = []
-
-    def record(
-        self,
-        operation: str,
-        *,
-        agent: str | None,
-        subject_id: str | None,
-        outcome: str,
-        **attrs: Any,
-    ) -> None:
-        self.records.append(
-            {
-                "operation": operation,
-                "agent": agent,
-                "subject_id": subject_id,
-                "outcome": outcome,
-                **attrs,
-            }
-        )
-
-    def ops(self, operation: str) -> list[str]:
-        return [r["outcome"] for r in self.records if r["operation"] == operation]
+from governed_memory.testing import RecordingAuditSink
 
 
 def make(
@@ -64,7 +36,7 @@ def make(
     required_for: tuple[str, ...] = ("persist", "summarize"),
     consent_extra: dict[str, Any] | None = None,
     **sections: Any,
-) -> tuple[Governance, RecordingSink]:
+) -> tuple[Governance, RecordingAuditSink]:
     policy = Policy.model_validate(
         {
             "policy": {"id": "gate", "version": "3"},
@@ -76,7 +48,7 @@ def make(
             **sections,
         }
     )
-    sink = RecordingSink()
+    sink = RecordingAuditSink()
     gov = Governance(
         workspace=workspace, policy=policy, settings=Settings(), clock=clock, audit=sink
     )
@@ -146,7 +118,7 @@ def test_persist_with_consent_writes_the_subject_on_disk(
     text = memory_md_path("Agent", workspace).read_text()
     assert '<!-- gm {"subject":"alice"} -->' in text
     assert parse_memory(text).records[0].subject_id == "alice"
-    assert sink.ops("persist") == ["ok"]
+    assert sink.outcomes("persist") == ["ok"]
     assert sink.records[-1]["policy_version"] == "3"
 
 
@@ -162,7 +134,7 @@ def test_persist_memory_only_keeps_working_and_warns_once(
     assert body(gov) == []
     warnings = [r for r in caplog.records if "memory only" in r.getMessage()]
     assert len(warnings) == 1 and "'alice'" in warnings[0].getMessage()
-    assert sink.ops("persist") == ["memory_only", "memory_only"]
+    assert sink.outcomes("persist") == ["memory_only", "memory_only"]
 
 
 def test_persist_deny_raises_naming_subject_and_purpose(workspace: Path, clock: FixedClock) -> None:
@@ -175,7 +147,7 @@ def test_persist_deny_raises_naming_subject_and_purpose(workspace: Path, clock: 
     assert "consent grant --subject alice --purpose persist" in str(info.value)
     assert conv.conversation_history == []
     assert body(gov) == []
-    assert sink.ops("persist") == ["denied"]
+    assert sink.outcomes("persist") == ["denied"]
 
 
 def test_persist_without_subject_needs_one(workspace: Path, clock: FixedClock) -> None:
@@ -201,7 +173,7 @@ def test_blank_content_never_consults_the_gate(workspace: Path, clock: FixedCloc
     gov, sink = make(workspace, clock, on_missing="deny")
     conv = conversation(gov)
     conv.add("Human", "   ")
-    assert sink.ops("persist") == []
+    assert sink.outcomes("persist") == []
 
 
 def test_store_failure_is_audited_as_error(workspace: Path, clock: FixedClock) -> None:
@@ -214,7 +186,7 @@ def test_store_failure_is_audited_as_error(workspace: Path, clock: FixedClock) -
     conv.store.append = broken  # type: ignore[method-assign,union-attr]
     with pytest.raises(OSError):
         conv.add("Human", "x")
-    assert sink.ops("persist") == ["error"]
+    assert sink.outcomes("persist") == ["error"]
     assert sink.records[-1]["error"] == "OSError"
 
 
@@ -238,7 +210,7 @@ def test_preload_leaves_out_subjects_without_consent(workspace: Path, clock: Fix
     conv = conversation(gov)
     preload = conv.conversation_history[0]["content"]
     assert "alice talks" in preload and "bob talks" not in preload
-    assert sorted(sink.ops("preload")) == ["memory_only", "ok"]
+    assert sorted(sink.outcomes("preload")) == ["memory_only", "ok"]
 
 
 def test_preload_with_every_consent_is_the_whole_file(workspace: Path, clock: FixedClock) -> None:
@@ -262,7 +234,7 @@ def test_preload_deny_refuses_to_open(workspace: Path, clock: FixedClock) -> Non
     gov.withdraw("bob", "persist", actor="bob")
     with pytest.raises(ConsentRequiredError, match="'bob'"):
         conversation(gov)
-    assert "denied" in sink.ops("preload")
+    assert "denied" in sink.outcomes("preload")
 
 
 # -- compaction and archive ---------------------------------------------------
@@ -278,7 +250,7 @@ def test_compaction_with_consent_archives_and_writes_the_summary(
     conv.compact("short story")
     assert body(gov) == ["short story"]
     assert len(conv.store.list_archives()) == 1  # type: ignore[union-attr]
-    assert sink.ops("archive") == ["ok"] and sink.ops("compact") == ["ok"]
+    assert sink.outcomes("archive") == ["ok"] and sink.outcomes("compact") == ["ok"]
 
 
 @pytest.mark.parametrize("operation", ["archive", "compact"])
@@ -294,7 +266,7 @@ def test_compaction_memory_only_leaves_disk_untouched(
     assert conv.conversation_history[-1]["content"] == "summary"
     assert memory_md_path("Agent", workspace).read_bytes() == before
     assert conv.store.list_archives() == []  # type: ignore[union-attr]
-    assert sink.ops(operation) == ["memory_only"]
+    assert sink.outcomes(operation) == ["memory_only"]
 
 
 def test_compaction_deny_changes_nothing(workspace: Path, clock: FixedClock) -> None:
@@ -309,7 +281,7 @@ def test_compaction_deny_changes_nothing(workspace: Path, clock: FixedClock) -> 
         conv.compact("summary")
     assert conv.conversation_history == history
     assert memory_md_path("Agent", workspace).read_bytes() == before
-    assert sink.ops("archive") == ["denied"]
+    assert sink.outcomes("archive") == ["denied"]
 
 
 # -- summarize -------------------------------------------------------------
@@ -323,7 +295,7 @@ def test_external_summarizer_needs_summarize_consent(workspace: Path, clock: Fix
     gov.grant("alice", "summarize", actor="dpo")
     assert gov.summarizer_decision("gpt-4o", ["alice"]) == Allowed("gpt-4o")
     assert isinstance(gov.summarizer_decision("gpt-4o", ["alice", None]), UseLocal)
-    assert sink.ops("summarize") == ["use_local", "allowed", "use_local"]
+    assert sink.outcomes("summarize") == ["use_local", "allowed", "use_local"]
 
 
 def test_local_summarizer_needs_no_consent(workspace: Path, clock: FixedClock) -> None:
@@ -335,7 +307,7 @@ def test_skip_fallback_never_calls_any_summarizer(workspace: Path, clock: FixedC
     gov, sink = make(workspace, clock, summarization={"fallback": "skip"})
     decision = gov.summarizer_decision("gpt-4o", ["alice"])
     assert isinstance(decision, Skip)
-    assert sink.ops("summarize") == ["skip"]
+    assert sink.outcomes("summarize") == ["skip"]
 
 
 def test_external_models_off_by_policy(workspace: Path, clock: FixedClock) -> None:
@@ -472,10 +444,10 @@ def test_external_summarizer_is_never_called_without_summarize_consent(
 
     summary = ContextCompressor().compress(agent)
     assert stub_llm.requests == []  # the transcript never left the process
-    assert summary is not None and sink.ops("summarize") == ["use_local"]
+    assert summary is not None and sink.outcomes("summarize") == ["use_local"]
 
     gov.grant("alice", "summarize", actor="dpo")
     conv.add("Human", "one more turn")
     ContextCompressor().compress(agent)
     assert len(stub_llm.requests) == 1
-    assert sink.ops("summarize") == ["use_local", "allowed"]
+    assert sink.outcomes("summarize") == ["use_local", "allowed"]

@@ -25,6 +25,7 @@ from governed_memory._retention import (
 )
 from governed_memory._retention._journal import write_journal
 from governed_memory._retention._purge import _PurgeLock
+from governed_memory.testing import RecordingAuditSink
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
 DAY = dt.timedelta(days=1)
@@ -399,17 +400,9 @@ def test_consent_records_keep_the_grant_in_force(workspace: Path) -> None:
     assert len(gov.consent.history()) == 1
 
 
-class RecordingSink:
-    def __init__(self) -> None:
-        self.records: list[tuple[str, str, dict[str, object]]] = []
-
-    def record(self, operation: str, *, agent, subject_id, outcome: str, **attrs: object) -> None:  # type: ignore[no-untyped-def]
-        self.records.append((operation, outcome, {"agent": agent, "subject": subject_id, **attrs}))
-
-
 def test_purges_and_hold_changes_are_audited(workspace: Path) -> None:
     populate(workspace, agents=2)
-    sink = RecordingSink()
+    sink = RecordingAuditSink()
     policy = Policy.model_validate(
         {"policy": {"id": "bank", "version": "2"}, "retention": {"archives_max_age": "30d"}}
     )
@@ -420,9 +413,9 @@ def test_purges_and_hold_changes_are_audited(workspace: Path) -> None:
     hold = r.holds.place(agent="agent1", reason="case", actor="legal")
     report = r.purge()
     r.holds.release(hold_id=hold.id, actor="legal")
-    events = [(op, outcome) for op, outcome, _ in sink.records if op != "policy.load"]
+    events = [event for event in sink.events() if event[0] != "policy.load"]
     assert events == [("hold.place", "ok"), ("purge", "ok"), ("hold.release", "ok")]
-    place, purge, _release = (a for op, _, a in sink.records if op != "policy.load")
+    place, purge, _release = (a for a in sink.records if a["operation"] != "policy.load")
     assert place["hold_id"] == hold.id and place["agent"] == "agent1"
     assert purge["purge_id"] == report.purge_id and purge["deleted"] == 4 and purge["held"] == 4
     assert (purge["policy_id"], purge["policy_version"]) == ("bank", "2")
@@ -431,7 +424,7 @@ def test_purges_and_hold_changes_are_audited(workspace: Path) -> None:
 
 def test_a_refused_purge_is_audited_as_an_error(workspace: Path) -> None:
     populate(workspace, agents=1)
-    sink = RecordingSink()
+    sink = RecordingAuditSink()
     gov = Governance(
         workspace=workspace,
         policy=make_policy(archives_max_age="30d"),
@@ -446,8 +439,8 @@ def test_a_refused_purge_is_audited_as_an_error(workspace: Path) -> None:
             r.purge()
     finally:
         other.release()
-    assert sink.records[-1][:2] == ("purge", "error")
-    assert sink.records[-1][2]["error"] == "PurgeInProgressError"
+    assert sink.events()[-1] == ("purge", "error")
+    assert sink.records[-1]["error"] == "PurgeInProgressError"
 
 
 def test_a_folder_swapped_for_a_symlink_after_planning_is_not_followed(

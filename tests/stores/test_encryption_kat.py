@@ -14,12 +14,13 @@ import shutil
 import sys
 from pathlib import Path
 
-from crypto_helpers import TEST_MASTER_KEY, SeededRandom
+from crypto_helpers import TEST_MASTER_KEY
 
 from governed_memory import FixedClock, memory_md_path
 from governed_memory._crypto import Keyring, LocalKeyProvider
 from governed_memory._format._records import render_block, render_header
 from governed_memory._stores._encrypted import EncryptedAgentStore
+from governed_memory.testing import SeededRandom
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "encryption-v1"
 HEADER = render_header("KatAgent_id_1_conversation", "2026-11-30T10:00:00")

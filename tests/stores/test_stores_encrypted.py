@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crypto_helpers import SeededRandom, make_keyring
+from crypto_helpers import make_keyring
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,33 +26,16 @@ from governed_memory._errors import (
 )
 from governed_memory._format._records import render_block, render_header
 from governed_memory._stores._encrypted import EncryptedAgentStore, encrypted_store_factory
-
-
-class Recorder:
-    """Collects observer events."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, dict[str, Any]]] = []
-
-    def record(
-        self,
-        operation: str,
-        *,
-        agent: str | None,
-        subject_id: str | None,
-        outcome: str,
-        **attrs: Any,
-    ) -> None:
-        self.events.append((operation, outcome, attrs))
+from governed_memory.testing import RecordingAuditSink, SeededRandom
 
 
 @pytest.fixture
-def events() -> Recorder:
-    return Recorder()
+def events() -> RecordingAuditSink:
+    return RecordingAuditSink()
 
 
 @pytest.fixture
-def keyring(workspace: Path, events: Recorder) -> Keyring:
+def keyring(workspace: Path, events: RecordingAuditSink) -> Keyring:
     return make_keyring(workspace / ".governed_memory" / "keyring", observer=events)
 
 
@@ -186,7 +169,7 @@ def test_append_round_trip(
 
 
 def test_torn_final_frame_is_dropped_then_truncated_before_the_next_append(
-    workspace: Path, keyring: Keyring, events: Recorder
+    workspace: Path, keyring: Keyring, events: RecordingAuditSink
 ) -> None:
     store = _store(workspace, keyring)
     store.ensure()
@@ -203,7 +186,7 @@ def test_torn_final_frame_is_dropped_then_truncated_before_the_next_append(
     fresh.append(_block("next"))
     assert fresh.read_memory() == _header() + _block("kept") + _block("next")
     assert store.memory_path.read_bytes().startswith(good)
-    assert ("recover", "ok") in [(op, outcome) for op, outcome, _ in events.events]
+    assert ("recover", "ok") in events.events()
 
 
 def test_torn_tail_from_another_process_is_cut_by_a_live_store(
@@ -243,7 +226,11 @@ def _damaged(store: EncryptedAgentStore, offset: int) -> bytes:
     ids=["magic", "header", "frame-length", "frame-keys", "middle", "tag"],
 )
 def test_flipped_byte_raises_a_typed_error_naming_the_file_and_changes_nothing(
-    workspace: Path, keyring: Keyring, events: Recorder, where: Any, error: type[Exception]
+    workspace: Path,
+    keyring: Keyring,
+    events: RecordingAuditSink,
+    where: Any,
+    error: type[Exception],
 ) -> None:
     store = _store(workspace, keyring)
     store.ensure()
@@ -265,7 +252,7 @@ def test_flipped_byte_raises_a_typed_error_naming_the_file_and_changes_nothing(
 
 
 def test_decryption_failure_is_reported_to_the_observer(
-    workspace: Path, keyring: Keyring, events: Recorder
+    workspace: Path, keyring: Keyring, events: RecordingAuditSink
 ) -> None:
     store = _store(workspace, keyring)
     store.ensure()
@@ -273,7 +260,7 @@ def test_decryption_failure_is_reported_to_the_observer(
     _damaged(store, store.memory_path.stat().st_size - 1)
     with pytest.raises(DecryptionError):
         _store(workspace, keyring).read_memory()
-    assert ("decrypt", "error") in [(op, outcome) for op, outcome, _ in events.events]
+    assert ("decrypt", "error") in events.events()
 
 
 def test_wrong_master_key_is_a_decryption_error_naming_the_file(

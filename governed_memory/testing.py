@@ -1,0 +1,312 @@
+"""Fakes for testing code built on governed_memory (as ``structlog.testing`` or httpx's ``MockTransport``).
+
+Each fake implements one extension point and keeps what it was given, so a
+test can assert on it without a workspace, a key service or a collector:
+
+* :class:`FixedClock`: a :class:`~governed_memory.Clock` that moves only when told.
+* :class:`InMemoryKeyProvider`: a :class:`~governed_memory.KeyProvider` with
+  rotation and destruction, like a KMS (loads ``cryptography`` on first use).
+* :class:`RecordingAuditSink`: an :class:`~governed_memory.AuditSink` that keeps
+  every call (``records``, ``events()``, ``of(operation)``).
+* :class:`InMemoryStores`: a ``store_factory`` whose :class:`InMemoryAgentStore`
+  keeps each agent's memory and archives in a dict, never on disk.
+* :class:`SeededRandom`: a random source (``random=`` of the key providers,
+  keyrings and stores) whose bytes, nonces and ids follow from a seed.
+
+Importing this module loads none of pydantic, cryptography, OpenTelemetry,
+APScheduler or litellm; a name that needs one of them loads it on first use.
+Nothing in the package imports this module (import-linter checks it): the
+fakes are for tests, production code never depends on them.
+
+docs/testing.md shows them in pytest tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._base import ARCHIVE_DIR, Clock, SystemClock, lazy_attributes
+from ._errors import StorageError
+from ._format import has_records
+from ._stores import archive_names
+
+if TYPE_CHECKING:
+    from ._base import FixedClock
+    from ._crypto import InMemoryKeyProvider
+
+__all__ = [
+    "FixedClock",
+    "InMemoryAgentStore",
+    "InMemoryKeyProvider",
+    "InMemoryStores",
+    "RecordingAuditSink",
+    "SeededRandom",
+]
+
+# Re-exported fakes, imported on first use (PEP 562): InMemoryKeyProvider needs cryptography.
+# Absolute names: this is a module, not a package, so "._base" would not resolve from here.
+_LAZY: dict[str, str] = {
+    "FixedClock": "governed_memory._base",
+    "InMemoryKeyProvider": "governed_memory._crypto",
+}
+
+if not TYPE_CHECKING:  # type checkers read the imports above
+    __getattr__ = lazy_attributes(__name__, _LAZY)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+class RecordingAuditSink:
+    """An audit sink that keeps every call, in order, for assertions.
+
+    Pass it as ``Governance(audit=...)`` (or as a keyring's ``observer``, the
+    same interface). Each call becomes one flat dict in :attr:`records`:
+    ``operation``, ``agent``, ``subject_id``, ``outcome`` and the attributes
+    (``policy_id``, ``error``, ...), as structlog's ``LogCapture`` keeps
+    event dicts. Safe to share between threads.
+
+    Attributes:
+        records: every call so far, oldest first.
+    """
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+        self._mutex = threading.Lock()
+
+    def record(
+        self,
+        operation: str,
+        *,
+        agent: str | None,
+        subject_id: str | None,
+        outcome: str,
+        **attrs: Any,
+    ) -> None:
+        """Keep one finished operation (the :class:`~governed_memory.AuditSink` method)."""
+        entry = {
+            "operation": operation,
+            "agent": agent,
+            "subject_id": subject_id,
+            "outcome": outcome,
+            **attrs,
+        }
+        with self._mutex:
+            self.records.append(entry)
+
+    def events(self) -> list[tuple[str, str]]:
+        """``(operation, outcome)`` of every call, oldest first."""
+        return [(r["operation"], r["outcome"]) for r in self.records]
+
+    def of(self, operation: str) -> list[dict[str, Any]]:
+        """The calls for one operation (``"persist"``, ``"purge"``, ...), oldest first."""
+        return [r for r in self.records if r["operation"] == operation]
+
+    def outcomes(self, operation: str) -> list[str]:
+        """The outcomes of one operation's calls, oldest first (``["ok", "denied"]``)."""
+        return [r["outcome"] for r in self.of(operation)]
+
+    def clear(self) -> None:
+        """Forget every call recorded so far."""
+        with self._mutex:
+            self.records.clear()
+
+
+class _Folder:
+    """One agent folder's memory and archives, shared by every store opened on it."""
+
+    def __init__(self) -> None:
+        self.memory: str | None = None
+        self.archives: dict[Path, str] = {}
+        self.lock = threading.RLock()
+
+
+class InMemoryAgentStore:
+    """An :class:`~governed_memory.AgentStore` that keeps the text in process memory.
+
+    Text-exact like the file stores: what :meth:`append` and :meth:`compact`
+    were given is what :meth:`read_memory` and :meth:`read_archive` return.
+    Paths name the memory and archives as the plaintext store would, but
+    nothing is read from or written to them. The lock is a re-entrant thread
+    lock, so it orders threads of one process only; there are no torn writes
+    to repair. Build stores through :class:`InMemoryStores`, so that stores
+    opened on one path share their text (as two stores on one folder do).
+    """
+
+    def __init__(
+        self,
+        memory_path: Path,
+        header: Callable[[], str],
+        *,
+        clock: Clock | None = None,
+        folder: _Folder | None = None,
+    ) -> None:
+        self._memory_path = Path(memory_path)
+        self._header = header
+        self._clock: Clock = clock or SystemClock()
+        self._state = folder or _Folder()
+
+    @property
+    def folder(self) -> Path:
+        return self._memory_path.parent
+
+    @property
+    def memory_path(self) -> Path:
+        return self._memory_path
+
+    @property
+    def archive_dir(self) -> Path:
+        return self.folder / ARCHIVE_DIR
+
+    def ensure(self) -> None:
+        with self._state.lock:
+            if self._state.memory is None:
+                self._state.memory = self._header()
+
+    def read_memory(self) -> str | None:
+        with self._state.lock:
+            return self._state.memory
+
+    def append(self, block: str) -> None:
+        with self._state.lock:
+            self._state.memory = (self._state.memory or self._header()) + block
+
+    def compact(self, first_block: str | None) -> Path | None:
+        with self._state.lock:
+            archive = None
+            current = self._state.memory
+            if current is not None and has_records(current):
+                archive = self._new_archive()
+                self._state.archives[archive] = current
+            self._state.memory = self._header() + (first_block or "")
+            return archive
+
+    def _new_archive(self) -> Path:
+        """The name of the next archive (lock held): the plaintext store's, never reused.
+
+        The one place that says how archives are named here.
+        """
+        for name in archive_names(self._clock.now()):
+            candidate = self.archive_dir / name
+            if candidate not in self._state.archives:
+                return candidate
+        raise StorageError(f"no free archive name left in {self.archive_dir} for this second")
+
+    def rewrite(self, path: Path, text: str) -> None:
+        target = Path(path)
+        with self._state.lock:
+            if target == self._memory_path:
+                if self._state.memory is None:
+                    raise StorageError(f"rewrite of {target} refused: the memory does not exist")
+                self._state.memory = text
+            elif target in self._state.archives:
+                self._state.archives[target] = text
+            else:
+                raise StorageError(
+                    f"rewrite of {target} refused: only {self._memory_path} and this store's "
+                    f"archives in {self.archive_dir} belong to this store"
+                )
+
+    def list_archives(self) -> list[Path]:
+        with self._state.lock:
+            return sorted(self._state.archives, key=lambda path: path.name)
+
+    def read_archive(self, path: Path) -> str:
+        try:
+            return self._state.archives[Path(path)]
+        except KeyError:
+            raise StorageError(
+                f"cannot read archive {path}: this store holds no such archive; "
+                "use one of list_archives()"
+            ) from None
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        with self._state.lock:
+            yield
+
+    def close(self) -> None:
+        return None
+
+
+class InMemoryStores:
+    """A ``store_factory`` keeping every agent's memory in process memory.
+
+    Pass it as ``Conversation(store_factory=...)``. Stores opened on one
+    memory path share their text, so a second Conversation on the path
+    preloads what the first one wrote. Functions that look for agents in the
+    workspace folder (``list_agents``, ``agent_records``) do not see them.
+
+    Args:
+        clock: names the archives (default: the system clock).
+    """
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        self._clock: Clock = clock or SystemClock()
+        self._folders: dict[Path, _Folder] = {}
+        self._mutex = threading.Lock()
+
+    def __call__(self, memory_path: Path, header: Callable[[], str]) -> InMemoryAgentStore:
+        path = Path(memory_path)
+        with self._mutex:
+            folder = self._folders.setdefault(path.parent, _Folder())
+        return InMemoryAgentStore(path, header, clock=self._clock, folder=folder)
+
+    def memory(self, memory_path: Path) -> str | None:
+        """The memory text kept for ``memory_path`` (None when nothing was written)."""
+        folder = self._folders.get(Path(memory_path).parent)
+        return folder.memory if folder is not None else None
+
+    def archives(self, memory_path: Path) -> list[str]:
+        """The archive texts kept for ``memory_path``'s agent, oldest first."""
+        folder = self._folders.get(Path(memory_path).parent)
+        if folder is None:
+            return []
+        with folder.lock:
+            return [folder.archives[p] for p in sorted(folder.archives, key=lambda p: p.name)]
+
+
+class SeededRandom:
+    """A random source whose bytes follow from a seed (SHA-256 in counter mode).
+
+    Callable as ``random(n) -> bytes``, the ``random=`` argument of the key
+    providers, keyrings, sealing and the encrypted store, so nonces, data keys
+    and the files they produce are the same on every run (known-answer
+    tests). Not random: never use it outside tests.
+
+    Args:
+        seed: the same seed gives the same bytes, in the same order.
+    """
+
+    def __init__(self, seed: bytes = b"governed-memory tests") -> None:
+        self._seed = seed
+        self._counter = 0
+        self._buffer = b""
+        self._mutex = threading.Lock()
+
+    def __call__(self, n: int) -> bytes:
+        with self._mutex:
+            while len(self._buffer) < n:
+                block = hashlib.sha256(self._seed + self._counter.to_bytes(8, "big")).digest()
+                self._buffer += block
+                self._counter += 1
+            out, self._buffer = self._buffer[:n], self._buffer[n:]
+            return out
+
+    def hex(self, nbytes: int = 4) -> str:
+        """``nbytes`` bytes as hex digits, like ``secrets.token_hex``."""
+        return self(nbytes).hex()
+
+    def ids(self, prefix: str, nbytes: int = 4) -> Callable[[], str]:
+        """An id factory: ``prefix`` + ``nbytes`` hex bytes per call.
+
+        ``HoldRegistry(..., id_factory=SeededRandom(b"holds").ids("hold-"))``
+        gives the registry's own id shape (``hold-<8 hex digits>``), pinned.
+        """
+        return lambda: prefix + self.hex(nbytes)
