@@ -1,33 +1,49 @@
-"""The exceptions governed_memory raises.
+"""The exceptions governed_memory raises: every one is defined here.
 
-Every error derives from :class:`GovernedMemoryError`, so one ``except`` guards
-any call. Subclasses also mix in the builtin that fits, so code written for the
-reference (``except ValueError``) keeps working::
+Every error derives from :class:`GovernedMemoryError`, so one ``except``
+guards any call. Subclasses also mix in the builtin that fits, so code written
+for the reference (``except ValueError``) keeps working::
 
     GovernedMemoryError
     ├── ConfigurationError (ValueError)       bad argument, setting or policy
     │   ├── InvalidAgentNameError             agent_name breaks a path rule
-    │   └── KeyProviderError                  master key missing, malformed or exposed
+    │   ├── KeyProviderError                  master key missing, malformed or exposed
+    │   └── PolicyError                       a policy file or override breaks a rule
     ├── EmptySummaryError (ValueError)        compact() without a summary
     ├── ModelCallError (RuntimeError)         a model call failed (after retries)
     ├── TokenizerError (RuntimeError)         a tokenizer vocabulary is missing or corrupt
+    ├── PurgeInProgressError (RuntimeError)   another purge holds the workspace's purge lock
+    ├── ErasedDuringCompactionError (RuntimeError)  the summary uses a subject erased since
     ├── StorageError (OSError)                a read or write on disk failed
     │   ├── FormatVersionError                a file written by a newer version
     │   ├── AuditWriteError                   the audit log could not be appended to
+    │   ├── JournalError                      the purge journal is damaged
     │   └── DecryptionError                   encrypted data fails to decrypt (detail-free)
     │       ├── IntegrityError                an encrypted file's structure is damaged
     │       └── KeyUnavailableError (LookupError)  the master or data key is not available
     │           ├── KeyShreddedError          the data key was destroyed (crypto-shredded)
     │           └── SealedRecordError         a governance file is sealed and cannot be opened here
     ├── NotFoundError (LookupError)           no such agent, record or file
+    │   └── HoldNotFoundError                 no active legal hold matches
     ├── ConsentRequiredError (PermissionError) the policy refuses an operation without consent
+    ├── ErasureBlockedError (PermissionError) a legal hold covers the data to erase
     └── AuditVerificationError                the audit log fails verification (tampering)
+
+    EntryFormatError (ValueError)             internal: a line is not a well-formed audit
+                                              entry (reading and verifying catch it)
+
+The sub-packages that raise an error re-export it where it used to be defined
+(``governed_memory._policy.PolicyError``, ...), so their imports keep working.
+A test checks that every exception class of the package is defined here and
+drawn above, under its base class.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 __all__ = [
     "AuditVerificationError",
@@ -36,15 +52,23 @@ __all__ = [
     "ConsentRequiredError",
     "DecryptionError",
     "EmptySummaryError",
+    "EntryFormatError",
+    "ErasedDuringCompactionError",
+    "ErasureBlockedError",
     "FormatVersionError",
     "GovernedMemoryError",
+    "HoldLike",
+    "HoldNotFoundError",
     "IntegrityError",
     "InvalidAgentNameError",
+    "JournalError",
     "KeyProviderError",
     "KeyShreddedError",
     "KeyUnavailableError",
     "ModelCallError",
     "NotFoundError",
+    "PolicyError",
+    "PurgeInProgressError",
     "SealedRecordError",
     "StorageError",
     "TokenizerError",
@@ -61,6 +85,10 @@ class ConfigurationError(GovernedMemoryError, ValueError):
 
 class InvalidAgentNameError(ConfigurationError):
     """An agent_name cannot be used as a folder name inside the workspace."""
+
+
+class PolicyError(ConfigurationError):
+    """A policy file cannot be loaded; the message names file, key and fix."""
 
 
 class EmptySummaryError(GovernedMemoryError, ValueError):
@@ -83,8 +111,20 @@ class FormatVersionError(StorageError):
     """A file carries a format version this release cannot read."""
 
 
+class JournalError(StorageError):
+    """The purge journal is damaged or names something that is not purgeable."""
+
+
 class NotFoundError(GovernedMemoryError, LookupError):
     """The agent, record or file asked for does not exist."""
+
+
+class HoldNotFoundError(NotFoundError):
+    """No active hold matches the id, agent or subject given."""
+
+
+class PurgeInProgressError(GovernedMemoryError, RuntimeError):
+    """Another purge holds this workspace's purge lock."""
 
 
 class ConsentRequiredError(GovernedMemoryError, PermissionError):
@@ -191,3 +231,74 @@ class AuditWriteError(StorageError):
 
 class AuditVerificationError(GovernedMemoryError):
     """The audit log fails verification: an entry was altered, removed, inserted or reordered."""
+
+
+class EntryFormatError(ValueError):
+    """A line is not a well-formed audit entry (internal to reading and verifying)."""
+
+
+class HoldLike(Protocol):
+    """What :class:`ErasureBlockedError` reads of a legal hold (:class:`governed_memory.Hold`).
+
+    A Protocol, because holds live in a layer above this module.
+    """
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def placed_by(self) -> str: ...
+
+    @property
+    def placed_at(self) -> str: ...
+
+    @property
+    def agent(self) -> str | None: ...
+
+    @property
+    def subject(self) -> str | None: ...
+
+    @property
+    def target(self) -> str: ...
+
+
+class ErasureBlockedError(GovernedMemoryError, PermissionError):
+    """An erasure was refused because a legal hold applies; nothing was erased.
+
+    Attributes:
+        holds: the holds that block it (id, who placed it, why).
+    """
+
+    def __init__(self, scope: str, holds: Sequence[HoldLike]) -> None:
+        self.holds = tuple(holds)
+        described = "; ".join(
+            f"hold {h.id!r} on {h.target} placed by {h.placed_by!r} on {h.placed_at} "
+            f"because {h.reason!r}"
+            for h in self.holds
+        )
+        super().__init__(
+            f"erasure of {scope} refused: a legal hold applies ({described}). Nothing was "
+            "erased. Ask the hold's owner to release it (governed-memory hold release), then "
+            "run the erasure again"
+        )
+
+
+class ErasedDuringCompactionError(GovernedMemoryError, RuntimeError):
+    """The summary passed to compact() was built from messages of a subject erased since.
+
+    The Conversation has already dropped those messages; summarise the
+    history again (it no longer holds them) and call compact() with the new
+    summary. Nothing was written.
+    """
+
+    def __init__(self, subjects: Sequence[str]) -> None:
+        self.subjects = tuple(sorted(subjects))
+        super().__init__(
+            f"compact() refused: the summary was built from messages of {len(self.subjects)} "
+            "data subject(s) erased after this conversation loaded them; those messages have "
+            "been dropped from the history. Summarise the history again and call compact() "
+            "with the new summary"
+        )

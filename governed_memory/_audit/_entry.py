@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._errors import EntryFormatError
 from ._keys import AuditKey
 
 __all__ = [
@@ -43,10 +44,6 @@ GENESIS = "0" * 64
 
 _TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
 _FIELDS = frozenset({"v", "seq", "ts", "event", "attrs", "kid", "prev", "hash", "mac"})
-
-
-class EntryFormatError(ValueError):
-    """A line is not a well-formed audit entry (internal to reading and verifying)."""
 
 
 def canonical(value: Any) -> bytes:

@@ -31,7 +31,7 @@ from pydantic import (
 )
 
 from .._base import Duration, OptionalDuration, format_duration
-from .._errors import ConfigurationError
+from .._errors import PolicyError
 
 if TYPE_CHECKING:
     from ._settings import Settings
@@ -61,10 +61,6 @@ BUILTIN_PURPOSES = ("persist", "summarize")
 LOCAL_PREFIX = "local/"
 LOCAL_SUMMARIZER = "local/extractive"
 """The built-in summarizer that never leaves the process."""
-
-
-class PolicyError(ConfigurationError):
-    """A policy file cannot be loaded; the message names file, key and fix."""
 
 
 class MissingConsent(StrEnum):

@@ -43,7 +43,7 @@ from .._errors import (
     ConfigurationError,
     FormatVersionError,
     GovernedMemoryError,
-    NotFoundError,
+    HoldNotFoundError,
     StorageError,
 )
 from ._consent import validate_subject_id
@@ -65,10 +65,6 @@ _MAX_TEXT = 2000
 
 HoldEvent = Callable[[str, Mapping[str, Any]], None]
 """Called after a hold changes: ``(event name, attributes)``."""
-
-
-class HoldNotFoundError(NotFoundError):
-    """No active hold matches the id, agent or subject given."""
 
 
 @dataclass(frozen=True)

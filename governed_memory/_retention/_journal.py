@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .._base import TMP_PREFIX, ArtefactKind, ensure_private_dir, fsync_dir, open_private
-from .._errors import FormatVersionError, StorageError
+from .._errors import FormatVersionError, JournalError
 from ._plan import PlanItem, Rule
 
 __all__ = [
@@ -50,10 +50,6 @@ _DECODE = json.JSONDecoder().decode
 _KINDS = {k.value: k for k in ArtefactKind}
 _RULES = {r.value: r for r in Rule}
 OUTCOMES = {b"d": "deleted", b"g": "gone", b"c": "changed", b"h": "held", b"e": "failed"}
-
-
-class JournalError(StorageError):
-    """The purge journal is damaged or names something that is not purgeable."""
 
 
 @dataclass(frozen=True, slots=True)

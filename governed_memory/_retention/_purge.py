@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._base import atomic_write, ensure_private_dir, open_private
-from .._errors import GovernedMemoryError, StorageError
+from .._errors import PurgeInProgressError, StorageError
 from .._records import HoldRegistry
 from ._execute import Executor, Tally
 from ._journal import Journal, remove_stale_progress, write_journal
@@ -43,10 +43,6 @@ __all__ = ["PurgeInProgressError", "PurgeReport", "Retention", "audit_dir_of", "
 
 PURGE_DIR = "purge"
 RECEIPTS_DIR = "receipts"
-
-
-class PurgeInProgressError(GovernedMemoryError, RuntimeError):
-    """Another purge holds this workspace's purge lock."""
 
 
 def to_local(when: _dt.datetime) -> _dt.datetime:

@@ -1,56 +1,13 @@
-"""Errors of subject requests (export and erasure), rooted at GovernedMemoryError::
+"""Errors of subject requests (export and erasure), re-exported for this package's interface.
 
-GovernedMemoryError
-├── ErasureBlockedError (PermissionError)   a legal hold covers the data
-└── ErasedDuringCompactionError (RuntimeError)
-                                            a summary was built from a subject
-                                            erased since; re-summarise
+``ErasureBlockedError`` (a legal hold covers the data) and
+``ErasedDuringCompactionError`` (a summary was built from a subject erased
+since) are defined, with every other error, in ``governed_memory._errors``,
+whose docstring draws the tree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from .._errors import GovernedMemoryError
-from .._records import Hold
+from .._errors import ErasedDuringCompactionError, ErasureBlockedError
 
 __all__ = ["ErasedDuringCompactionError", "ErasureBlockedError"]
-
-
-class ErasureBlockedError(GovernedMemoryError, PermissionError):
-    """An erasure was refused because a legal hold applies; nothing was erased.
-
-    Attributes:
-        holds: the holds that block it (id, who placed it, why).
-    """
-
-    def __init__(self, scope: str, holds: Sequence[Hold]) -> None:
-        self.holds = tuple(holds)
-        described = "; ".join(
-            f"hold {h.id!r} on {h.target} placed by {h.placed_by!r} on {h.placed_at} "
-            f"because {h.reason!r}"
-            for h in self.holds
-        )
-        super().__init__(
-            f"erasure of {scope} refused: a legal hold applies ({described}). Nothing was "
-            "erased. Ask the hold's owner to release it (governed-memory hold release), then "
-            "run the erasure again"
-        )
-
-
-class ErasedDuringCompactionError(GovernedMemoryError, RuntimeError):
-    """The summary passed to compact() was built from messages of a subject erased since.
-
-    The Conversation has already dropped those messages; summarise the
-    history again (it no longer holds them) and call compact() with the new
-    summary. Nothing was written.
-    """
-
-    def __init__(self, subjects: Sequence[str]) -> None:
-        self.subjects = tuple(sorted(subjects))
-        super().__init__(
-            f"compact() refused: the summary was built from messages of {len(self.subjects)} "
-            "data subject(s) erased after this conversation loaded them; those messages have "
-            "been dropped from the history. Summarise the history again and call compact() "
-            "with the new summary"
-        )
