@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         remove_stale_temps,
         write_all,
     )
-    from ._lock import FolderLock
+    from ._lock import FileLock, FolderLock
     from ._names import validate_agent_name
     from ._version import VERSION
     from ._workspace import (
@@ -66,6 +66,7 @@ __all__ = [
     "Clock",
     "Duration",
     "FileKind",
+    "FileLock",
     "FixedClock",
     "FolderLock",
     "OptionalDuration",
@@ -101,6 +102,7 @@ _LAZY: dict[str, str] = {
     "EXPORTS_DIR": "._artefacts",
     "FILE_MODE": "._fsutil",
     "FileKind": "._artefacts",
+    "FileLock": "._lock",
     "FixedClock": "._clock",
     "FolderLock": "._lock",
     "GOVERNANCE_DIR": "._workspace",

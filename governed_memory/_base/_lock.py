@@ -1,6 +1,7 @@
-"""The agent folder's inter-process lock, the one every store and the purge take.
+"""The two inter-process locks: an agent folder's, and a lock file's.
 
-An ``flock`` on an open descriptor of the agent folder itself: no lock file
+:class:`FolderLock` is the agent folder's lock, the one every store and the
+purge take. An ``flock`` on an open descriptor of the agent folder itself: no lock file
 beside the memory, and the lock survives the memory file being replaced. The
 plaintext and encrypted stores both use this class, so they exclude each
 other (a migration and a running agent never interleave). A re-entrant
@@ -8,6 +9,13 @@ other (a migration and a running agent never interleave). A re-entrant
 by the holder only count depth, since a second ``flock`` on the same
 descriptor would convert and then release the outer lock. Not safe on
 network filesystems with weaker flock semantics (NFS, SMB).
+
+:class:`FileLock` is an ``flock`` on a lock file beside the data it guards
+(``consent.lock``, ``holds.lock``, an erasure's ``.<id>.lock``, the purge
+and scheduler locks): the one way governance records are locked.
+
+A forked child forgets the descriptors of both that it inherited (they share
+the parent's open file description, and so its lock).
 """
 
 from __future__ import annotations
@@ -20,9 +28,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from ._fsutil import ensure_private_dir
+from ._fsutil import ensure_private_dir, open_private
 
-__all__ = ["FolderLock"]
+__all__ = ["FileLock", "FolderLock"]
 
 
 class FolderLock:
@@ -122,9 +130,95 @@ class FolderLock:
         self.drop()
 
 
+class FileLock:
+    """An ``flock`` on one lock file, across threads and processes.
+
+    Every acquisition opens its own descriptor, so two threads (or two lock
+    objects in one process) exclude each other as two processes do, and a
+    lock taken by one thread may be released by another (a scheduler keeps
+    its leadership across threads). It is therefore not re-entrant: callers
+    that nest hold their own mutex around it. The kernel drops the lock when
+    the holder's process dies, even by ``kill -9``.
+
+    Args:
+        path: the lock file (created 0600, its folder 0700, on the first
+            acquisition that may create it). It carries no data of its own;
+            a holder may write a note into it (the scheduler writes its pid).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._held: set[int] = set()
+        self._guard = threading.Lock()
+        _LIVE.add(self)
+
+    def acquire(
+        self, *, shared: bool = False, blocking: bool = True, create: bool = True
+    ) -> int | None:
+        """Take the lock on a new descriptor and return it (pass it to :meth:`release`).
+
+        Args:
+            shared: a shared lock (several holders) instead of an exclusive one.
+            blocking: wait for the lock; without, None is returned at once
+                when another descriptor holds it.
+            create: create the lock file when missing; without, a missing
+                file raises ``FileNotFoundError`` (a probe creates nothing).
+        """
+        if create:
+            ensure_private_dir(self.path.parent)
+            fd = open_private(self.path, os.O_RDWR | os.O_CREAT)
+        else:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+        try:
+            fcntl.flock(fd, mode if blocking else mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        with self._guard:
+            self._held.add(fd)
+        return fd
+
+    def release(self, fd: int) -> None:
+        """Release the lock taken on ``fd`` (closing the descriptor releases the flock).
+
+        A no-op in a forked child for a descriptor inherited from the parent:
+        the child forgot it, and the parent still holds the lock.
+        """
+        with self._guard:
+            if fd not in self._held:
+                return
+            self._held.discard(fd)
+        os.close(fd)
+
+    @contextmanager
+    def held(self, *, shared: bool = False) -> Iterator[int]:
+        """Hold the lock (waiting for it) for a block; yields the descriptor."""
+        fd = self.acquire(shared=shared)
+        assert fd is not None  # a blocking acquisition returns a descriptor
+        try:
+            yield fd
+        finally:
+            self.release(fd)
+
+    def _after_fork(self) -> None:
+        """In a forked child: close the inherited descriptors without unlocking them."""
+        self._guard = threading.Lock()
+        held, self._held = self._held, set()
+        for fd in held:
+            with suppress(OSError):
+                os.close(fd)
+
+    def __repr__(self) -> str:
+        return f"FileLock({str(self.path)!r})"
+
+
 # Every live lock, so a forked child drops inherited lock descriptors
 # (multiprocessing forks by default on Linux). Weak: it keeps nothing alive.
-_LIVE: weakref.WeakSet[FolderLock] = weakref.WeakSet()
+_LIVE: weakref.WeakSet[FolderLock | FileLock] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:

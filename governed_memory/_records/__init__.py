@@ -1,4 +1,15 @@
-"""_records"""
+"""Governance records: consent, legal holds, erasure records and receipts.
+
+Modules, one concept each:
+
+* ``_jsonl``       an append-only JSON Lines log (locked, fsynced, torn-tail safe, cached)
+* ``_document``    one JSON document replaced atomically
+* ``_version``     the one format-version check
+* ``_consent``     the consent registry (a log)
+* ``_holds``       legal holds (a document)
+* ``_tombstones``  erasure records: tombstones, progress logs, scheduled erasures
+* ``_receipts``    erasure receipts
+"""
 
 from __future__ import annotations
 
@@ -14,11 +25,15 @@ if TYPE_CHECKING:
         CONSENT_LOG,
         ConsentAction,
         ConsentEvent,
+        ConsentRecord,
         ConsentRegistry,
+        ConsentRemoval,
         open_consent_line,
         validate_subject_id,
     )
+    from ._document import JsonDocument
     from ._holds import HOLDS_FILE, HOLDS_LOCK, Hold, HoldNotFoundError, HoldRegistry, HoldSet
+    from ._jsonl import JsonlLog
     from ._receipts import ErasureReceipt, FileRemoval
     from ._tombstones import (
         COMPLETE,
@@ -31,15 +46,20 @@ if TYPE_CHECKING:
         TombstoneStore,
         new_erasure_id,
     )
+    from ._version import check_version
 
 _LAZY: dict[str, str] = {
     "CONSENT_LOCK": "._consent",
     "CONSENT_LOG": "._consent",
+    "open_consent_line": "._consent",
     "ConsentAction": "._consent",
     "ConsentEvent": "._consent",
+    "ConsentRecord": "._consent",
     "ConsentRegistry": "._consent",
-    "open_consent_line": "._consent",
+    "ConsentRemoval": "._consent",
     "validate_subject_id": "._consent",
+    "JsonDocument": "._document",
+    "JsonlLog": "._jsonl",
     "HOLDS_FILE": "._holds",
     "HOLDS_LOCK": "._holds",
     "Hold": "._holds",
@@ -57,6 +77,7 @@ _LAZY: dict[str, str] = {
     "Tombstone": "._tombstones",
     "TombstoneStore": "._tombstones",
     "new_erasure_id": "._tombstones",
+    "check_version": "._version",
 }
 
 if not TYPE_CHECKING:  # type checkers read the imports above
@@ -73,7 +94,9 @@ __all__ = [
     "TOMBSTONES_DIR",
     "ConsentAction",
     "ConsentEvent",
+    "ConsentRecord",
     "ConsentRegistry",
+    "ConsentRemoval",
     "ErasureReceipt",
     "ErasureScope",
     "FileRemoval",
@@ -81,9 +104,12 @@ __all__ = [
     "HoldNotFoundError",
     "HoldRegistry",
     "HoldSet",
+    "JsonDocument",
+    "JsonlLog",
     "ScheduledErasure",
     "Tombstone",
     "TombstoneStore",
+    "check_version",
     "new_erasure_id",
     "open_consent_line",
     "validate_subject_id",

@@ -4,7 +4,7 @@ One append-only JSON Lines file, ``<workspace>/.governed_memory/consent.jsonl``,
 holds every grant and withdrawal ever made (the proof a regulator asks for).
 The current state of a (subject, purpose) pair is its latest event.
 
-Durability and concurrency:
+The log is a :class:`~._jsonl.JsonlLog` (format version 1 on every line):
 
 * A writer takes an exclusive ``flock`` on ``consent.lock`` beside the log,
   repairs a torn last line a crashed writer may have left, appends one
@@ -18,6 +18,11 @@ Durability and concurrency:
   price of one ``stat``, and a withdrawal made by another process takes
   effect at that process's next write.
 
+Retention and the key operations never touch the file: they list the stored
+records (:meth:`ConsentRegistry.records`), remove expired ones
+(:meth:`ConsentRegistry.remove`) and convert the stored form
+(:meth:`ConsentRegistry.rewrite`) through the registry, under its lock.
+
 Under encryption at rest (``sealing`` given) each line is a sealed envelope
 (see ``_sealing``): the subject, purpose, actor and policy are never on disk
 in plaintext; everything above holds unchanged, line for line.
@@ -28,29 +33,29 @@ Not safe on network filesystems with weak flock/append semantics (NFS, SMB).
 from __future__ import annotations
 
 import datetime as _dt
-import fcntl
+import hashlib
 import json
-import os
 import re
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from .._base import ensure_private_dir, fsync_dir, open_private, write_all
-from .._crypto import CONSENT_PURPOSE, RecordSealing, open_record, seal_record
-from .._errors import ConfigurationError, FormatVersionError, StorageError
+from .._base import FileLock
+from .._crypto import CONSENT_PURPOSE, RecordSealing, open_record
+from .._errors import ConfigurationError, GovernedMemoryError, StorageError
+from ._jsonl import JsonlLog, encode_line
+from ._version import check_version
 
 __all__ = [
     "CONSENT_FORMAT_VERSION",
-    "CONSENT_LOG",
     "ConsentAction",
     "ConsentEvent",
+    "ConsentRecord",
     "ConsentRegistry",
-    "open_consent_line",
+    "ConsentRemoval",
     "validate_subject_id",
 ]
 
@@ -59,7 +64,6 @@ CONSENT_LOCK = "consent.lock"
 CONSENT_FORMAT_VERSION = 1
 
 _SUBJECT_MAX = 256
-_TAIL = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -108,26 +112,19 @@ class ConsentEvent:
     def granted(self) -> bool:
         return self.action is ConsentAction.GRANT
 
-    def to_json(self) -> str:
-        data: dict[str, Any] = {"v": CONSENT_FORMAT_VERSION, **asdict(self)}
+    def to_dict(self) -> dict[str, Any]:
+        """The stored fields, without the format version."""
+        data = asdict(self)
         data["action"] = self.action.value
-        return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return data
+
+    def to_json(self) -> str:
+        """The stored line (plaintext, without its newline)."""
+        return encode_line({"v": CONSENT_FORMAT_VERSION, **self.to_dict()}).decode("utf-8")
 
     @classmethod
-    def from_json(cls, line: str, where: str) -> ConsentEvent:
-        try:
-            data = json.loads(line)
-            version = data.get("v")
-        except (ValueError, AttributeError) as exc:
-            raise StorageError(
-                f"{where} is not a consent record ({exc}); the log is damaged"
-            ) from exc
-        if version != CONSENT_FORMAT_VERSION:
-            raise FormatVersionError(
-                f"{where} has consent format version {version!r}; this release reads "
-                f"version {CONSENT_FORMAT_VERSION}. It was probably written by a newer "
-                "governed_memory: upgrade this installation"
-            )
+    def from_dict(cls, data: dict[str, Any], where: str) -> ConsentEvent:
+        """The event of one stored line's JSON object (``where`` names it in messages)."""
         try:
             return cls(
                 subject=str(data["subject"]),
@@ -141,15 +138,52 @@ class ConsentEvent:
         except (KeyError, ValueError) as exc:
             raise StorageError(f"{where} lacks a valid field {exc}; the log is damaged") from exc
 
+    @classmethod
+    def from_json(cls, line: str, where: str) -> ConsentEvent:
+        """The event of one stored plaintext line."""
+        try:
+            data = json.loads(line)
+        except ValueError as exc:
+            raise StorageError(
+                f"{where} is not a consent record ({exc}); the log is damaged"
+            ) from exc
+        return cls.from_dict(check_version(data, CONSENT_FORMAT_VERSION, where), where)
+
+
+@dataclass(frozen=True)
+class ConsentRecord:
+    """One stored line of the log, as retention sees it.
+
+    ``id`` names the line in a purge plan (a digest of its stored bytes);
+    ``size`` counts its bytes with the newline; ``event`` is None when the
+    line cannot be read (damaged, or sealed and unopenable): such a line is
+    never removed.
+    """
+
+    id: str
+    size: int
+    event: ConsentEvent | None
+
+
+@dataclass(frozen=True)
+class ConsentRemoval:
+    """What :meth:`ConsentRegistry.remove` did: ids removed, and ids kept by ``keep``.
+
+    An id in neither was not in the log (removed meanwhile).
+    """
+
+    removed: frozenset[str]
+    kept: frozenset[str]
+
 
 def open_consent_line(raw: bytes, sealing: RecordSealing | None, where: Path) -> bytes:
-    """The plaintext JSON of one line of the consent log (opened when sealed).
-
-    Raises:
-        SealedRecordError: the line is sealed and ``sealing`` is None.
-        StorageError: the line is plaintext but ``sealing`` is set, or damaged.
-    """
+    """The plaintext JSON of one line of the consent log (opened when sealed)."""
     return open_record(raw, sealing, CONSENT_PURPOSE, CONSENT_LOG, where)
+
+
+def record_id(stored: bytes) -> str:
+    """How a stored line is named in a purge plan: a digest of its bytes."""
+    return hashlib.sha256(stored).hexdigest()[:32]
 
 
 class ConsentRegistry:
@@ -163,79 +197,45 @@ class ConsentRegistry:
     """
 
     def __init__(self, folder: Path, *, sealing: RecordSealing | None = None) -> None:
-        self._folder = Path(folder)
+        folder = Path(folder)
         self.sealing = sealing
-        self._path = self._folder / CONSENT_LOG
-        self._path_str = os.fspath(self._path)  # stat()ed on every gate check: no pathlib there
+        self._log: JsonlLog[ConsentEvent] = JsonlLog(
+            folder / CONSENT_LOG,
+            load=ConsentEvent.from_dict,
+            what="consent log",
+            lock=FileLock(folder / CONSENT_LOCK),
+            version=CONSENT_FORMAT_VERSION,
+            sealing=sealing,
+            purpose=CONSENT_PURPOSE,
+            context=CONSENT_LOG,
+        )
         self._mutex = threading.RLock()
         self._state: dict[tuple[str, str], ConsentEvent] = {}
-        self._events: list[ConsentEvent] = []
-        self._offset = 0
-        self._ident: tuple[int, int, int] | None = None
-        self._tail = b""  # the last bytes read, to recognise the same file grown
+        self._seen = 0  # events of the log already in _state
+        self._generation = 0  # the log's generation _state was built from
 
     @property
     def path(self) -> Path:
         """The JSON Lines log."""
-        return self._path
+        return self._log.path
 
     # -- reading -------------------------------------------------------
 
-    def _refresh(self) -> None:
-        """Bring the cache up to date with the log (one stat when unchanged)."""
-        try:
-            st = os.stat(self._path_str)
-        except FileNotFoundError:
-            self._reset()
-            return
-        except OSError as exc:
-            raise StorageError(f"cannot read consent log {self.path}: {exc}") from exc
-        if (st.st_ino, st.st_size, st.st_mtime_ns) == self._ident:
-            return
-        try:
-            with open(self._path_str, "rb") as handle:
-                fst = os.fstat(handle.fileno())  # the file actually read, even if replaced since
-                if not self._continues(handle, fst):
-                    self._reset()  # replaced (retention rewrite) or truncated: read it all
-                handle.seek(self._offset)
-                data = handle.read()
-        except OSError as exc:
-            raise StorageError(f"cannot read consent log {self.path}: {exc}") from exc
-        complete = data[: data.rfind(b"\n") + 1]  # a torn last line stays invisible
-        fresh = []  # parsed in full before the cache changes: a bad line leaves it as it was
-        for number, raw in enumerate(complete.splitlines(), start=1):
-            if not raw.strip():
-                continue
-            where = f"consent log {self.path} (byte {self._offset}, line +{number})"
-            plain = open_consent_line(raw, self.sealing, self._path)
-            fresh.append(ConsentEvent.from_json(plain.decode("utf-8", errors="replace"), where))
-        for event in fresh:
-            self._events.append(event)
-            self._state[(event.subject, event.purpose)] = event
-        self._offset += len(complete)
-        if complete:
-            self._tail = (self._tail + complete)[-_TAIL:]
-        self._ident = (fst.st_ino, fst.st_size, fst.st_mtime_ns)
-
-    def _continues(self, handle: BinaryIO, fst: os.stat_result) -> bool:
-        """Whether ``handle`` is the file already read, grown by appends only.
-
-        Same inode and not shorter is not enough (a rewrite may reuse a freed
-        inode number), so the last bytes read before must still be there.
-        """
-        if self._ident is None or fst.st_ino != self._ident[0] or fst.st_size < self._offset:
-            return False
-        handle.seek(self._offset - len(self._tail))
-        return handle.read(len(self._tail)) == self._tail
-
-    def _reset(self) -> None:
-        self._state, self._events, self._offset, self._ident = {}, [], 0, None
-        self._tail = b""
+    def _events(self) -> Sequence[ConsentEvent]:
+        """Every event, with the latest-per-pair state brought up to date (hold the mutex)."""
+        events = self._log.read()
+        if self._log.generation != self._generation:
+            self._state, self._seen, self._generation = {}, 0, self._log.generation
+        if len(events) != self._seen:
+            for event in events[self._seen :]:
+                self._state[(event.subject, event.purpose)] = event
+            self._seen = len(events)
+        return events
 
     def latest(self, subject_id: str, purpose: str) -> ConsentEvent | None:
         """The latest event for (subject, purpose), or None when there was none."""
         with self._mutex:
-            self._refresh()
+            self._events()
             return self._state.get((subject_id, purpose))
 
     def is_granted(self, subject_id: str, purpose: str) -> bool:
@@ -246,32 +246,42 @@ class ConsentRegistry:
     def status(self, subject_id: str) -> dict[str, ConsentEvent]:
         """The latest event per purpose for one subject."""
         with self._mutex:
-            self._refresh()
+            self._events()
             return {p: e for (s, p), e in self._state.items() if s == subject_id}
 
     def history(self, subject_id: str | None = None) -> list[ConsentEvent]:
         """Every event, oldest first (only ``subject_id``'s when given)."""
         with self._mutex:
-            self._refresh()
-            return [e for e in self._events if subject_id is None or e.subject == subject_id]
+            events = self._events()
+            return [e for e in events if subject_id is None or e.subject == subject_id]
 
     def subjects(self) -> list[str]:
         """Every subject that has a consent record, sorted."""
         with self._mutex:
-            self._refresh()
+            self._events()
             return sorted({s for s, _ in self._state})
 
-    # -- writing -------------------------------------------------------
+    def records(self) -> list[ConsentRecord]:
+        """Every stored line, oldest first, read now; an unreadable one has no event.
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        ensure_private_dir(self._folder)
-        fd = open_private(self._folder / CONSENT_LOCK, os.O_RDWR | os.O_CREAT)
+        Unlike the queries above this never fails on a damaged line: retention
+        lists the log to age its records, and keeps what it cannot read.
+        """
+        found = []
+        for number, stored in enumerate(self._log.stored_lines(), start=1):
+            found.append(
+                ConsentRecord(record_id(stored), len(stored) + 1, self._readable(stored, number))
+            )
+        return found
+
+    def _readable(self, stored: bytes, number: int) -> ConsentEvent | None:
+        where = f"consent log {self.path} (line {number})"
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing releases the flock
+            return ConsentEvent.from_dict(self._log.parse(stored, where), where)
+        except (GovernedMemoryError, ValueError, OSError):
+            return None  # damaged, sealed and unopenable, or of another version
+
+    # -- writing -------------------------------------------------------
 
     def record(self, event: ConsentEvent) -> None:
         """Append ``event`` durably (fsynced before returning).
@@ -280,24 +290,50 @@ class ConsentRegistry:
             StorageError: the log could not be written; nothing was recorded.
         """
         validate_subject_id(event.subject)
-        plain = event.to_json().encode("utf-8")
-        line = seal_record(plain, self.sealing, CONSENT_PURPOSE, CONSENT_LOG) + b"\n"
-        try:
-            with self._mutex, self._locked():
-                created = not self.path.exists()
-                fd = open_private(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
-                try:
-                    _repair_torn_tail(fd)
-                    write_all(fd, line)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                if created:
-                    fsync_dir(self._folder)
-        except OSError as exc:
-            raise StorageError(
-                f"cannot record consent in {self.path}: {exc}; the consent was NOT changed"
-            ) from exc
+        self._log.append(event.to_dict())
+
+    def remove(
+        self,
+        ids: Collection[str],
+        *,
+        keep: Callable[[ConsentEvent | None], bool] | None = None,
+    ) -> ConsentRemoval:
+        """Remove the stored lines named by ``ids`` (see :meth:`records`) in one atomic rewrite.
+
+        Runs under the writers' lock, so no grant or withdrawal is lost.
+
+        Args:
+            ids: the records to remove.
+            keep: asked, under the lock, about each record found; True keeps
+                it (a legal hold placed after it was planned).
+        """
+        wanted = set(ids)
+        removed: set[str] = set()
+        kept: set[str] = set()
+
+        def decide(stored: bytes) -> bytes | None:
+            digest = record_id(stored)
+            if digest not in wanted:
+                return stored
+            if keep is not None and keep(self._readable(stored, 0)):
+                kept.add(digest)
+                return stored
+            removed.add(digest)
+            return None
+
+        with self._mutex:
+            self._log.rewrite(decide)
+        return ConsentRemoval(frozenset(removed), frozenset(kept))
+
+    def rewrite(self, convert: Callable[[bytes], bytes]) -> bool:
+        """Replace each stored line by ``convert(line)`` in one atomic rewrite, under the lock.
+
+        For converting the stored form (sealing, unsealing, re-sealing under a
+        new key generation): ``convert`` sees the line as stored. Returns
+        whether the file changed.
+        """
+        with self._mutex:
+            return self._log.rewrite(convert)
 
     def make_event(
         self,
@@ -325,23 +361,3 @@ class ConsentRegistry:
             policy_id=policy_id,
             policy_version=policy_version,
         )
-
-
-def _repair_torn_tail(fd: int) -> None:
-    """Cut a partial last line a crashed writer left (it was never acknowledged)."""
-    size = os.fstat(fd).st_size
-    if size == 0:
-        return
-    if os.pread(fd, 1, size - 1) == b"\n":
-        return
-    start = max(0, size - 65536)
-    while True:
-        chunk = os.pread(fd, size - start, start)
-        cut = chunk.rfind(b"\n")
-        if cut >= 0:
-            os.ftruncate(fd, start + cut + 1)
-            return
-        if start == 0:
-            os.ftruncate(fd, 0)
-            return
-        start = max(0, start - 65536)

@@ -6,11 +6,12 @@ records). Held data is skipped by retention purges and refused by erasure,
 until the hold is released. Released holds stay in the file with who released
 them and when: the history of holds is itself evidence.
 
-Storage: ``<governance>/holds.json`` (format version 1), replaced atomically
-(temp file, fsync, rename, folder fsync) under an exclusive ``flock`` on
-``holds.lock`` beside it, so concurrent writers never lose a hold and a crash
-leaves the old file or the new one. Readers take no lock and re-read the file
-only when its ``stat`` changed. Not safe on network filesystems (NFS, SMB).
+Storage: ``<governance>/holds.json`` (format version 1), a
+:class:`~._document.JsonDocument` replaced atomically (temp file, fsync,
+rename, folder fsync) under an exclusive ``flock`` on ``holds.lock`` beside
+it, so concurrent writers never lose a hold and a crash leaves the old file
+or the new one. Readers take no lock and re-read the file only when its
+``stat`` changed. Not safe on network filesystems (NFS, SMB).
 Under encryption at rest (``sealing`` given) the file is one sealed envelope
 (see ``_sealing``) around the same document: no subject, reason or actor is
 on disk in plaintext.
@@ -18,9 +19,7 @@ on disk in plaintext.
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import re
 import secrets
 import threading
@@ -30,23 +29,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .._base import (
-    Clock,
-    SystemClock,
-    atomic_write,
-    ensure_private_dir,
-    open_private,
-    validate_agent_name,
-)
-from .._crypto import HOLDS_PURPOSE, RecordSealing, open_file, seal_file
-from .._errors import (
-    ConfigurationError,
-    FormatVersionError,
-    GovernedMemoryError,
-    HoldNotFoundError,
-    StorageError,
-)
+from .._base import Clock, FileLock, SystemClock, validate_agent_name
+from .._crypto import HOLDS_PURPOSE, RecordSealing
+from .._errors import ConfigurationError, HoldNotFoundError, StorageError
 from ._consent import validate_subject_id
+from ._document import JsonDocument
 
 __all__ = [
     "HOLDS_FILE",
@@ -176,35 +163,43 @@ class HoldRegistry:
         on_event: HoldEvent | None = None,
         sealing: RecordSealing | None = None,
     ) -> None:
-        self._folder = Path(governance_dir)
         self.sealing = sealing
         self._clock: Clock = clock or SystemClock()
         self._new_id = id_factory or (lambda: f"hold-{secrets.token_hex(4)}")
         self._on_event = on_event
         self._mutex = threading.RLock()
-        self._ident: tuple[int, int, int] | None = None
-        self._holds: tuple[Hold, ...] = ()
+        folder = Path(governance_dir)
+        self._document = JsonDocument(
+            folder / HOLDS_FILE,
+            what="legal holds file",
+            version=HOLDS_FORMAT_VERSION,
+            lock=FileLock(folder / HOLDS_LOCK),
+            encode=_encode,
+            sealing=sealing,
+            purpose=HOLDS_PURPOSE,
+            context=HOLDS_FILE,
+        )
+        self._parsed: tuple[dict[str, Any] | None, tuple[Hold, ...]] = (None, ())
 
     @property
     def path(self) -> Path:
-        return self._folder / HOLDS_FILE
+        return self._document.path
+
+    @property
+    def document(self) -> JsonDocument:
+        """The holds file (for converting its stored form; see ``_keys``)."""
+        return self._document
 
     # -- reading -------------------------------------------------------
 
     def _load(self) -> tuple[Hold, ...]:
         with self._mutex:
-            try:
-                st = os.stat(self.path)
-            except FileNotFoundError:
-                self._ident, self._holds = None, ()
+            document = self._document.read()
+            if document is None:
                 return ()
-            except OSError as exc:
-                raise StorageError(f"cannot read legal holds {self.path}: {exc}") from exc
-            ident = (st.st_ino, st.st_size, st.st_mtime_ns)
-            if ident != self._ident:
-                self._holds = _parse(self.path, self.sealing)
-                self._ident = ident
-            return self._holds
+            if document is not self._parsed[0]:  # the file changed: parse its holds again
+                self._parsed = (document, _holds_of(document, self.path))
+            return self._parsed[1]
 
     def holds(self, *, include_released: bool = False) -> list[Hold]:
         """Holds, oldest first; only active ones unless ``include_released``."""
@@ -239,33 +234,12 @@ class HoldRegistry:
     @contextmanager
     def _locked(self) -> Iterator[list[Hold]]:
         """Exclusive access; yields the current holds, saves them on exit."""
-        with self._mutex:
-            try:
-                ensure_private_dir(self._folder)
-                fd = open_private(self._folder / HOLDS_LOCK, os.O_RDWR | os.O_CREAT)
-            except OSError as exc:
-                raise StorageError(f"cannot lock legal holds in {self._folder}: {exc}") from exc
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                holds = list(self._load())
-                before = list(holds)
-                yield holds
-                if holds != before:
-                    self._save(holds)
-            finally:
-                os.close(fd)  # releases the flock
-
-    def _save(self, holds: list[Hold]) -> None:
-        doc = {"v": HOLDS_FORMAT_VERSION, "holds": [_to_json(h) for h in holds]}
-        data = (json.dumps(doc, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
-        data = seal_file(data, self.sealing, HOLDS_PURPOSE, HOLDS_FILE)
-        try:
-            atomic_write(self.path, data)
-        except OSError as exc:
-            raise StorageError(
-                f"cannot write legal holds {self.path}: {exc}; the holds were NOT changed"
-            ) from exc
-        self._ident = None
+        with self._mutex, self._document.locked():
+            holds = list(self._load())
+            before = list(holds)
+            yield holds
+            if holds != before:
+                self._document.write({"holds": [_to_json(h) for h in holds]})
 
     def _now(self) -> str:
         now = self._clock.now()
@@ -374,25 +348,12 @@ def _to_json(hold: Hold) -> dict[str, Any]:
     return {k: v for k, v in asdict(hold).items() if v is not None}
 
 
-def _parse(path: Path, sealing: RecordSealing | None) -> tuple[Hold, ...]:
+def _encode(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=1, ensure_ascii=False)
+
+
+def _holds_of(document: dict[str, Any], path: Path) -> tuple[Hold, ...]:
     try:
-        doc = json.loads(open_file(path.read_bytes(), sealing, HOLDS_PURPOSE, HOLDS_FILE, path))
-    except GovernedMemoryError:
-        raise  # sealed without a key, altered, or plaintext where sealing is on
-    except OSError as exc:
-        raise StorageError(f"cannot read legal holds {path}: {exc}") from exc
-    except ValueError as exc:
-        raise StorageError(
-            f"legal holds file {path} is not valid JSON ({exc}); it is damaged"
-        ) from exc
-    version = doc.get("v") if isinstance(doc, dict) else None
-    if version != HOLDS_FORMAT_VERSION:
-        raise FormatVersionError(
-            f"legal holds file {path} has format version {version!r}; this release reads "
-            f"version {HOLDS_FORMAT_VERSION}. It was probably written by a newer "
-            "governed_memory: upgrade this installation"
-        )
-    try:
-        return tuple(Hold(**item) for item in doc["holds"])
+        return tuple(Hold(**item) for item in document["holds"])
     except (KeyError, TypeError) as exc:
         raise StorageError(f"legal holds file {path} has an invalid entry ({exc})") from exc

@@ -1,4 +1,4 @@
-"""Durable erasure state: tombstones, their progress logs and scheduled erasures.
+r"""Durable erasure state: tombstones, their progress logs and scheduled erasures.
 
 Layout under the governance folder (all folders 0700, files 0600)::
 
@@ -15,6 +15,16 @@ version carrying the receipt (counts only, never content); the progress log
 is then deleted. Ids sort chronologically (UTC time, then random hex), so
 "tombstones newer than X" is a name comparison.
 
+Tombstones and scheduled erasures are :class:`~._document.JsonDocument`\ s
+(format version 1); a progress log is a :class:`~._jsonl.JsonlLog` whose
+lines carry no version of their own (their format is the tombstone's). All
+of them are written only under the erasure's lock (:meth:`TombstoneStore.
+locked`, an ``flock`` on ``tombstones/.<id>.lock``), or before anyone can
+know the erasure's id. A progress line torn by a crash is cut before the
+next one is appended, exactly as in the consent log, so a resumed erasure's
+receipt counts every agent; a damaged complete line is reported, never
+skipped.
+
 Tombstones keep the subject identifier (not any content) as proof of the
 erasure; ``retention.tombstones_max_age`` bounds how long. Under encryption at
 rest (``sealing`` given) every one of these files, and each progress line, is
@@ -28,27 +38,17 @@ import datetime as _dt
 import json
 import os
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
-from .._base import (
-    TMP_PREFIX,
-    atomic_write,
-    ensure_private_dir,
-    fsync_dir,
-    open_private,
-    write_all,
-)
-from .._crypto import (
-    ERASURE_PURPOSE,
-    RecordSealing,
-    open_file,
-    open_record,
-    seal_file,
-    seal_record,
-)
-from .._errors import ConfigurationError, FormatVersionError, GovernedMemoryError, StorageError
+from .._base import TMP_PREFIX, FileLock
+from .._crypto import ERASURE_PURPOSE, RecordSealing
+from .._errors import ConfigurationError
+from ._document import JsonDocument
+from ._jsonl import JsonlLog
 
 __all__ = [
     "COMPLETE",
@@ -267,8 +267,8 @@ class TombstoneStore:
         only after the complete tombstone is durable.
         """
         if tombstone.pending:
-            self._touch_progress(tombstone.id)
-        self._write_json(self._tombstones, f"{tombstone.id}.json", tombstone.to_dict())
+            self._progress_log(tombstone.id).create()
+        self._tombstone(tombstone.id).write(tombstone.to_dict())
 
     def get(self, erasure_id: str) -> Tombstone | None:
         data = self.document(erasure_id)
@@ -276,7 +276,7 @@ class TombstoneStore:
 
     def document(self, erasure_id: str) -> dict[str, Any] | None:
         """The stored JSON document of a tombstone (opened when sealed); None when absent."""
-        return self._read_json(self._tombstones / f"{erasure_id}.json")
+        return self._tombstone(erasure_id).read()
 
     def ids(self) -> list[str]:
         """Tombstone ids, oldest first (cheap: one directory listing)."""
@@ -306,77 +306,56 @@ class TombstoneStore:
             return []
         return [n for n in names if n.startswith(".") and n.endswith(PROGRESS_SUFFIX)]
 
-    def _touch_progress(self, erasure_id: str) -> None:
-        try:
-            ensure_private_dir(self._tombstones)
-            path = self._tombstones / f".{erasure_id}{PROGRESS_SUFFIX}"
-            os.close(open_private(path, os.O_WRONLY | os.O_CREAT))
-            fsync_dir(self._tombstones)
-        except OSError as exc:
-            raise StorageError(f"cannot write erasure record in {self._tombstones}: {exc}") from exc
+    @contextmanager
+    def locked(self, erasure_id: str) -> Iterator[None]:
+        """Hold the erasure's lock: one process at a time works on (or converts) it.
+
+        When the erasure is complete at the end of the block the lock file is
+        removed: whoever waits on it re-reads the tombstone under the lock and
+        finds it complete.
+        """
+        path = self._tombstones / f".{erasure_id}.lock"
+        with FileLock(path).held():
+            yield
+            current = self.get(erasure_id)
+            if current is not None and not current.pending:
+                path.unlink(missing_ok=True)
 
     # -- progress of an unfinished erasure --------------------------------
 
     def log_progress(self, erasure_id: str, entry: dict[str, Any]) -> None:
-        """Append one planned step (an agent and its per-file counts) durably."""
-        ensure_private_dir(self._tombstones)
-        path = self._tombstones / f".{erasure_id}{PROGRESS_SUFFIX}"
-        line = json.dumps(entry, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-        data = seal_record(line.encode("utf-8"), self.sealing, ERASURE_PURPOSE, _context(path))
-        fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        try:
-            write_all(fd, data + b"\n")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        """Append one planned step (an agent and its per-file counts) durably.
+
+        Call it under :meth:`locked`; a torn last line a crash left is cut first.
+        """
+        self._progress_log(erasure_id).append(entry)
 
     def progress(self, erasure_id: str) -> list[dict[str, Any]]:
-        """Every complete progress line (a torn last line from a crash is ignored)."""
-        path = self._tombstones / f".{erasure_id}{PROGRESS_SUFFIX}"
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise StorageError(f"cannot read erasure progress {path}: {exc}") from exc
-        entries = []
-        for line in data.split(b"\n")[:-1]:  # the part after the last \n is torn
-            if self.sealing is not None and not line.strip():
-                continue
-            try:
-                plain = open_record(line, self.sealing, ERASURE_PURPOSE, _context(path), path)
-                loaded = json.loads(plain)
-            except ValueError:
-                continue
-            if isinstance(loaded, dict):
-                entries.append(loaded)
-        return entries
+        """Every complete progress line, oldest first (a torn last line from a crash is not one).
+
+        Raises:
+            StorageError: a complete line is damaged (it is reported, not skipped).
+        """
+        return list(self._progress_log(erasure_id).read())
 
     def drop_progress(self, erasure_id: str) -> None:
-        (self._tombstones / f".{erasure_id}{PROGRESS_SUFFIX}").unlink(missing_ok=True)
-        fsync_dir(self._tombstones)
+        self._progress_log(erasure_id).delete()
 
     # -- scheduled erasures ----------------------------------------------
 
     def schedule(self, item: ScheduledErasure) -> None:
-        self._write_json(self._scheduled, f"{item.id}.json", item.to_dict())
+        self._scheduled_erasure(item.id).write(item.to_dict())
 
     def scheduled(self) -> list[ScheduledErasure]:
         found = []
         for name in sorted(self._names(self._scheduled, ".json")):
-            data = self._read_json(self._scheduled / name)
+            data = self._scheduled_erasure(name[: -len(".json")]).read()
             if data is not None:
                 found.append(ScheduledErasure.from_dict(data))
         return found
 
     def unschedule(self, erasure_id: str) -> bool:
-        path = self._scheduled / f"{erasure_id}.json"
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            return False
-        fsync_dir(self._scheduled)
-        return True
+        return self._scheduled_erasure(erasure_id).delete()
 
     # -- files -------------------------------------------------------------
 
@@ -388,38 +367,45 @@ class TombstoneStore:
             return []
         return [n for n in names if n.endswith(suffix) and not n.startswith((TMP_PREFIX, "."))]
 
-    def _write_json(self, folder: Path, name: str, data: dict[str, Any]) -> None:
-        text = json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
-        stored = seal_file(
-            text.encode("utf-8"), self.sealing, ERASURE_PURPOSE, _context(folder / name)
-        )
-        try:
-            ensure_private_dir(folder)
-            atomic_write(folder / name, stored)
-        except OSError as exc:
-            raise StorageError(f"cannot write erasure record {folder / name}: {exc}") from exc
+    def _tombstone(self, erasure_id: str, lock: FileLock | None = None) -> JsonDocument:
+        return self._document(self._tombstones / f"{erasure_id}.json", lock)
 
-    def _read_json(self, path: Path) -> dict[str, Any] | None:
-        try:
-            raw = path.read_bytes()
-            plain = open_file(raw, self.sealing, ERASURE_PURPOSE, _context(path), path)
-            data = json.loads(plain.decode("utf-8"))
-        except FileNotFoundError:
-            return None
-        except GovernedMemoryError:
-            raise  # sealed without a key, altered, or plaintext where sealing is on
-        except (OSError, ValueError) as exc:
-            raise StorageError(
-                f"erasure record {path} cannot be read ({exc}); it is damaged"
-            ) from exc
-        if not isinstance(data, dict) or data.get("v") != TOMBSTONE_FORMAT_VERSION:
-            version = data.get("v") if isinstance(data, dict) else None
-            raise FormatVersionError(
-                f"{path} has erasure format version {version!r}; this release reads version "
-                f"{TOMBSTONE_FORMAT_VERSION}. It was probably written by a newer governed_memory: "
-                "upgrade this installation"
-            )
-        return data
+    def _scheduled_erasure(self, erasure_id: str) -> JsonDocument:
+        return self._document(self._scheduled / f"{erasure_id}.json", None)
+
+    def _document(self, path: Path, lock: FileLock | None) -> JsonDocument:
+        return JsonDocument(
+            path,
+            what="erasure record",
+            version=TOMBSTONE_FORMAT_VERSION,
+            lock=lock,
+            encode=_encode,
+            sealing=self.sealing,
+            purpose=ERASURE_PURPOSE,
+            context=_context(path),
+        )
+
+    def _progress_log(
+        self, erasure_id: str, lock: FileLock | None = None
+    ) -> JsonlLog[dict[str, Any]]:
+        path = self._tombstones / f".{erasure_id}{PROGRESS_SUFFIX}"
+        return JsonlLog(
+            path,
+            load=_entry,
+            what="erasure progress",
+            lock=lock,
+            sealing=self.sealing,
+            purpose=ERASURE_PURPOSE,
+            context=_context(path),
+        )
+
+
+def _encode(document: dict[str, Any]) -> str:
+    return json.dumps(document, ensure_ascii=False, indent=2, sort_keys=True)
+
+
+def _entry(data: dict[str, Any], where: str) -> dict[str, Any]:
+    return data
 
 
 def _context(path: Path) -> str:

@@ -24,20 +24,16 @@ only (keys are then kept: they also protect the subject's data elsewhere).
 from __future__ import annotations
 
 import datetime as _dt
-import fcntl
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .._base import (
-    ensure_private_dir,
     format_duration,
     fsync_dir,
-    open_private,
     parse_duration,
     validate_agent_name,
 )
@@ -215,24 +211,6 @@ def _start(
     return complete_tombstone(ctx, tombstone, resumed=False, progress=progress)
 
 
-@contextmanager
-def _tombstone_lock(ctx: SubjectContext, erasure_id: str) -> Iterator[None]:
-    folder = ctx.tombstones().tombstone_dir
-    ensure_private_dir(folder)
-    path = folder / f".{erasure_id}.lock"
-    fd = open_private(path, os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-        # Done: whoever waits on this (now unlinked) file re-reads the
-        # tombstone under the lock and finds it complete.
-        current = ctx.tombstones().get(erasure_id)
-        if current is not None and not current.pending:
-            path.unlink(missing_ok=True)
-    finally:
-        os.close(fd)
-
-
 def complete_tombstone(
     ctx: SubjectContext,
     tombstone: Tombstone,
@@ -242,7 +220,7 @@ def complete_tombstone(
 ) -> ErasureReceipt:
     """Carry out (or finish) the erasure ``tombstone`` describes; return its receipt."""
     tombs = ctx.tombstones()
-    with _tombstone_lock(ctx, tombstone.id):
+    with tombs.locked(tombstone.id):
         current = tombs.get(tombstone.id) or tombstone
         if current.state == COMPLETE and current.receipt is not None:
             return ErasureReceipt.from_dict(current.receipt)
