@@ -76,7 +76,6 @@ if _typing.TYPE_CHECKING:
         Allowed,
         AuditSink,
         Decision,
-        Governance,
         NullAuditSink,
         Outcome,
         Skip,
@@ -146,6 +145,7 @@ if _typing.TYPE_CHECKING:
         run_due_erasures,
         schedule_erasure,
     )
+    from ._wiring import Governance
 
 __all__ = [
     "Agent",
@@ -312,7 +312,7 @@ _EXPORTS: dict[str, str] = {
     "FindingKind": "_audit",
     "FixedClock": "_base",
     "FormatVersionError": "_errors",
-    "Governance": "_governance",
+    "Governance": "_wiring",
     "GovernedMemoryError": "_errors",
     "Hold": "_records",
     "HoldNotFoundError": "_records",

@@ -9,6 +9,7 @@ reference (``except ValueError``) keeps working::
     │   ├── InvalidAgentNameError             agent_name breaks a path rule
     │   └── KeyProviderError                  master key missing, malformed or exposed
     ├── EmptySummaryError (ValueError)        compact() without a summary
+    ├── ErasedDuringCompactionError (RuntimeError)  a summary built from a subject erased since
     ├── ModelCallError (RuntimeError)         a model call failed (after retries)
     ├── TokenizerError (RuntimeError)         a tokenizer vocabulary is missing or corrupt
     ├── StorageError (OSError)                a read or write on disk failed
@@ -27,6 +28,7 @@ reference (``except ValueError``) keeps working::
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "ConsentRequiredError",
     "DecryptionError",
     "EmptySummaryError",
+    "ErasedDuringCompactionError",
     "FormatVersionError",
     "GovernedMemoryError",
     "IntegrityError",
@@ -65,6 +68,24 @@ class InvalidAgentNameError(ConfigurationError):
 
 class EmptySummaryError(GovernedMemoryError, ValueError):
     """compact() was called with an empty or missing summary."""
+
+
+class ErasedDuringCompactionError(GovernedMemoryError, RuntimeError):
+    """The summary passed to compact() was built from messages of a subject erased since.
+
+    The Conversation has already dropped those messages; summarise the
+    history again (it no longer holds them) and call compact() with the new
+    summary. Nothing was written.
+    """
+
+    def __init__(self, subjects: Sequence[str]) -> None:
+        self.subjects = tuple(sorted(subjects))
+        super().__init__(
+            f"compact() refused: the summary was built from messages of {len(self.subjects)} "
+            "data subject(s) erased after this conversation loaded them; those messages have "
+            "been dropped from the history. Summarise the history again and call compact() "
+            "with the new summary"
+        )
 
 
 class ModelCallError(GovernedMemoryError, RuntimeError):

@@ -5,13 +5,16 @@ GovernedMemoryError
 └── ErasedDuringCompactionError (RuntimeError)
                                             a summary was built from a subject
                                             erased since; re-summarise
+
+ErasedDuringCompactionError is raised by ``Conversation.compact()``, a layer
+below, so it is defined in ``governed_memory._errors`` and re-exported here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._errors import GovernedMemoryError
+from .._errors import ErasedDuringCompactionError, GovernedMemoryError
 from .._records import Hold
 
 __all__ = ["ErasedDuringCompactionError", "ErasureBlockedError"]
@@ -35,22 +38,4 @@ class ErasureBlockedError(GovernedMemoryError, PermissionError):
             f"erasure of {scope} refused: a legal hold applies ({described}). Nothing was "
             "erased. Ask the hold's owner to release it (governed-memory hold release), then "
             "run the erasure again"
-        )
-
-
-class ErasedDuringCompactionError(GovernedMemoryError, RuntimeError):
-    """The summary passed to compact() was built from messages of a subject erased since.
-
-    The Conversation has already dropped those messages; summarise the
-    history again (it no longer holds them) and call compact() with the new
-    summary. Nothing was written.
-    """
-
-    def __init__(self, subjects: Sequence[str]) -> None:
-        self.subjects = tuple(sorted(subjects))
-        super().__init__(
-            f"compact() refused: the summary was built from messages of {len(self.subjects)} "
-            "data subject(s) erased after this conversation loaded them; those messages have "
-            "been dropped from the history. Summarise the history again and call compact() "
-            "with the new summary"
         )
