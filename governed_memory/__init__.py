@@ -81,7 +81,6 @@ if _typing.TYPE_CHECKING:
         Allowed,
         AuditSink,
         Decision,
-        Governance,
         NullAuditSink,
         Outcome,
         Skip,
@@ -141,6 +140,7 @@ if _typing.TYPE_CHECKING:
         run_due_erasures,
         schedule_erasure,
     )
+    from ._wiring import Governance
 
 __all__ = [
     "Agent",
@@ -307,7 +307,7 @@ _EXPORTS: dict[str, str] = {
     "FindingKind": "_audit",
     "FixedClock": "_base",
     "FormatVersionError": "_errors",
-    "Governance": "_governance",
+    "Governance": "_wiring",
     "GovernedMemoryError": "_errors",
     "Hold": "_records",
     "HoldNotFoundError": "_errors",

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from governed_memory import Conversation, FixedClock, memory_md_path
-from governed_memory._governance._root import Governance
+from governed_memory import Conversation, FixedClock, Governance, memory_md_path
 from governed_memory._policy._model import DEFAULT_POLICY, Policy
 
 STORE_KINDS = ("plaintext", "encrypted")

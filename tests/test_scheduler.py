@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from governed_memory import Conversation, FixedClock, Policy
+from governed_memory import Conversation, FixedClock, Governance, Policy
 from governed_memory._errors import ConfigurationError
-from governed_memory._governance._root import Governance
 from governed_memory._policy._model import SchedulePolicy
 from governed_memory._retention._purge import _PurgeLock
 from governed_memory._scheduler import (

@@ -23,7 +23,7 @@ import datetime as _dt
 import secrets
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._base import AUDIT_DIR, GOVERNANCE_DIR, Clock
 from .._errors import AuditWriteError, ConfigurationError
@@ -38,7 +38,6 @@ from ._verify import VerifyReport, verify_log
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
-    from .._governance import Governance
     from .._policy import Settings
 
 __all__ = ["AuditTrail", "audit_key_from_settings", "audit_log_dir"]
@@ -88,6 +87,25 @@ def audit_key_from_settings(settings: Settings) -> AuditKey | None:
         return AuditKey.from_text(settings.audit_key.get_secret_value())
     master = _master_key_bytes(settings)
     return AuditKey.derive_from_master(master) if master is not None else None
+
+
+class TrailSettings(Protocol):
+    """What :meth:`AuditTrail.for_governance` reads from a Governance (the layer above)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def policy(self) -> Policy: ...
+
+    @property
+    def workspace(self) -> Path: ...
+
+    @property
+    def tracer_provider(self) -> Any: ...
+
+    @property
+    def clock(self) -> Clock: ...
 
 
 class AuditTrail:
@@ -163,7 +181,7 @@ class AuditTrail:
         )
 
     @classmethod
-    def for_governance(cls, governance: Governance) -> AuditTrail:
+    def for_governance(cls, governance: TrailSettings) -> AuditTrail:
         """The trail for a Governance's settings, policy, workspace, clock and tracer provider."""
         return cls.from_settings(
             governance.settings,

@@ -10,17 +10,10 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Callable
 from time import time_ns as _time_ns
-from typing import Protocol
+
+from .._protocols import Clock  # the protocol, documented once there; re-exported
 
 __all__ = ["Clock", "FixedClock", "SystemClock", "iso_now"]
-
-
-class Clock(Protocol):
-    """A source of the current time. Implement ``now`` to inject your own."""
-
-    def now(self) -> _dt.datetime:
-        """Return the current naive local time."""
-        ...
 
 
 class SystemClock:

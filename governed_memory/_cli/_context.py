@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from .._base import resolve_workspace
 
 if TYPE_CHECKING:
-    from .._governance import Governance
     from .._policy import Settings
+    from .._wiring import Governance
 
 __all__ = ["CliContext"]
 
@@ -40,6 +40,6 @@ class CliContext:
 
     def governance(self, settings: Settings | None = None, **kwargs: Any) -> Governance:
         """The Governance every command runs under (policy, consent registry, audit)."""
-        from .._governance import Governance
+        from .._wiring import Governance
 
         return Governance(settings=settings or self.settings(), **kwargs)

@@ -4,17 +4,13 @@ A :class:`Governance` bundles the effective policy, the workspace, the clock,
 the consent registry, the store factory and the audit sink. The data path is
 ``Conversation -> Governance.check (the consent gate) -> store -> disk`` with
 ``Governance.audit`` beside it. Every governed operation passes through
-:meth:`Governance.operation` (or :meth:`Governance.check`):
+:meth:`Governance.operation` (or :meth:`Governance.check`); the operations
+and where they happen are listed with the gate protocol a Conversation sees,
+``governed_memory._protocols.ConsentGate``.
 
-==============  ===========  ==================================================
-operation       purpose      where
-==============  ===========  ==================================================
-``persist``     persist      ``Conversation.add`` writing a block
-``preload``     persist      ``Conversation.__init__`` reading MEMORY.md back
-``compact``     persist      ``Conversation.compact`` writing the summary
-``archive``     persist      ``Conversation.compact`` archiving MEMORY.md
-``summarize``   summarize    :meth:`Governance.summarizer_decision`
-==============  ===========  ==================================================
+The erasures the gate triggers (on a withdrawal, and the watch a live
+Conversation keeps) are subject operations, a layer above: they are wired in
+by the public ``governed_memory.Governance`` (``governed_memory._wiring``).
 
 Extension points for the other layers (each has a working default):
 
@@ -31,7 +27,6 @@ the bytes on disk are the reference's.
 
 from __future__ import annotations
 
-import datetime as _dt
 import fnmatch
 import functools
 import logging
@@ -40,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._base import GOVERNANCE_DIR, Clock, SystemClock, resolve_workspace
 from .._errors import ConfigurationError, ConsentRequiredError
@@ -82,9 +77,11 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .._crypto import Keyring, RecordSealing
-    from .._format import Record
+    from .._protocols import ErasureWatch, SubjectRecord
 
 logger = logging.getLogger("governed_memory")
+
+_R = TypeVar("_R", bound="SubjectRecord")
 
 
 @dataclass
@@ -360,7 +357,7 @@ class Governance:
             return text
         return parsed.preamble + "".join(r.raw for r in kept) if kept else None
 
-    def preload_records(self, records: list[Record], *, agent: str | None) -> list[Record]:
+    def preload_records(self, records: list[_R], *, agent: str | None) -> list[_R]:
         """The parsed records of a MEMORY.md whose subject may be read back.
 
         :meth:`preload_text` for a caller that has parsed the file already.
@@ -529,29 +526,22 @@ class Governance:
             self._erase_after_withdrawal(event)
         return event
 
-    def _erase_after_withdrawal(self, event: ConsentEvent) -> None:
-        # Erasure lives a layer up (it needs stores, holds and tombstones); it
-        # takes this Governance as its target.
-        from .._subjects import ErasureBlockedError, erase, schedule_erasure
+    # -- what the operations above wire in -----------------------------------
+    # Erasure lives in governed_memory._subjects, a layer above (it needs stores,
+    # holds and tombstones, and takes a Governance as its target). The public
+    # Governance (governed_memory._wiring) overrides these two; this layer never
+    # imports it.
 
-        grace = self.policy.consent.erase_grace
-        reason = (
-            f"consent '{event.purpose}' withdrawn at {event.at} under policy {event.policy_id} "
-            f"v{event.policy_version} (consent.on_withdraw = 'erase')"
+    def erasure_watch(self, agent: str) -> ErasureWatch | None:
+        """The watch a live Conversation of ``agent`` keeps on erasures (here: none)."""
+        return None
+
+    def _erase_after_withdrawal(self, event: ConsentEvent) -> None:
+        raise ConfigurationError(
+            f"policy {self.policy.id} erases a subject's records when consent is withdrawn "
+            "(consent.on_withdraw = 'erase'), which this Governance cannot do; build "
+            "governed_memory.Governance, which wires the erasure in"
         )
-        try:
-            if grace > _dt.timedelta(0):
-                schedule_erasure(
-                    self, subject=event.subject, grace=grace, reason=reason, actor=event.actor
-                )
-            else:
-                erase(self, subject=event.subject, reason=reason, actor=event.actor)
-        except ErasureBlockedError as exc:
-            logger.warning(
-                "governed_memory: the withdrawal of %r is recorded, but its erasure is blocked: %s",
-                event.subject,
-                exc,
-            )
 
     def _consent_change(
         self, subject_id: str, purpose: str, action: ConsentAction, actor: str
@@ -594,3 +584,11 @@ class Governance:
 
 def _matches(model: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(model, pattern) for pattern in patterns)
+
+
+if TYPE_CHECKING:
+    # Checked by mypy, never run: Governance is the gate Conversation, Agent and
+    # ContextCompressor are given (they see it only through this protocol).
+    from .._protocols import ConsentGate
+
+    _AS_GATE: ConsentGate[AgentStore] = Governance()

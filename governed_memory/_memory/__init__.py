@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ._agent import Agent
     from ._compressor import SUMMARY_PREFIX, Backoff, ContextCompressor
     from ._conversation import Conversation
+    from ._erasures import filter_history
     from ._inspect import (
         AgentInfo,
         StoredRecord,
@@ -28,6 +29,7 @@ _LAZY: dict[str, str] = {
     "ContextCompressor": "._compressor",
     "SUMMARY_PREFIX": "._compressor",
     "Conversation": "._conversation",
+    "filter_history": "._erasures",
     "AgentInfo": "._inspect",
     "StoredRecord": "._inspect",
     "agent_info": "._inspect",
@@ -58,5 +60,6 @@ __all__ = [
     "agent_info",
     "agent_names",
     "agent_records",
+    "filter_history",
     "list_agents",
 ]

@@ -36,7 +36,8 @@ from ._llm import ChatReply, Completion, chat_completion
 from ._tools import Toolbox
 
 if TYPE_CHECKING:
-    from .._governance import Governance
+    from .._protocols import ConsentGate
+    from .._stores import AgentStore
 
 __all__ = ["DEFAULT_AUTO_MAX_LOOPS", "DEFAULT_CONTEXT_LENGTH", "TOOL_ROLE", "Agent"]
 
@@ -107,7 +108,8 @@ class Agent:
             ``mock_response``, provider options).
         id: the conversation id (default: a fresh uuid hex).
         preload_max_chars: bound on the preloaded MEMORY.md (newest records kept).
-        governance: the policy layer (consent, encryption, audit).
+        governance: the consent gate (a :class:`~governed_memory.Governance`:
+            consent, encryption, audit).
         clock: timestamps of messages.
         completion: a stand-in for ``litellm.completion`` (tests).
 
@@ -144,7 +146,7 @@ class Agent:
         llm_args: Mapping[str, Any] | None = None,
         id: str | None = None,
         preload_max_chars: int | None = None,
-        governance: Governance | None = None,
+        governance: ConsentGate[AgentStore] | None = None,
         clock: Clock | None = None,
         completion: Completion | None = None,
     ) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from .._errors import ConfigurationError, EmptySummaryError
 from .._format import PRELOAD_PREFIX, parse_memory
+from .._protocols import ConsentGate, Skip, UseLocal
 from ._summarizers import SUMMARY_PREFIX, Summarizer, Transcript, summarizer_for
 
 __all__ = ["SUMMARY_PREFIX", "Backoff", "ContextCompressor"]
@@ -254,14 +255,10 @@ class ContextCompressor:
         agent_name: str,
     ) -> Summarizer | None:
         """The summarizer the policy allows (None: do not summarize)."""
-        governance = getattr(memory, "governance", None)
-        if governance is None or not hasattr(governance, "summarizer_decision"):
+        gate: ConsentGate[Any] | None = getattr(memory, "governance", None)
+        if gate is None or not hasattr(gate, "summarizer_decision"):
             return summarizer
-        from .._policy import Skip, UseLocal
-
-        decision = governance.summarizer_decision(
-            summarizer.model, _subjects(turns), agent=agent_name
-        )
+        decision = gate.summarizer_decision(summarizer.model, _subjects(turns), agent=agent_name)
         if isinstance(decision, Skip):
             logger.info(
                 "[ContextCompressor] '%s': summary skipped by policy: %s",

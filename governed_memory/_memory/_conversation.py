@@ -22,10 +22,15 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from .._base import Clock, SystemClock, iso_now
-from .._errors import ConfigurationError, EmptySummaryError, StorageError
+from .._errors import (
+    ConfigurationError,
+    EmptySummaryError,
+    ErasedDuringCompactionError,
+    StorageError,
+)
 from .._format import (
     LINEAGE_KEY,
     META_OPEN,
@@ -44,11 +49,9 @@ from .._format import (
     render_header,
     to_disk_text,
 )
+from .._protocols import ConsentGate, ErasureWatch
 from .._stores import UTF8_STORES, AgentStore, BlockAppender, PlaintextAgentStore
-
-if TYPE_CHECKING:
-    from .._governance import Governance
-    from .._subjects import ErasureGuard
+from ._erasures import filter_history
 
 __all__ = ["Conversation", "bounded_preload_text", "newest_records"]
 
@@ -127,9 +130,10 @@ class Conversation:
             plaintext store).
         token_counter: counts tokens of a string (default: tiktoken for
             ``tokenizer_model_name``, offline).
-        governance: the policy layer (consent gate, store, audit); its clock
-            and store factory are the defaults. None (default mode) behaves
-            exactly like the reference, byte for byte.
+        governance: the consent gate (a :class:`~governed_memory.Governance`:
+            consent, store, audit); its clock and store factory are the
+            defaults. None (default mode) behaves exactly like the reference,
+            byte for byte.
 
     Raises:
         StorageError: MEMORY.md could not be created or read.
@@ -153,7 +157,7 @@ class Conversation:
         store_factory: StoreFactory | None = None,
         token_counter: TokenCounter | None = None,
         tokenizer_model_name: str | None = None,
-        governance: Governance | None = None,
+        governance: ConsentGate[AgentStore] | None = None,
     ) -> None:
         if preload_max_chars is not None and preload_max_chars < 0:
             raise ConfigurationError(
@@ -186,7 +190,7 @@ class Conversation:
         self._ledger: TokenLedger | None = None
         self._memory_md_path: str | os.PathLike[str] | None = None
         self._store: AgentStore | None = None
-        self._erasure_guard: ErasureGuard | None = None
+        self._erasure_watch: ErasureWatch | None = None
         self._preload_subjects: set[str] = set()
         self._last_erased: set[str] = set()
 
@@ -196,12 +200,9 @@ class Conversation:
             assert self._store is not None
             if governance is not None:
                 # Finish interrupted erasures of this agent before anything is preloaded.
-                from .._subjects import ErasureGuard, subject_context
-
-                self._erasure_guard = ErasureGuard(
-                    subject_context(governance), self._store.folder.name
-                )
-                self._erasure_guard.on_open()
+                self._erasure_watch = governance.erasure_watch(self._store.folder.name)
+                if self._erasure_watch is not None:
+                    self._erasure_watch.on_open()
             self._store.ensure()
             self._preload(self._store)
 
@@ -422,8 +423,6 @@ class Conversation:
             )
         summary_role = _check_role(summary_role)
         if self.drop_erased():
-            from .._subjects import ErasedDuringCompactionError
-
             raise ErasedDuringCompactionError(sorted(self._last_erased))
         lineage = history_lineage(self.conversation_history, self._preload_subjects)
         timestamp = self._clock.now().isoformat()
@@ -454,13 +453,11 @@ class Conversation:
         summarising the history; :meth:`compact` calls it too. Returns how
         many messages were dropped.
         """
-        if self._erasure_guard is None:
+        if self._erasure_watch is None:
             return 0
-        erased = self._erasure_guard.new_erasures()
+        erased = self._erasure_watch.new_erasures()
         if not erased:
             return 0
-        from .._subjects import filter_history
-
         kept, dropped, preload_at = filter_history(
             self.conversation_history,
             erased,

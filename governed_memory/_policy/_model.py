@@ -32,6 +32,7 @@ from pydantic import (
 
 from .._base import Duration, OptionalDuration, format_duration
 from .._errors import PolicyError
+from .._protocols import LOCAL_PREFIX, LOCAL_SUMMARIZER  # defined with the gate; re-exported
 
 if TYPE_CHECKING:
     from ._settings import Settings
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BUILTIN_PURPOSES",
     "DEFAULT_POLICY",
+    "LOCAL_PREFIX",
+    "LOCAL_SUMMARIZER",
     "AuditPolicy",
     "ConsentPolicy",
     "EncryptionPolicy",
@@ -58,9 +61,6 @@ __all__ = [
 ]
 
 BUILTIN_PURPOSES = ("persist", "summarize")
-LOCAL_PREFIX = "local/"
-LOCAL_SUMMARIZER = "local/extractive"
-"""The built-in summarizer that never leaves the process."""
 
 
 class MissingConsent(StrEnum):

@@ -15,4 +15,38 @@ Implementations live in the layers above (the file backend in ``_stores`` and
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._extension import Clock
+from ._gate import (
+    LOCAL_PREFIX,
+    LOCAL_SUMMARIZER,
+    Allowed,
+    ConsentGate,
+    Decision,
+    Erased,
+    ErasureWatch,
+    Operation,
+    Outcome,
+    Skip,
+    SubjectRecord,
+    SummarizerDecision,
+    UseLocal,
+    is_local_model,
+)
+
+__all__ = [
+    "LOCAL_PREFIX",
+    "LOCAL_SUMMARIZER",
+    "Allowed",
+    "Clock",
+    "ConsentGate",
+    "Decision",
+    "Erased",
+    "ErasureWatch",
+    "Operation",
+    "Outcome",
+    "Skip",
+    "SubjectRecord",
+    "SummarizerDecision",
+    "UseLocal",
+    "is_local_model",
+]

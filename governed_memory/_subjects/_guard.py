@@ -25,71 +25,22 @@ directory listing per compaction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
-
-from .._format import PRELOAD_PREFIX, message_subjects
+from .._memory import filter_history
+from .._protocols import Erased
 from ._context import SubjectContext
 from ._erasure import complete_tombstone
 
+# filter_history (the pure step over the history) lives with the Conversation
+# it serves; it is re-exported here, where it was defined before.
 __all__ = ["Erased", "ErasureGuard", "filter_history"]
 
 
-@dataclass(frozen=True)
-class Erased:
-    """Erasures that appeared since a Conversation loaded: subjects, or the whole agent."""
-
-    subjects: frozenset[str] = frozenset()
-    whole_agent: bool = False
-
-    def __bool__(self) -> bool:
-        return bool(self.subjects) or self.whole_agent
-
-
-def is_preload(message: Mapping[str, Any]) -> bool:
-    """Whether ``message`` is the preloaded MEMORY.md."""
-    content = message.get("content")
-    return (
-        message.get("role") == "System"
-        and "timestamp" not in message
-        and isinstance(content, str)
-        and content.startswith(PRELOAD_PREFIX)
-    )
-
-
-def filter_history(
-    history: Sequence[dict[str, Any]],
-    erased: Erased,
-    *,
-    static_count: int,
-    preload_subjects: set[str],
-) -> tuple[list[dict[str, Any]], int, int | None]:
-    """The history without erased messages.
-
-    Returns ``(kept, dropped, preload_at)``: ``preload_at`` is the index in
-    ``kept`` where a fresh preload must be inserted (the old one named an
-    erased subject, or the whole agent went), else None. The first
-    ``static_count`` messages (system prompt, rules) are always kept.
-    """
-    kept: list[dict[str, Any]] = list(history[:static_count])
-    dropped = 0
-    preload_at: int | None = None
-    for message in history[static_count:]:
-        if is_preload(message):
-            if erased.whole_agent or preload_subjects & erased.subjects:
-                preload_at = len(kept)
-                dropped += 1
-                continue
-        elif erased.whole_agent or message_subjects(message) & erased.subjects:
-            dropped += 1
-            continue
-        kept.append(message)
-    return kept, dropped, preload_at
-
-
 class ErasureGuard:
-    """Watches the tombstones of a workspace on behalf of one agent's Conversation."""
+    """Watches the tombstones of a workspace on behalf of one agent's Conversation.
+
+    The :class:`~governed_memory._protocols.ErasureWatch` that
+    ``Governance.erasure_watch`` hands a governed Conversation.
+    """
 
     def __init__(self, ctx: SubjectContext, agent: str) -> None:
         self._ctx = ctx

@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from governed_memory import Conversation, memory_md_path
+from governed_memory import Conversation, Governance, memory_md_path
 from governed_memory._cli import main
 from governed_memory._crypto import LocalKeyProvider, generate_master_key
-from governed_memory._governance._root import Governance
 from governed_memory._policy._model import Policy
 
 ENCRYPTED = Policy.model_validate({"encryption": {"enabled": True}})

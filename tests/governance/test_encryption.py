@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from crypto_helpers import TEST_MASTER_KEY
 
-from governed_memory import Conversation, memory_md_path
+from governed_memory import Conversation, Governance, memory_md_path
 from governed_memory._crypto import (
     InMemoryKeyProvider,
     KeyChain,
@@ -17,7 +17,6 @@ from governed_memory._crypto import (
 )
 from governed_memory._errors import ConfigurationError, KeyProviderError
 from governed_memory._governance._encryption import default_keyring_dir, key_provider, open_keyring
-from governed_memory._governance._root import Governance
 from governed_memory._policy._model import Policy
 from governed_memory._policy._settings import Settings
 

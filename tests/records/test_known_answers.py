@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from crypto_helpers import TEST_MASTER_KEY, SeededRandom
+from crypto_helpers import TEST_MASTER_KEY
 
 from governed_memory import FixedClock
 from governed_memory._crypto import Keyring, LocalKeyProvider, RecordSealing
@@ -29,6 +29,7 @@ from governed_memory._records import (
     Tombstone,
     TombstoneStore,
 )
+from governed_memory.testing import SeededRandom
 
 AT = dt.datetime(2026, 5, 1, 9, 0, tzinfo=dt.timezone(dt.timedelta(hours=2)))
 ERASURE = "20260501T070000000000Z-0a0b0c0d"

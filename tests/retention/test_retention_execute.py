@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from governed_memory import Conversation, FixedClock, Policy
-from governed_memory._governance._root import Governance, NullAuditSink
+from governed_memory import Conversation, FixedClock, Governance, NullAuditSink, Policy
 from governed_memory._retention import (
     Executor,
     Journal,
@@ -139,7 +138,7 @@ KILLER = textwrap.dedent(
     import datetime as dt, os, signal, sys, threading
     from pathlib import Path
     from governed_memory import FixedClock, Policy
-    from governed_memory._governance._root import Governance
+    from governed_memory import Governance
     from governed_memory._retention import Retention
 
     workspace, after = Path(sys.argv[1]), int(sys.argv[2])

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from governed_memory import Conversation, memory_md_path
+from governed_memory import Conversation, Governance, memory_md_path
 from governed_memory._crypto import KeyChain, LocalKeyProvider, generate_master_key
-from governed_memory._governance._root import Governance
 from governed_memory._keys._migration import encrypt_workspace
 from governed_memory._keys._rotation import rotate
 from governed_memory._policy._model import Policy

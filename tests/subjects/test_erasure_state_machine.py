@@ -28,9 +28,15 @@ from hypothesis.stateful import (
 )
 from subjects_helpers import conversation, readable_text
 
-from governed_memory import FixedClock, erase, export_agent, export_subject, parse_memory
+from governed_memory import (
+    FixedClock,
+    Governance,
+    erase,
+    export_agent,
+    export_subject,
+    parse_memory,
+)
 from governed_memory._format._lineage import ERASED_MARKER_KEY, record_lineage
-from governed_memory._governance._root import Governance
 from governed_memory._policy._model import Policy
 from governed_memory._retention import Retention
 
