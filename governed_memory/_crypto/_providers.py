@@ -18,7 +18,6 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -26,6 +25,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from .._errors import DecryptionError, KeyProviderError, KeyUnavailableError
+from .._protocols import KeyProvider  # the protocol, documented once there; re-exported
 
 __all__ = [
     "InMemoryKeyProvider",
@@ -45,36 +45,6 @@ NONCE_BYTES = 12
 _WRAP_VERSION = b"\x01"
 _ID_INFO = b"governed-memory master key id v1"
 _KEK_INFO = b"governed-memory key-encryption key v1"
-
-
-@runtime_checkable
-class KeyProvider(Protocol):
-    """Wraps data keys under a master key that never leaves the provider.
-
-    The keyring calls :meth:`wrap` when it creates or re-wraps a data key and
-    :meth:`unwrap` when it needs one, passing ``context`` (bytes naming the
-    workspace and the data key) that must be bound to the wrapped bytes: an
-    unwrap with another context must fail. AWS KMS maps ``context`` to an
-    encryption context, Vault transit to ``associated_data``/``context``.
-
-    Implementations raise :class:`KeyUnavailableError` from :meth:`unwrap`
-    when they do not hold ``key_id`` (so a :class:`KeyChain` can try the next
-    provider) and :class:`DecryptionError` when the wrapped bytes do not
-    authenticate.
-    """
-
-    @property
-    def key_id(self) -> str:
-        """The id of the master key new wraps use (never the key itself)."""
-        ...
-
-    def wrap(self, data_key: bytes, context: bytes) -> bytes:
-        """Encrypt ``data_key`` under the master key :attr:`key_id`."""
-        ...
-
-    def unwrap(self, key_id: str, wrapped: bytes, context: bytes) -> bytes:
-        """Decrypt ``wrapped``, which :meth:`wrap` made under master key ``key_id``."""
-        ...
 
 
 def generate_master_key(random: RandomSource = os.urandom) -> str:

@@ -15,7 +15,7 @@ Implementations live in the layers above (the file backend in ``_stores`` and
 
 from __future__ import annotations
 
-from ._extension import Clock
+from ._extension import AuditSink, Clock, KeyProvider, NullAuditSink, Summarizer, Transcript
 from ._gate import (
     LOCAL_PREFIX,
     LOCAL_SUMMARIZER,
@@ -37,16 +37,21 @@ __all__ = [
     "LOCAL_PREFIX",
     "LOCAL_SUMMARIZER",
     "Allowed",
+    "AuditSink",
     "Clock",
     "ConsentGate",
     "Decision",
     "Erased",
     "ErasureWatch",
+    "KeyProvider",
+    "NullAuditSink",
     "Operation",
     "Outcome",
     "Skip",
     "SubjectRecord",
+    "Summarizer",
     "SummarizerDecision",
+    "Transcript",
     "UseLocal",
     "is_local_model",
 ]
