@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._base import ARCHIVE_DIR, Clock, SystemClock, lazy_attributes
 from ._errors import StorageError
 from ._format import has_records
+from ._protocols import StoredInfo
 from ._stores import archive_names
 
 if TYPE_CHECKING:
@@ -119,11 +121,12 @@ class RecordingAuditSink:
 
 
 class _Folder:
-    """One agent folder's memory and archives, shared by every store opened on it."""
+    """One agent's memory and archives, shared by every store opened on it."""
 
     def __init__(self) -> None:
         self.memory: str | None = None
-        self.archives: dict[Path, str] = {}
+        self.archives: dict[str, str] = {}  # archive id -> text
+        self.changed: dict[str | None, float] = {}  # memory (None) or archive id -> time
         self.lock = threading.RLock()
 
 
@@ -132,12 +135,15 @@ class InMemoryAgentStore:
 
     Text-exact like the file stores: what :meth:`append` and :meth:`compact`
     were given is what :meth:`read_memory` and :meth:`read_archive` return.
-    Paths name the memory and archives as the plaintext store would, but
-    nothing is read from or written to them. The lock is a re-entrant thread
-    lock, so it orders threads of one process only; there are no torn writes
-    to repair. Build stores through :class:`InMemoryStores`, so that stores
-    opened on one path share their text (as two stores on one folder do).
+    Archive ids are the plaintext store's (``history_<ts>``) and
+    :meth:`source` names what the plaintext store would, but nothing is read
+    from or written to disk. The lock is a re-entrant thread lock, so it
+    orders threads of one process only; there are no torn writes to repair.
+    Build stores through :class:`InMemoryStores`, so that stores opened on
+    one agent share their text (as two stores on one folder do).
     """
+
+    accepts_utf8_blocks: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -153,21 +159,17 @@ class InMemoryAgentStore:
         self._state = folder or _Folder()
 
     @property
-    def folder(self) -> Path:
-        return self._memory_path.parent
+    def agent(self) -> str:
+        return self._memory_path.parent.name
 
-    @property
-    def memory_path(self) -> Path:
-        return self._memory_path
-
-    @property
-    def archive_dir(self) -> Path:
-        return self.folder / ARCHIVE_DIR
+    def _touch(self, item: str | None) -> None:
+        self._state.changed[item] = time.time()
 
     def ensure(self) -> None:
         with self._state.lock:
             if self._state.memory is None:
                 self._state.memory = self._header()
+                self._touch(None)
 
     def read_memory(self) -> str | None:
         with self._state.lock:
@@ -176,55 +178,80 @@ class InMemoryAgentStore:
     def append(self, block: str) -> None:
         with self._state.lock:
             self._state.memory = (self._state.memory or self._header()) + block
+            self._touch(None)
 
-    def compact(self, first_block: str | None) -> Path | None:
+    def compact(self, first_block: str | None) -> str | None:
         with self._state.lock:
             archive = None
             current = self._state.memory
             if current is not None and has_records(current):
                 archive = self._new_archive()
                 self._state.archives[archive] = current
+                self._touch(archive)
             self._state.memory = self._header() + (first_block or "")
+            self._touch(None)
             return archive
 
-    def _new_archive(self) -> Path:
-        """The name of the next archive (lock held): the plaintext store's, never reused.
-
-        The one place that says how archives are named here.
-        """
+    def _new_archive(self) -> str:
+        """The id of the next archive (lock held): the plaintext store's, never reused."""
         for name in archive_names(self._clock.now()):
-            candidate = self.archive_dir / name
+            candidate = name.removesuffix(".md")
             if candidate not in self._state.archives:
                 return candidate
-        raise StorageError(f"no free archive name left in {self.archive_dir} for this second")
+        raise StorageError(f"no free archive id left for agent {self.agent!r} in this second")
 
-    def rewrite(self, path: Path, text: str) -> None:
-        target = Path(path)
+    def list_archives(self) -> list[str]:
         with self._state.lock:
-            if target == self._memory_path:
-                if self._state.memory is None:
-                    raise StorageError(f"rewrite of {target} refused: the memory does not exist")
-                self._state.memory = text
-            elif target in self._state.archives:
-                self._state.archives[target] = text
-            else:
+            return sorted(self._state.archives)
+
+    def read_archive(self, archive_id: str) -> str:
+        with self._state.lock:
+            try:
+                return self._state.archives[archive_id]
+            except KeyError:
                 raise StorageError(
-                    f"rewrite of {target} refused: only {self._memory_path} and this store's "
-                    f"archives in {self.archive_dir} belong to this store"
-                )
+                    f"cannot read archive {archive_id!r} of agent {self.agent!r}: this store "
+                    "holds no such archive; use one of list_archives()"
+                ) from None
 
-    def list_archives(self) -> list[Path]:
+    def rewrite_memory(self, text: str) -> None:
         with self._state.lock:
-            return sorted(self._state.archives, key=lambda path: path.name)
+            if self._state.memory is None:
+                raise StorageError(
+                    f"rewrite of agent {self.agent!r}'s memory refused: the memory does not exist"
+                )
+            self._state.memory = text
+            self._touch(None)
 
-    def read_archive(self, path: Path) -> str:
-        try:
-            return self._state.archives[Path(path)]
-        except KeyError:
-            raise StorageError(
-                f"cannot read archive {path}: this store holds no such archive; "
-                "use one of list_archives()"
-            ) from None
+    def rewrite_archive(self, archive_id: str, text: str) -> None:
+        with self._state.lock:
+            if archive_id not in self._state.archives:
+                raise StorageError(
+                    f"rewrite of archive {archive_id!r} refused: agent {self.agent!r} has no "
+                    "such archive; use one of list_archives()"
+                )
+            self._state.archives[archive_id] = text
+            self._touch(archive_id)
+
+    def stat(self, archive_id: str | None = None) -> StoredInfo | None:
+        with self._state.lock:
+            text = (
+                self._state.memory if archive_id is None else self._state.archives.get(archive_id)
+            )
+            if text is None:
+                return None
+            return StoredInfo(len(text.encode("utf-8")), self._state.changed.get(archive_id, 0.0))
+
+    def source(self, archive_id: str | None = None) -> str:
+        if archive_id is None:
+            return self._memory_path.name
+        return f"{ARCHIVE_DIR}/{archive_id}.md"
+
+    def delete(self) -> None:
+        with self._state.lock:
+            self._state.memory = None
+            self._state.archives.clear()
+            self._state.changed.clear()
 
     @contextmanager
     def lock(self) -> Iterator[None]:
@@ -269,7 +296,7 @@ class InMemoryStores:
         if folder is None:
             return []
         with folder.lock:
-            return [folder.archives[p] for p in sorted(folder.archives, key=lambda p: p.name)]
+            return [folder.archives[a] for a in sorted(folder.archives)]
 
 
 class SeededRandom:

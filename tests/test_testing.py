@@ -171,7 +171,7 @@ def _observe(store: Any) -> tuple[str | None, list[str], list[str]]:
     archives = store.list_archives()
     return (
         store.read_memory(),
-        [p.name for p in archives],
+        [Path(store.source(a)).name for a in archives],
         [store.read_archive(p) for p in archives],
     )
 
@@ -189,7 +189,9 @@ def test_the_in_memory_store_reads_back_what_the_plaintext_store_does(tmp_path: 
         third = store.compact(None)  # only a header now: no archive
         store.append(_block("three"))
         assert first is not None and second is not None and third is None
-        assert first.parent == second.parent == store.folder / "archive"
+        assert (
+            Path(store.source(first)).parent == Path(store.source(second)).parent == Path("archive")
+        )
         seen.append(_observe(store))
     assert seen[0] == seen[1]
     assert seen[1][1] == ["history_2026-11-30_10-00-00.md", "history_2026-11-30_10-00-00_000001.md"]
@@ -211,20 +213,20 @@ def test_appended_text_is_kept_exactly(blocks: list[str]) -> None:
 def test_rewrite_replaces_memory_and_archives_and_refuses_anything_else(tmp_path: Path) -> None:
     store = InMemoryStores(clock=FixedClock(T0))(memory_md_path("A", tmp_path), _header)
     with pytest.raises(StorageError, match="does not exist"):
-        store.rewrite(store.memory_path, "x")
+        store.rewrite_memory("x")
     store.append(_block("secret"))
     archive = store.compact(None)
     assert archive is not None
     with store.lock(), store.lock():  # re-entrant, like the file stores' lock
-        store.rewrite(archive, _header())
-        store.rewrite(store.memory_path, _header() + _block("kept"))
+        store.rewrite_archive(archive, _header())
+        store.rewrite_memory(_header() + _block("kept"))
     assert store.read_archive(archive) == _header()
     assert store.read_memory() == _header() + _block("kept")
-    for foreign in (tmp_path / "elsewhere.md", archive.with_name("history_unknown.md")):
+    for foreign in (str(tmp_path / "elsewhere.md"), "history_unknown"):
         with pytest.raises(StorageError, match="refused"):
-            store.rewrite(foreign, "x")
+            store.rewrite_archive(foreign, "x")
     with pytest.raises(StorageError, match="no such archive"):
-        store.read_archive(archive.with_name("history_unknown.md"))
+        store.read_archive("history_unknown")
 
 
 def test_stores_on_one_path_share_text_and_nothing_touches_the_disk(tmp_path: Path) -> None:

@@ -309,9 +309,9 @@ def _run_demo(console: Console, workspace: Path, temporary: bool, policy_given: 
     summary = _demo_summary(conversation)
     conversation.compact(summary)
     store = conversation.store
-    archives = store.list_archives() if store is not None else []
-    for archive in archives:
-        console.print(Text(f"archived  {archive.relative_to(path.parent)}"))
+    for archive in store.list_archives() if store is not None else []:
+        assert store is not None
+        console.print(Text(f"archived  {store.source(archive)}"))
     body = summary.split("\n\n", 1)[-1]  # without the compressor's prefix
     console.print(Text(f"summary   {_short(body, 68)}"))
     console.print(

@@ -381,8 +381,8 @@ class Governance:
         *,
         agent: str | None,
         subject_id: str | None,
-    ) -> Path | None:
-        """Archive and replace the memory if the gate allows; return the archive path.
+    ) -> str | None:
+        """Archive and replace the memory if the gate allows; return the archive's id.
 
         Under ``memory_only`` the disk is left as it is (the in-memory history
         is still compacted by the caller).

@@ -99,7 +99,7 @@ def _encrypt_file(store: EncryptedAgentStore, source: Path, target: Path, kind: 
 
 def _decrypted(store: EncryptedAgentStore, path: Path, kind: int) -> str:
     if kind == KIND_ARCHIVE:
-        return store.read_archive(path)
+        return store.decode_archive(path).text(path)
     decoded = store.decode_memory()
     assert decoded is not None
     return decoded.text(path)
@@ -192,7 +192,7 @@ def _pairs(store: EncryptedAgentStore, direction: str) -> list[tuple[Path, Path,
         if (folder / MEMORY_FILE).exists():
             pairs.append((folder / MEMORY_FILE, folder / ENCRYPTED_MEMORY, KIND_MEMORY))
     else:
-        for path in store.list_archives():
+        for path in store.archive_files():
             pairs.append(
                 (path, path.with_name(path.name[: -len(ENCRYPTED_SUFFIX)] + ".md"), KIND_ARCHIVE)
             )

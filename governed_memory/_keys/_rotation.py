@@ -190,7 +190,7 @@ def _reencrypt_agent(folder: Path, keyring: Keyring, report: RotationReport) -> 
     try:
         with store.lock():
             files = [store.memory_path] if store.memory_path.exists() else []
-            files += store.list_archives()
+            files += store.archive_files()
             if not files:
                 return
             agent_gen = keyring.current(AGENT, store.agent).gen

@@ -50,13 +50,12 @@ from .._format import (
     to_disk_text,
 )
 from .._protocols import ConsentGate, ErasureWatch
-from .._stores import UTF8_STORES, AgentStore, BlockAppender, PlaintextAgentStore
+from .._stores import AgentStore, BlockAppender, PlaintextAgentStore, StoreFactory
 from ._erasures import filter_history
 
 __all__ = ["Conversation", "bounded_preload_text", "newest_records"]
 
 Message = dict[str, Any]
-StoreFactory = Callable[[Path, Callable[[], str]], AgentStore]
 
 
 def _check_role(role: object) -> str:
@@ -190,6 +189,7 @@ class Conversation:
         self._ledger: TokenLedger | None = None
         self._memory_md_path: str | os.PathLike[str] | None = None
         self._store: AgentStore | None = None
+        self._utf8_store = False  # the store has append_utf8 (accepts_utf8_blocks)
         self._erasure_watch: ErasureWatch | None = None
         self._preload_subjects: set[str] = set()
         self._last_erased: set[str] = set()
@@ -200,7 +200,7 @@ class Conversation:
             assert self._store is not None
             if governance is not None:
                 # Finish interrupted erasures of this agent before anything is preloaded.
-                self._erasure_watch = governance.erasure_watch(self._store.folder.name)
+                self._erasure_watch = governance.erasure_watch(self._store.agent)
                 if self._erasure_watch is not None:
                     self._erasure_watch.on_open()
             self._store.ensure()
@@ -223,10 +223,11 @@ class Conversation:
     def memory_md_path(self, value: str | os.PathLike[str] | None) -> None:
         if self._store is not None:
             self._store.close()
-            self._store = None
+            self._store, self._utf8_store = None, False
         self._memory_md_path = value
         if value is not None and str(value) != "":
             self._store = self._store_factory(Path(value), self._header)
+            self._utf8_store = getattr(type(self._store), "accepts_utf8_blocks", False) is True
 
     @property
     def store(self) -> AgentStore | None:
@@ -244,7 +245,7 @@ class Conversation:
             parsed = parse_memory(text)
             records = parsed.records
             if self.governance is not None:
-                records = self.governance.preload_records(records, agent=store.folder.name)
+                records = self.governance.preload_records(records, agent=store.agent)
             records = newest_records(parsed.preamble, records, self.preload_max_chars)
             if not records:
                 return  # no record passes the gate, or not even the newest fits the bound
@@ -360,7 +361,7 @@ class Conversation:
         if store is None:
             pass
         elif (
-            type(store) in UTF8_STORES
+            self._utf8_store
             and content.__class__ is str
             and content.isascii()
             and subject is None
@@ -393,9 +394,7 @@ class Conversation:
                 if self.governance is None:
                     store.append(block)
                 else:
-                    self.governance.persist(
-                        store, block, agent=store.folder.name, subject_id=subject
-                    )
+                    self.governance.persist(store, block, agent=store.agent, subject_id=subject)
         self.conversation_history.append(message)
         return message
 
@@ -435,7 +434,7 @@ class Conversation:
             self.governance.compact(
                 self._store,
                 self._block(summary_role, summary, timestamp, self.subject_id, lineage),
-                agent=self._store.folder.name,
+                agent=self._store.agent,
                 subject_id=self.subject_id,
             )
         elif self._store is not None:

@@ -161,14 +161,6 @@ def _agent_folder(workspace: PathLike | None, agent_name: str) -> Path:
     return folder
 
 
-def _size(path: Path) -> tuple[int, float] | None:
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return None
-    return st.st_size, st.st_mtime
-
-
 def _newest_timestamp(records: list[Record]) -> _dt.datetime | None:
     newest: _dt.datetime | None = None
     for record in records:
@@ -188,17 +180,17 @@ def _info(name: str, folder: Path, factory: StoreFactory | None) -> AgentInfo:
         text = store.read_memory()
         archives = store.list_archives()
         records = parse_memory(text).records if text is not None else []
-        files = [_size(store.memory_path), *(_size(a) for a in archives)]
+        files = [store.stat(), *(store.stat(a) for a in archives)]
     present = [f for f in files if f is not None]
     last = _newest_timestamp(records)
     if last is None and present:
-        last = _dt.datetime.fromtimestamp(max(mtime for _, mtime in present))
+        last = _dt.datetime.fromtimestamp(max(f.modified for f in present))
     return AgentInfo(
         name=name,
         folder=folder,
         messages=len(records),
         archives=len(archives),
-        size_bytes=sum(size for size, _ in present),
+        size_bytes=sum(f.size for f in present),
         last_activity=last,
     )
 
@@ -261,20 +253,13 @@ def agent_records(
     with _open(folder, store_factory) as store:
         if include_archives:
             for archive in store.list_archives():
-                source = _relative(archive, folder)
+                source = store.source(archive)
                 for record in parse_memory(store.read_archive(archive)).records:
                     found.append(StoredRecord(record, source, archived=True))
         text = store.read_memory()
         if text is not None:
-            source = _relative(store.memory_path, folder)
+            source = store.source()
             found.extend(
                 StoredRecord(r, source, archived=False) for r in parse_memory(text).records
             )
     return found
-
-
-def _relative(path: Path, folder: Path) -> str:
-    try:
-        return Path(path).relative_to(folder).as_posix()
-    except ValueError:
-        return str(path)

@@ -32,10 +32,12 @@ from ._gate import (
     UseLocal,
     is_local_model,
 )
+from ._storage import AgentStore, RecordDocument, RecordLog, StoredInfo, StoreFactory
 
 __all__ = [
     "LOCAL_PREFIX",
     "LOCAL_SUMMARIZER",
+    "AgentStore",
     "Allowed",
     "AuditSink",
     "Clock",
@@ -47,7 +49,11 @@ __all__ = [
     "NullAuditSink",
     "Operation",
     "Outcome",
+    "RecordDocument",
+    "RecordLog",
     "Skip",
+    "StoreFactory",
+    "StoredInfo",
     "SubjectRecord",
     "Summarizer",
     "SummarizerDecision",

@@ -93,11 +93,14 @@ def artefact_subjects(
         elif store is None or not _reads_encrypted(store):
             return None
         elif kind.kind is ArtefactKind.MEMORY:
-            if store.memory_path.name != path.name:
+            if store.source() != path.name:
                 return None
             text = store.read_memory() or ""
         else:
-            text = store.read_archive(path)
+            archive_id = Path(path.name).stem  # classify_archive checked the name
+            if store.source(archive_id) != f"{ARCHIVE_DIR}/{path.name}":
+                return None  # not a file of this store's kind
+            text = store.read_archive(archive_id)
     except FileNotFoundError:
         return frozenset()
     except (OSError, GovernedMemoryError):
@@ -109,7 +112,7 @@ def artefact_subjects(
 
 def _reads_encrypted(store: AgentStore) -> bool:
     """Whether ``store`` is an encrypted store (its own memory file is of an encrypted kind)."""
-    own = classify_agent_file(store.memory_path.name)
+    own = classify_agent_file(store.source())
     return own is not None and own.encrypted
 
 

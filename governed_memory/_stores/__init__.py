@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING
 
 from .._base import lazy_attributes
 from ._base import AgentStore, StoreFactory
+from ._files import AgentFolderStore
 from ._plaintext import PlaintextAgentStore, archive_names
 
 __all__ = [
     "ENCRYPTED_MEMORY",
     "ENCRYPTED_SUFFIX",
-    "UTF8_STORES",
+    "AgentFolderStore",
     "AgentStore",
     "BlockAppender",
     "EncryptedAgentStore",
@@ -29,7 +30,7 @@ __all__ = [
 # Names other layers use, imported on first use (PEP 562) so that importing this
 # package loads none of its modules until one is needed.
 if TYPE_CHECKING:
-    from ._base import UTF8_STORES, BlockAppender
+    from ._base import BlockAppender
     from ._encrypted import (
         ENCRYPTED_MEMORY,
         ENCRYPTED_SUFFIX,
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 
 _LAZY: dict[str, str] = {
     "BlockAppender": "._base",
-    "UTF8_STORES": "._base",
     "ENCRYPTED_MEMORY": "._encrypted",
     "ENCRYPTED_SUFFIX": "._encrypted",
     "EncryptedAgentStore": "._encrypted",

@@ -23,14 +23,13 @@ import fcntl
 import os
 import termios
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .._base import (
-    ARCHIVE_DIR,
     MEMORY_FILE,
     Clock,
     FolderLock,
@@ -60,8 +59,8 @@ from .._crypto import (
 )
 from .._errors import ConfigurationError, GovernedMemoryError, StorageError
 from .._format import META_OPEN, has_records
-from ._base import UTF8_STORES, StoreFactory
-from ._files import compacting, holding, list_archive_files, rewrite_file
+from ._base import StoreFactory
+from ._files import AgentFolderStore, compacting
 from ._plaintext import archive_names
 from ._watch import Armed, arm, disarm
 
@@ -111,7 +110,7 @@ class _Tail:
     context: FrameContext
 
 
-class EncryptedAgentStore:
+class EncryptedAgentStore(AgentFolderStore):
     """An agent folder whose memory and archives are encrypted (see the module docstring).
 
     Args:
@@ -162,26 +161,7 @@ class EncryptedAgentStore:
         self._keys: tuple[int, AESGCM, bytes] | None = None
         self._heads: dict[int, bytes] = {}
 
-    @property
-    def folder(self) -> Path:
-        return self._folder
-
-    @property
-    def memory_path(self) -> Path:
-        return self._memory_path
-
-    @property
-    def archive_dir(self) -> Path:
-        return self._folder / ARCHIVE_DIR
-
-    @property
-    def agent(self) -> str:
-        return self._folder.name
-
-    @contextmanager
-    def lock(self) -> Iterator[None]:
-        with holding(self._folder, self._lock.held):
-            yield
+    suffix = ENCRYPTED_SUFFIX
 
     def _refuse_plaintext(self) -> None:
         # Also when both exist (a migration that stopped half-way, or a
@@ -458,7 +438,7 @@ class EncryptedAgentStore:
         disarm(self._armed)
         self._armed = None
 
-    def compact(self, first_block: str | None) -> Path | None:
+    def compact(self, first_block: str | None) -> str | None:
         with compacting(self._memory_path, self._lock.held, self.archive_dir):
             archive = None
             self._refuse_plaintext()
@@ -477,7 +457,7 @@ class EncryptedAgentStore:
                 self._memory_path, self.codec.encode_text(KIND_MEMORY, ENCRYPTED_MEMORY, fresh)
             )
             self._close_file()
-            return archive
+            return None if archive is None else archive.name.removesuffix(self.suffix)
 
     def _write_archive(self, frames: list[Plain]) -> Path:
         """Durably write ``frames`` as a sealed archive under the first free name."""
@@ -491,33 +471,15 @@ class EncryptedAgentStore:
                 continue
         raise FileExistsError(f"no free archive name left in {self.archive_dir}")
 
-    # -- rewriting (erasure) ---------------------------------------------------
+    # -- files ---------------------------------------------------------------
 
-    def rewrite(self, path: Path, text: str) -> None:
-        target = Path(path)
-        if target == self._memory_path:
-            kind = KIND_MEMORY
-        elif target.parent == self.archive_dir and target.name.endswith(ENCRYPTED_SUFFIX):
-            kind = KIND_ARCHIVE
-        else:
-            raise StorageError(
-                f"rewrite of {target} refused: only {self._memory_path} and .gmenc files in "
-                f"{self.archive_dir} belong to this store"
-            )
-        rewrite_file(
-            target,
-            self._lock.held,
-            lambda: self.codec.encode_text(kind, target.name, text),
-            self._close_file if kind == KIND_MEMORY else None,
-        )
+    def _encode(self, name: str | None, text: str) -> bytes:
+        if name is None:
+            return self.codec.encode_text(KIND_MEMORY, ENCRYPTED_MEMORY, text)
+        return self.codec.encode_text(KIND_ARCHIVE, name, text)
 
-    # -- archives ----------------------------------------------------------
-
-    def list_archives(self) -> list[Path]:
-        return list_archive_files(self.archive_dir, ENCRYPTED_SUFFIX)
-
-    def read_archive(self, path: Path) -> str:
-        return self.decode_archive(path).text(Path(path))
+    def _decode(self, data: bytes, path: Path) -> str:
+        return self.codec.decode(data, path, KIND_ARCHIVE, path.name, torn_ok=False).text(path)
 
     def decode_archive(self, path: Path) -> Decoded:
         """An archive's frames, authenticated (for re-encryption and migration)."""
@@ -568,9 +530,6 @@ class EncryptedAgentStore:
 
     def __repr__(self) -> str:
         return f"EncryptedAgentStore({str(self._memory_path)!r})"
-
-
-UTF8_STORES.add(EncryptedAgentStore)
 
 
 def _read_all(fd: int) -> bytes:

@@ -1,21 +1,33 @@
-"""File handling both agent-folder stores share: compaction's frame, archive listing, rewrite.
+"""What both agent-folder stores share: the folder layout, archive ids, rewrite, stat, delete.
 
 The stores differ in the file suffix (``.md`` or ``.gmenc``) and in how text
 becomes bytes (UTF-8 or sealed frames); the rules around them are one: which
-files are archives, and how a rewrite is refused, made atomic and reported.
+files are archives, how an archive id names a file, and how a rewrite is
+refused, made atomic and reported. :class:`AgentFolderStore` holds those
+rules once and implements the id-based part of the storage seam
+(``governed_memory._protocols.AgentStore``); the file paths it also exposes
+(:attr:`~AgentFolderStore.folder`, :attr:`~AgentFolderStore.memory_path`,
+:meth:`~AgentFolderStore.archive_files`) are the file backend's own, for the
+operations that work on files as such (key rotation, workspace encryption,
+retention's file scan).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import ClassVar
 
-from .._base import TMP_PREFIX, atomic_write, remove_stale_temps
+from .._base import ARCHIVE_DIR, TMP_PREFIX, FolderLock, atomic_write, fsync_dir, remove_stale_temps
 from .._errors import GovernedMemoryError, StorageError
+from .._protocols import StoredInfo
 
-__all__ = ["compacting", "holding", "list_archive_files", "rewrite_file"]
+__all__ = ["AgentFolderStore", "compacting", "holding", "list_archive_files", "rewrite_file"]
+
+ARCHIVE_PREFIX = "history_"
 
 
 @contextmanager
@@ -103,3 +115,146 @@ def rewrite_file(
         raise
     except OSError as exc:
         raise StorageError(f"rewrite of {target} failed, file left unchanged: {exc}") from exc
+
+
+class AgentFolderStore:
+    """The file backend's agent store: one folder, its memory file and ``archive/``.
+
+    Subclasses set :attr:`suffix` (the archive files' ending), ``_folder``,
+    ``_memory_path`` and ``_lock`` in ``__init__``, and implement
+    :meth:`_encode` (text to the bytes of one file), :meth:`_read_file` and
+    ``_close_file``. An archive's id is its file name without the suffix
+    (``history_<ts>``), the same in both stores, so ids survive encrypting a
+    workspace.
+    """
+
+    accepts_utf8_blocks: ClassVar[bool] = True
+    suffix: ClassVar[str]
+
+    _folder: Path
+    _memory_path: Path
+    _lock: FolderLock
+
+    @property
+    def agent(self) -> str:
+        return self._folder.name
+
+    @property
+    def folder(self) -> Path:
+        """The agent folder (file backend only)."""
+        return self._folder
+
+    @property
+    def memory_path(self) -> Path:
+        """The file that holds the active memory (file backend only)."""
+        return self._memory_path
+
+    @property
+    def archive_dir(self) -> Path:
+        return self._folder / ARCHIVE_DIR
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        with holding(self._folder, self._lock.held):
+            yield
+
+    # -- archive ids ---------------------------------------------------------
+
+    def archive_file(self, archive_id: str) -> Path:
+        """The file of archive ``archive_id`` (file backend only); refuses any other name.
+
+        An id is a bare ``history_*`` name: no folder, no suffix, never a
+        temporary file's, so no id reaches outside ``archive/``.
+        """
+        if (
+            not isinstance(archive_id, str)
+            or not archive_id.startswith(ARCHIVE_PREFIX)
+            or "/" in archive_id
+            or "\\" in archive_id
+            or "\0" in archive_id
+            or archive_id.endswith(self.suffix)
+        ):
+            raise StorageError(
+                f"archive id {archive_id!r} refused: only bare names like "
+                "'history_2026-01-31_12-00-00', as list_archives() returns them, name the "
+                f"archives of agent {self.agent!r}"
+            )
+        return self.archive_dir / (archive_id + self.suffix)
+
+    def archive_files(self) -> list[Path]:
+        """The archive files, oldest first (file backend only)."""
+        return list_archive_files(self.archive_dir, self.suffix)
+
+    def list_archives(self) -> list[str]:
+        return [path.name.removesuffix(self.suffix) for path in self.archive_files()]
+
+    def read_archive(self, archive_id: str) -> str:
+        path = self.archive_file(archive_id)
+        try:
+            return self._read_file(path)
+        except FileNotFoundError:
+            raise StorageError(
+                f"agent {self.agent!r} has no archive {archive_id!r}; use one of list_archives()"
+            ) from None
+
+    def _read_file(self, path: Path) -> str:
+        """The text of the archive file ``path`` (``FileNotFoundError`` when missing)."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"cannot read archive {path}: {exc}") from exc
+        return self._decode(data, path)
+
+    def _decode(self, data: bytes, path: Path) -> str:
+        """The text of archive file ``path`` whose bytes are ``data``."""
+        raise NotImplementedError
+
+    def _encode(self, name: str | None, text: str) -> bytes:
+        """The bytes of the memory file (``name`` None) or of archive file ``name`` for ``text``."""
+        raise NotImplementedError
+
+    def _close_file(self) -> None:
+        raise NotImplementedError
+
+    # -- rewriting (erasure) -------------------------------------------------
+
+    def rewrite_memory(self, text: str) -> None:
+        rewrite_file(
+            self._memory_path, self._lock.held, lambda: self._encode(None, text), self._close_file
+        )
+
+    def rewrite_archive(self, archive_id: str, text: str) -> None:
+        target = self.archive_file(archive_id)
+        rewrite_file(target, self._lock.held, lambda: self._encode(target.name, text))
+
+    # -- what is stored, and where -----------------------------------------------
+
+    def _file(self, archive_id: str | None) -> Path:
+        return self._memory_path if archive_id is None else self.archive_file(archive_id)
+
+    def stat(self, archive_id: str | None = None) -> StoredInfo | None:
+        try:
+            st = self._file(archive_id).stat()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"cannot stat {self._file(archive_id)}: {exc}") from exc
+        return StoredInfo(st.st_size, st.st_mtime)
+
+    def source(self, archive_id: str | None = None) -> str:
+        return self._file(archive_id).relative_to(self._folder).as_posix()
+
+    def delete(self) -> None:
+        """Remove the agent folder (hold :meth:`lock`: a waiting writer then starts a new one)."""
+        try:
+            shutil.rmtree(self._folder)
+            fsync_dir(self._folder.parent)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StorageError(
+                f"cannot delete agent folder {self._folder}: {exc}; fix the cause and run the "
+                "operation again (what was deleted stays deleted)"
+            ) from exc

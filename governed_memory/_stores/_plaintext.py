@@ -26,11 +26,10 @@ import fcntl
 import os
 import termios
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 
 from .._base import (
-    ARCHIVE_DIR,
     Clock,
     FolderLock,
     SystemClock,
@@ -42,8 +41,7 @@ from .._base import (
 )
 from .._errors import StorageError
 from .._format import has_records
-from ._base import UTF8_STORES
-from ._files import compacting, holding, list_archive_files, rewrite_file
+from ._files import AgentFolderStore, compacting
 from ._watch import Armed, arm, disarm
 
 __all__ = ["PlaintextAgentStore", "archive_names"]
@@ -74,7 +72,7 @@ def archive_names(when: _dt.datetime) -> Iterator[str]:
         yield f"history_{stamp}_{seq:06d}.md"
 
 
-class PlaintextAgentStore:
+class PlaintextAgentStore(AgentFolderStore):
     """MEMORY.md and ``archive/`` in the reference's plaintext format.
 
     Args:
@@ -114,27 +112,10 @@ class PlaintextAgentStore:
         self._armed: Armed | None = None
         self._arm_failed = False  # for the open file: do not retry on every append
 
-    @property
-    def folder(self) -> Path:
-        return self._folder
-
-    @property
-    def memory_path(self) -> Path:
-        return self._memory_path
-
-    @property
-    def archive_dir(self) -> Path:
-        return self._folder / ARCHIVE_DIR
-
-    # -- locking ---------------------------------------------------------
+    suffix = ".md"
 
     def _locked(self, mode: int = fcntl.LOCK_EX) -> AbstractContextManager[int]:
         return self._lock.held(mode)
-
-    @contextmanager
-    def lock(self) -> Iterator[None]:
-        with holding(self._folder, self._lock.held):
-            yield
 
     # -- the active memory ---------------------------------------------
 
@@ -273,13 +254,13 @@ class PlaintextAgentStore:
         if self._fsync_appends:
             os.fsync(fd)
 
-    def compact(self, first_block: str | None) -> Path | None:
+    def compact(self, first_block: str | None) -> str | None:
         with compacting(self._memory_path, self._locked, self.archive_dir):
             archive = self._archive_current()
             fresh = self._header() + (first_block or "")
             atomic_write(self._memory_path, fresh.encode("utf-8"))
             self._close_file()
-            return archive
+            return None if archive is None else archive.name.removesuffix(self.suffix)
 
     def _archive_current(self) -> Path | None:
         try:
@@ -291,32 +272,13 @@ class PlaintextAgentStore:
         ensure_private_dir(self.archive_dir)
         return link_exclusive(self.archive_dir, current, archive_names(self._clock.now()))
 
-    # -- rewriting (erasure) -----------------------------------------------
+    # -- files ---------------------------------------------------------------
 
-    def rewrite(self, path: Path, text: str) -> None:
-        target = Path(path)
-        if target != self._memory_path and target.parent != self.archive_dir:
-            raise StorageError(
-                f"rewrite of {target} refused: only {self._memory_path} and files in "
-                f"{self.archive_dir} belong to this store"
-            )
-        rewrite_file(
-            target,
-            self._locked,
-            lambda: text.encode("utf-8"),
-            self._close_file if target == self._memory_path else None,
-        )
+    def _encode(self, name: str | None, text: str) -> bytes:
+        return text.encode("utf-8")
 
-    # -- archives ----------------------------------------------------------
-
-    def list_archives(self) -> list[Path]:
-        return list_archive_files(self.archive_dir, ".md")
-
-    def read_archive(self, path: Path) -> str:
-        try:
-            return _decode(Path(path).read_bytes(), Path(path))
-        except OSError as exc:
-            raise StorageError(f"cannot read archive {path}: {exc}") from exc
+    def _decode(self, data: bytes, path: Path) -> str:
+        return _decode(data, path)
 
     # -- descriptors -------------------------------------------------------
 
@@ -336,9 +298,6 @@ class PlaintextAgentStore:
     def __del__(self) -> None:
         with suppress(Exception):
             self._lock.drop()
-
-
-UTF8_STORES.add(PlaintextAgentStore)
 
 
 def _tail_fix(fd: int, size: int) -> tuple[bytes, int]:

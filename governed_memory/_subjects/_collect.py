@@ -29,13 +29,13 @@ WITHHELD = (
 )
 
 
-def _files(store: AgentStore) -> list[tuple[Any, str, str | None]]:
+def _files(ctx: SubjectContext, store: AgentStore) -> list[tuple[str, str, str | None]]:
+    """(source, kind, text) of the agent's archives, oldest first, then of its active memory."""
     with store.lock():
-        # Oldest first: archives in name (= time) order, then the active memory.
-        found: list[tuple[Any, str, str | None]] = [
-            (p, "archive", store.read_archive(p)) for p in store.list_archives()
+        found: list[tuple[str, str, str | None]] = [
+            (ctx.source(store, a), "archive", store.read_archive(a)) for a in store.list_archives()
         ]
-        found.append((store.memory_path, "memory", store.read_memory()))
+        found.append((ctx.source(store), "memory", store.read_memory()))
     return found
 
 
@@ -94,10 +94,9 @@ def collect(
     records: list[dict[str, Any]] = []
     summaries: list[dict[str, Any]] = []
     for name, store in ctx.stores(only=scope.agent):
-        for path, kind, text in _files(store):
+        for file, kind, text in _files(ctx, store):
             if text is None or (scope.subject is not None and not mentions(text, scope.subject)):
                 continue
-            file = ctx.relative(path)
             for record in parse_memory(text).records:
                 own, derived = _matches(record, scope.subject)
                 if own:

@@ -113,6 +113,14 @@ class SubjectContext:
     def _now(self) -> str:
         return self.clock.now().isoformat()
 
+    def source(self, store: AgentStore, archive_id: str | None = None) -> str:
+        """Where the store keeps its memory (None) or an archive, relative to the workspace.
+
+        As receipts and exports cite it: ``agents/<name>/MEMORY.md``,
+        ``agents/<name>/archive/history_<ts>.md`` in the file backend.
+        """
+        return f"{AGENTS_DIR}/{store.agent}/{store.source(archive_id)}"
+
     def relative(self, path: Path) -> str:
         """``path`` relative to the workspace, with ``/`` separators."""
         try:

@@ -26,14 +26,12 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import os
-import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .._base import (
     format_duration,
-    fsync_dir,
     parse_duration,
     validate_agent_name,
 )
@@ -126,7 +124,7 @@ def _agent_subjects(ctx: SubjectContext, agent: str) -> set[str]:
     subjects: set[str] = set()
     for _name, store in ctx.stores(only=agent):
         with store.lock():
-            texts = [store.read_memory()] + [store.read_archive(p) for p in store.list_archives()]
+            texts = [store.read_memory()] + [store.read_archive(a) for a in store.list_archives()]
         for text in texts:
             if text is not None:
                 subjects |= subjects_in_text(text)
@@ -282,34 +280,38 @@ def _erase_in_agent(
 ) -> None:
     subject = tombstone.scope.subject
     with store.lock():
-        sources: list[tuple[Any, str | None]] = [(store.memory_path, store.read_memory())]
-        sources += [(p, store.read_archive(p)) for p in store.list_archives()]
+        # (archive id, or None for the active memory; its text)
+        sources: list[tuple[str | None, str | None]] = [(None, store.read_memory())]
+        sources += [(a, store.read_archive(a)) for a in store.list_archives()]
         if subject is None:
             _delete_agent(ctx, tombs, tombstone, name, store, sources)
             return
         edits = []
-        for path, text in sources:
+        for item, text in sources:
             if text is None:
                 continue
             edit = strip_subject(text, subject, erasure_id=tombstone.id, day=day)
             if edit is not None:
-                edits.append((path, edit))
+                edits.append((item, edit))
         if not edits:
             return
         files = [
             FileRemoval(
                 agent=name,
-                file=ctx.relative(path),
+                file=ctx.source(store, item),
                 records=edit.records,
                 summaries=edit.summaries,
                 bytes_removed=edit.bytes_removed,
                 bytes_written=len(edit.text.encode("utf-8")),
             )
-            for path, edit in edits
+            for item, edit in edits
         ]
         tombs.log_progress(tombstone.id, {"agent": name, "files": [f.to_dict() for f in files]})
-        for path, edit in edits:
-            store.rewrite(path, edit.text)
+        for item, edit in edits:
+            if item is None:
+                store.rewrite_memory(edit.text)
+            else:
+                store.rewrite_archive(item, edit.text)
 
 
 def _delete_agent(
@@ -318,17 +320,17 @@ def _delete_agent(
     tombstone: Tombstone,
     name: str,
     store: AgentStore,
-    sources: list[tuple[Any, str | None]],
+    sources: list[tuple[str | None, str | None]],
 ) -> None:
     files = []
-    for path, text in sources:
+    for item, text in sources:
         if text is None:
             continue
         records, summaries, size = count_records(text)
         files.append(
             FileRemoval(
                 agent=name,
-                file=ctx.relative(path),
+                file=ctx.source(store, item),
                 records=records,
                 summaries=summaries,
                 bytes_removed=size,
@@ -338,10 +340,9 @@ def _delete_agent(
         )
     if files:
         tombs.log_progress(tombstone.id, {"agent": name, "files": [f.to_dict() for f in files]})
-    # Still under the folder's lock: a waiting writer finds the folder gone
+    # Still under the agent's lock: a waiting writer finds the agent gone
     # and starts a new, empty one (see PlaintextAgentStore locking).
-    shutil.rmtree(store.folder)
-    fsync_dir(store.folder.parent)
+    store.delete()
 
 
 def _shred(ctx: SubjectContext, scope: ErasureScope) -> tuple[str, ...]:

@@ -128,15 +128,16 @@ def test_shredding_an_agent_erases_all_its_files_and_restarts_its_memory(
     store = _store(workspace, keyring)
     store.append(_block("agent secret"))
     store.append(_block("subject secret", "alice"))
-    archive = store.compact(_block("summary"))
-    assert archive is not None
+    archive_id = store.compact(_block("summary"))
+    assert archive_id is not None
+    archive = store.archive_file(archive_id)
     backup = archive.read_bytes()
     assert keyring.shred_agent("A") == [1]
     fresh = _store(workspace, make_keyring(keyring.folder))
     assert fresh.read_memory() == ""
-    assert fresh.read_archive(archive) == ""
+    assert fresh.read_archive(archive_id) == ""
     archive.write_bytes(backup)
-    assert fresh.read_archive(archive) == ""
+    assert fresh.read_archive(archive_id) == ""
     fresh.append(_block("new life"))
     assert fresh.read_memory() == _header() + _block("new life")
 

@@ -223,21 +223,23 @@ class _MemoryOnlyStore:
         self.closed = False
 
     @property
-    def folder(self) -> Path:
-        return self._path.parent
-
-    @property
-    def memory_path(self) -> Path:
-        return self._path
+    def agent(self) -> str:
+        return self._path.parent.name
 
     def read_memory(self) -> str | None:
         return self._texts.get("memory")
 
-    def list_archives(self) -> list[Path]:
-        return [self.folder / "archive" / "history_x.md"] if "archive" in self._texts else []
+    def list_archives(self) -> list[str]:
+        return ["history_x"] if "archive" in self._texts else []
 
-    def read_archive(self, path: Path) -> str:
+    def read_archive(self, archive_id: str) -> str:
         return self._texts["archive"]
+
+    def stat(self, archive_id: str | None = None) -> None:
+        return None  # nothing on disk
+
+    def source(self, archive_id: str | None = None) -> str:
+        return "MEMORY.md" if archive_id is None else f"archive/{archive_id}.md"
 
     def lock(self) -> AbstractContextManager[None]:
         return nullcontext()

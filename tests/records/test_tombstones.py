@@ -12,7 +12,6 @@ from subjects_helpers import STORE_KINDS, conversation, governance, readable_tex
 
 from governed_memory import FixedClock, StorageError
 from governed_memory._governance._root import Governance
-from governed_memory._stores import PlaintextAgentStore
 from governed_memory._subjects import (
     ErasureScope,
     Tombstone,
@@ -88,19 +87,19 @@ def _populate(gov: Governance) -> None:
 
 
 def _fail_rewrite(monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
-    from governed_memory._stores._encrypted import EncryptedAgentStore
+    from governed_memory._stores import AgentFolderStore  # both file stores' rewrites
 
     calls = {"n": 0}
-    for cls in (PlaintextAgentStore, EncryptedAgentStore):
-        real = cls.rewrite
+    for method in ("rewrite_memory", "rewrite_archive"):
+        real = getattr(AgentFolderStore, method)
 
-        def flaky(self: object, path: Path, text: str, real: object = real) -> None:
+        def flaky(self: object, *args: str, real: object = real) -> None:
             calls["n"] += 1
             if calls["n"] == nth:
                 raise StorageError("disk full (injected)")
-            real(self, path, text)  # type: ignore[operator]
+            real(self, *args)  # type: ignore[operator]
 
-        monkeypatch.setattr(cls, "rewrite", flaky)
+        monkeypatch.setattr(AgentFolderStore, method, flaky)
 
 
 def test_a_resumed_erasure_counts_the_agent_whose_progress_line_was_torn(

@@ -98,7 +98,7 @@ def test_no_canary_reaches_the_workspace_or_the_temp_directory(
     assert store is not None
     archive = store.list_archives()[0]
     assert canaries["user-message"] in store.read_archive(archive)
-    store.rewrite(archive, store.read_archive(archive) + canaries["rewritten"])
+    store.rewrite_archive(archive, store.read_archive(archive) + canaries["rewritten"])
 
     # Rotation and re-encryption write keyring files and re-encrypted copies.
     new_key = generate_master_key()

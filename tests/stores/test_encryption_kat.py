@@ -77,7 +77,7 @@ def test_the_fixture_decrypts_to_the_expected_text(tmp_path: Path) -> None:
     store = _store(tmp_path / "copy", pinned=False)
     assert store.read_memory() == HEADER + BLOCKS[2] + BLOCKS[3]
     (archive,) = store.list_archives()
-    assert archive.name == "history_2026-11-30_10-00-00.gmenc"
+    assert store.archive_file(archive).name == "history_2026-11-30_10-00-00.gmenc"
     assert store.read_archive(archive) == HEADER + BLOCKS[0] + BLOCKS[1]
     assert sorted(_files(FIXTURE)) == [
         "keyring/epoch",

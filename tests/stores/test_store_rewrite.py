@@ -1,4 +1,4 @@
-"""AgentStore.rewrite and the re-entrant lock that erasure relies on."""
+"""AgentStore.rewrite_memory/rewrite_archive and the re-entrant lock that erasure relies on."""
 
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ def test_rewrite_replaces_memory_and_archive_text(tmp_path: Path, clock: FixedCl
     archive = store.compact(render_block("System", "t2", "summary"))
     assert archive is not None
     with store.lock():
-        store.rewrite(archive, render_header("A_conv", "x"))
-        store.rewrite(store.memory_path, render_header("A_conv", "y"))
+        store.rewrite_archive(archive, render_header("A_conv", "x"))
+        store.rewrite_memory(render_header("A_conv", "y"))
     assert store.read_archive(archive) == render_header("A_conv", "x")
     assert store.read_memory() == render_header("A_conv", "y")
-    assert (archive.stat().st_mode & 0o777) == 0o600
+    assert (store.archive_file(archive).stat().st_mode & 0o777) == 0o600
     # Appends after a rewrite go to the new file, not the replaced inode.
     store.append(render_block("User", "t3", "after"))
     assert store.read_memory() == render_header("A_conv", "y") + render_block("User", "t3", "after")
@@ -42,9 +42,11 @@ def test_rewrite_refuses_foreign_paths(tmp_path: Path, clock: FixedClock) -> Non
     outside = tmp_path / "elsewhere.md"
     outside.write_text("x")
     with pytest.raises(StorageError, match="only"):
-        store.rewrite(outside, "y")
+        store.rewrite_archive(str(outside), "y")
+    with pytest.raises(StorageError, match="only"):
+        store.rewrite_archive("history_x/../../../elsewhere", "y")
     with pytest.raises(StorageError, match="does not exist"):
-        store.rewrite(store.archive_dir / "history_missing.md", "y")
+        store.rewrite_archive("history_missing", "y")
     assert outside.read_text() == "x"
 
 
@@ -53,7 +55,7 @@ def test_rewrite_removes_stale_temp_files(tmp_path: Path, clock: FixedClock) -> 
     store.ensure()
     stale = store.folder / ".gm-tmp-deadbeef"
     stale.write_text("secret left by a crashed writer")
-    store.rewrite(store.memory_path, render_header("A_conv", "z"))
+    store.rewrite_memory(render_header("A_conv", "z"))
     assert not stale.exists()
 
 

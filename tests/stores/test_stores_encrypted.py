@@ -92,9 +92,9 @@ def test_conversation_behaves_exactly_as_in_plaintext(tmp_path: Path, keyring: K
     plain_archives = [plain.store.read_archive(p) for p in plain.store.list_archives()]
     enc_archives = [enc.store.read_archive(p) for p in enc.store.list_archives()]
     assert enc_archives == plain_archives and len(enc_archives) == 2
-    assert [p.name.removesuffix(".md") for p in plain.store.list_archives()] == [
-        p.name.removesuffix(".gmenc") for p in enc.store.list_archives()
-    ]
+    assert [
+        plain.store.archive_file(p).name.removesuffix(".md") for p in plain.store.list_archives()
+    ] == [enc.store.archive_file(p).name.removesuffix(".gmenc") for p in enc.store.list_archives()]
     # A new session preloads the same history.
     again_plain = _conversation(plain_ws, None, FixedClock(start + dt.timedelta(hours=1)))
     again_enc = _conversation(enc_ws, factory, FixedClock(start + dt.timedelta(hours=1)))
@@ -108,7 +108,7 @@ def test_files_are_named_gmenc_and_hold_no_markdown(workspace: Path, keyring: Ke
     store.compact(_block("summary"))
     folder = workspace / "agents" / "A"
     assert sorted(p.name for p in folder.iterdir()) == ["MEMORY.md.gmenc", "archive"]
-    (archive,) = store.list_archives()
+    (archive,) = store.archive_files()
     assert archive.name.startswith("history_") and archive.name.endswith(".gmenc")
     for path in (store.memory_path, archive):
         assert b"Agent Memory" not in path.read_bytes()
@@ -161,7 +161,7 @@ def test_append_round_trip(
         store.append(block)
         expected += block
     assert store.read_memory() == expected
-    store.rewrite(store.memory_path, expected + "tail")
+    store.rewrite_memory(expected + "tail")
     assert store.read_memory() == expected + "tail"
 
 
@@ -277,13 +277,14 @@ def test_truncated_archive_is_an_integrity_error(workspace: Path, keyring: Keyri
     store = _store(workspace, keyring)
     store.append(_block("one"))
     store.append(_block("two"))
-    archive = store.compact(None)
-    assert archive is not None
+    archive_id = store.compact(None)
+    assert archive_id is not None
+    archive = store.archive_file(archive_id)
     data = archive.read_bytes()
     for cut in (len(data) - 1, len(data) - 60, 70, 10):
         archive.write_bytes(data[:cut])
         with pytest.raises(IntegrityError, match=str(archive.name)):
-            store.read_archive(archive)
+            store.read_archive(archive_id)
 
 
 def test_memory_cut_inside_its_header_is_an_integrity_error(
@@ -310,10 +311,11 @@ def test_memory_swapped_between_agents_fails(workspace: Path, keyring: Keyring) 
 def test_archive_swapped_into_memory_or_renamed_fails(workspace: Path, keyring: Keyring) -> None:
     store = _store(workspace, keyring)
     store.append(_block("one"))
-    first = store.compact(_block("s1"))
+    first_id = store.compact(_block("s1"))
     store.append(_block("two"))
-    second = store.compact(_block("s2"))
-    assert first is not None and second is not None
+    second_id = store.compact(_block("s2"))
+    assert first_id is not None and second_id is not None
+    first, second = store.archive_file(first_id), store.archive_file(second_id)
     store.close()
     saved = store.memory_path.read_bytes()
     shutil.copyfile(first, store.memory_path)
@@ -323,9 +325,9 @@ def test_archive_swapped_into_memory_or_renamed_fails(workspace: Path, keyring: 
     first_bytes = first.read_bytes()
     shutil.copyfile(second, first)
     with pytest.raises(DecryptionError):
-        store.read_archive(first)
+        store.read_archive(first_id)
     first.write_bytes(first_bytes)
-    assert "one" in store.read_archive(first)
+    assert "one" in store.read_archive(first_id)
 
 
 def test_frame_moved_between_files_fails(workspace: Path, keyring: Keyring) -> None:
@@ -383,9 +385,11 @@ def test_rewrite_refuses_foreign_paths(workspace: Path, keyring: Keyring) -> Non
     store = _store(workspace, keyring)
     store.ensure()
     with pytest.raises(StorageError, match="refused"):
-        store.rewrite(workspace / "elsewhere.gmenc", "x")
+        store.rewrite_archive(str(workspace / "elsewhere.gmenc"), "x")
+    with pytest.raises(StorageError, match="refused"):
+        store.rewrite_archive("history_x.gmenc", "x")
     with pytest.raises(StorageError, match="does not exist"):
-        store.rewrite(store.archive_dir / "history_x.gmenc", "x")
+        store.rewrite_archive("history_x", "x")
 
 
 def test_archive_names_never_collide_within_a_second(workspace: Path, keyring: Keyring) -> None:
@@ -398,7 +402,7 @@ def test_archive_names_never_collide_within_a_second(workspace: Path, keyring: K
         store.append(_block(f"m{i}"))
         archive = store.compact(None)
         assert archive is not None
-        names.append(archive.name)
+        names.append(store.archive_file(archive).name)
     assert names == [
         "history_2026-11-30_10-00-00.gmenc",
         "history_2026-11-30_10-00-00_000001.gmenc",

@@ -169,8 +169,8 @@ def test_files_are_private_whatever_the_umask(store: AgentStore, workspace: Path
     assert _mode(store.folder) == 0o700
     assert _mode(workspace / "agents") == 0o700
     assert _mode(store.memory_path) == 0o600
-    assert _mode(archive.parent) == 0o700
-    assert _mode(archive) == 0o600
+    assert _mode(store.archive_file(archive).parent) == 0o700
+    assert _mode(store.archive_file(archive)) == 0o600
 
 
 def test_two_stores_on_one_folder_see_each_others_writes(
@@ -303,8 +303,8 @@ def test_archives_listing_ignores_other_files(store: AgentStore) -> None:
     store.append(_block(1))
     archive = store.compact(None)
     assert archive is not None
-    (archive.parent / ".gm-tmp-0123").write_text("torn")
-    (archive.parent / "notes.txt").write_text("x")
+    (store.archive_dir / ".gm-tmp-0123").write_text("torn")
+    (store.archive_dir / "notes.txt").write_text("x")
     assert store.list_archives() == [archive]
 
 
@@ -335,8 +335,8 @@ def test_plaintext_bytes_are_exactly_the_text(plain: PlaintextAgentStore, memory
     assert memory.read_bytes() == (HEADER + _block(1)).encode("utf-8")
     archive = plain.compact(_block(2))
     assert archive is not None
-    assert archive.name == "history_2026-11-30_10-00-00.md"
-    assert archive.read_bytes() == (HEADER + _block(1)).encode("utf-8")
+    assert plain.archive_file(archive).name == "history_2026-11-30_10-00-00.md"
+    assert plain.archive_file(archive).read_bytes() == (HEADER + _block(1)).encode("utf-8")
 
 
 def test_existing_reference_file_is_appended_to_not_rewritten(

@@ -18,7 +18,6 @@ from subjects_helpers import (
 from governed_memory import FixedClock, StorageError, parse_memory
 from governed_memory._format._lineage import LINEAGE_KEY
 from governed_memory._records._holds import HoldRegistry
-from governed_memory._stores import PlaintextAgentStore
 from governed_memory._subjects import (
     ErasedDuringCompactionError,
     ErasureBlockedError,
@@ -277,19 +276,19 @@ def test_released_hold_no_longer_blocks(workspace: Path, clock: FixedClock, kind
 
 
 def _fail_second_rewrite(monkeypatch: pytest.MonkeyPatch) -> None:
-    from governed_memory._stores._encrypted import EncryptedAgentStore
+    from governed_memory._stores import AgentFolderStore  # both file stores' rewrites
 
     calls = {"n": 0}
-    for cls in (PlaintextAgentStore, EncryptedAgentStore):
-        real = cls.rewrite
+    for method in ("rewrite_memory", "rewrite_archive"):
+        real = getattr(AgentFolderStore, method)
 
-        def flaky(self: object, path: Path, text: str, real: object = real) -> None:
+        def flaky(self: object, *args: str, real: object = real) -> None:
             calls["n"] += 1
             if calls["n"] == 2:
                 raise StorageError("disk full (injected)")
-            real(self, path, text)  # type: ignore[operator]
+            real(self, *args)  # type: ignore[operator]
 
-        monkeypatch.setattr(cls, "rewrite", flaky)
+        monkeypatch.setattr(AgentFolderStore, method, flaky)
 
 
 def test_interrupted_erasure_resumes_with_exact_counts(
