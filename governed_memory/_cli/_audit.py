@@ -16,18 +16,19 @@ from typing import Any
 import click
 
 from .._audit import (
-    HEAD_FILE,
     AuditEntry,
     AuditKey,
     AuditLog,
     audit_key_from_settings,
     audit_log_dir,
+    audit_log_exists,
+    export_lines,
     iter_entries,
-    list_segments,
     tail_entries,
     verify_log,
+    write_export,
 )
-from .._base import atomic_write, ensure_private_dir, parse_duration, resolve_workspace
+from .._base import parse_duration, resolve_workspace
 from .._errors import AuditVerificationError, ConfigurationError, NotFoundError
 from ._context import CliContext
 from ._render import emit_json, emit_table, json_option
@@ -147,7 +148,7 @@ def tail(ctx: CliContext, count: int, folder: Path | None, as_json: bool) -> Non
 
 
 def _existing(folder: Path) -> Path:
-    if not list_segments(folder) and not (folder / HEAD_FILE).exists():
+    if not audit_log_exists(folder):
         raise NotFoundError(
             f"there is no audit log in {folder}; check --workspace and --policy (audit.log_dir), "
             "or pass --dir"
@@ -190,18 +191,11 @@ def _parse_since(text: str, now: _dt.datetime) -> _dt.datetime:
 def export(ctx: CliContext, since: str, out: Path | None, folder: Path | None) -> None:
     """Write the entries since DATETIME as JSON Lines, exactly as recorded, for reviewers."""
     start = _parse_since(since, _dt.datetime.now(_dt.UTC))
-    lines = [
-        json.dumps(e.to_dict(), sort_keys=True, ensure_ascii=False) + "\n"
-        for e in iter_entries(_existing(_folder(ctx, folder)))
-        if e.time >= start
-    ]
-    data = "".join(lines)
+    lines = export_lines(_existing(_folder(ctx, folder)), start)
     if out is None:
-        sys.stdout.write(data)
+        sys.stdout.write("".join(lines))
         return
-    if not out.parent.exists():
-        ensure_private_dir(out.parent)
-    atomic_write(out, data.encode("utf-8"))
+    write_export(out, lines)
     click.echo(f"exported {len(lines)} entries since {start.isoformat()} to {out}", err=True)
 
 
