@@ -1,10 +1,12 @@
 """Reading the audit log for reviewers (for the CLI's ``audit`` commands).
 
 ``audit_log_exists`` tells a folder holding a log from an empty or mistyped
-one; ``export_lines`` gives the entries since a time as JSON Lines, exactly as
-recorded (unverified: ``verify_log`` checks them); ``write_export`` writes
-those lines to a file, 0600 and atomically, so a failure leaves the previous
-file (or none) and no temporary file.
+one; ``export_since`` reads the first time to export from an ISO date/time or
+an age (``30d``, the policy's duration grammar); ``export_lines`` gives the
+entries since that time as JSON Lines, exactly as recorded (unverified:
+``verify_log`` checks them); ``write_export`` writes those lines to a file,
+0600 and atomically, so a failure leaves the previous file (or none) and no
+temporary file.
 """
 
 from __future__ import annotations
@@ -16,16 +18,38 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from .._base import atomic_write, ensure_private_dir
-from .._errors import StorageError
+from .._base import atomic_write, ensure_private_dir, parse_duration
+from .._errors import ConfigurationError, StorageError
 from ._log import HEAD_FILE, iter_entries, list_segments
 
-__all__ = ["audit_log_exists", "export_lines", "write_export"]
+__all__ = ["audit_log_exists", "export_lines", "export_since", "write_export"]
 
 
 def audit_log_exists(folder: Path) -> bool:
     """Whether ``folder`` holds an audit log (a segment or the head file)."""
     return bool(list_segments(folder)) or (folder / HEAD_FILE).exists()
+
+
+def export_since(text: str, now: _dt.datetime) -> _dt.datetime:
+    """The time ``text`` names: an ISO date/time (UTC unless offset), or ``now`` minus an age.
+
+    Raises:
+        ConfigurationError: ``text`` is neither; the message shows both forms.
+    """
+    try:
+        when = _dt.datetime.fromisoformat(text)
+    except ValueError:
+        try:
+            age = parse_duration(text)
+        except ValueError:
+            age = None
+        if age is None:
+            raise ConfigurationError(
+                f"{text!r} is neither an ISO date/time (2026-11-01, 2026-11-01T08:00:00Z) nor an "
+                "age such as 7d or 12h"
+            ) from None
+        return now - age
+    return when if when.tzinfo is not None else when.replace(tzinfo=_dt.UTC)
 
 
 def export_lines(folder: Path, since: _dt.datetime) -> list[str]:

@@ -23,12 +23,13 @@ from .._audit import (
     audit_log_dir,
     audit_log_exists,
     export_lines,
+    export_since,
     iter_entries,
     tail_entries,
     verify_log,
     write_export,
 )
-from .._base import parse_duration, resolve_workspace
+from .._base import resolve_workspace
 from .._errors import AuditVerificationError, ConfigurationError, NotFoundError
 from ._context import CliContext
 from ._render import emit_json, emit_table, json_option
@@ -156,24 +157,6 @@ def _existing(folder: Path) -> Path:
     return folder
 
 
-def _parse_since(text: str, now: _dt.datetime) -> _dt.datetime:
-    try:
-        when = _dt.datetime.fromisoformat(text)
-    except ValueError:
-        try:
-            age = parse_duration(text)
-        except ValueError:
-            age = None
-        if age is None:
-            raise click.BadParameter(
-                f"{text!r} is neither an ISO date/time (2026-11-01, 2026-11-01T08:00:00Z) nor an "
-                "age such as 7d or 12h",
-                param_hint="--since",
-            ) from None
-        return now - age
-    return when if when.tzinfo is not None else when.replace(tzinfo=_dt.UTC)
-
-
 @audit_group.command("export")
 @click.option(
     "--since",
@@ -190,7 +173,10 @@ def _parse_since(text: str, now: _dt.datetime) -> _dt.datetime:
 @click.pass_obj
 def export(ctx: CliContext, since: str, out: Path | None, folder: Path | None) -> None:
     """Write the entries since DATETIME as JSON Lines, exactly as recorded, for reviewers."""
-    start = _parse_since(since, _dt.datetime.now(_dt.UTC))
+    try:
+        start = export_since(since, _dt.datetime.now(_dt.UTC))
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc), param_hint="--since") from None
     lines = export_lines(_existing(_folder(ctx, folder)), start)
     if out is None:
         sys.stdout.write("".join(lines))
