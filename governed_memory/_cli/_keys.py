@@ -66,7 +66,8 @@ def keys_group() -> None:
     "--out",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="Write the key to this new file (mode 0600) instead of printing it.",
+    help="Write the key to this new file (mode 0600, in an existing folder; never "
+    "overwritten) instead of printing it.",
 )
 @json_option
 def generate(out: Path | None, as_json: bool) -> None:
@@ -74,6 +75,8 @@ def generate(out: Path | None, as_json: bool) -> None:
 
     Printed on stdout unless --out is given. Store it outside the workspace:
     in a secret manager, or a 0600 file named by GOVERNED_MEMORY_MASTER_KEY_FILE.
+    A missing or unwritable folder, an existing file or a full disk ends with
+    a one-line error naming the path and the fix, and no file is left.
     """
     key = generate_master_key()
     key_id = LocalKeyProvider.from_base64(key).key_id
