@@ -8,6 +8,15 @@ Modules, one concept each:
 * ``_log``     the hash-chained, segmented, crash-safe JSON Lines log
 * ``_verify``  finding the first altered, removed, inserted or reordered entry
 * ``_trail``   the governance ``AuditSink``: spans + log
+* ``_export``  reading the log for reviewers: whether a folder holds one, the
+  entries since a time or an age as JSON Lines, writing them to a file
+
+For the CLI (its ``audit`` commands read the log without building a
+Governance): ``audit_key_from_settings`` and ``audit_log_dir`` find the key and
+the folder from settings and policy; ``audit_log_exists``, ``iter_entries``,
+``tail_entries``, ``export_since``, ``export_lines`` and ``write_export`` read
+the log and write an export, so the CLI reaches into no file name or record
+format and writes no audit file itself.
 """
 
 from __future__ import annotations
@@ -43,21 +52,30 @@ __all__ = [
     "audit_attributes",
     "audit_key_from_settings",
     "audit_log_dir",
+    "audit_log_exists",
     "configure_otlp",
+    "export_lines",
+    "export_since",
     "generate_audit_key",
     "iter_entries",
     "list_segments",
     "tail_entries",
     "verify_log",
+    "write_export",
 ]
 
 # Names other layers use, imported on first use (PEP 562) so that importing this
 # package loads none of its modules until one is needed.
 if TYPE_CHECKING:
+    from ._export import audit_log_exists, export_lines, export_since, write_export
     from ._log import HEAD_FILE, _last_entry, iter_entries, list_segments, tail_entries
     from ._telemetry import configure_otlp
 
 _LAZY: dict[str, str] = {
+    "audit_log_exists": "._export",
+    "export_lines": "._export",
+    "export_since": "._export",
+    "write_export": "._export",
     "HEAD_FILE": "._log",
     "_last_entry": "._log",
     "iter_entries": "._log",

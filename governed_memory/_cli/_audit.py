@@ -16,18 +16,20 @@ from typing import Any
 import click
 
 from .._audit import (
-    HEAD_FILE,
     AuditEntry,
     AuditKey,
     AuditLog,
     audit_key_from_settings,
     audit_log_dir,
+    audit_log_exists,
+    export_lines,
+    export_since,
     iter_entries,
-    list_segments,
     tail_entries,
     verify_log,
+    write_export,
 )
-from .._base import atomic_write, ensure_private_dir, parse_duration, resolve_workspace
+from .._base import resolve_workspace
 from .._errors import AuditVerificationError, ConfigurationError, NotFoundError
 from ._context import CliContext
 from ._render import emit_json, emit_table, json_option
@@ -147,30 +149,12 @@ def tail(ctx: CliContext, count: int, folder: Path | None, as_json: bool) -> Non
 
 
 def _existing(folder: Path) -> Path:
-    if not list_segments(folder) and not (folder / HEAD_FILE).exists():
+    if not audit_log_exists(folder):
         raise NotFoundError(
             f"there is no audit log in {folder}; check --workspace and --policy (audit.log_dir), "
             "or pass --dir"
         )
     return folder
-
-
-def _parse_since(text: str, now: _dt.datetime) -> _dt.datetime:
-    try:
-        when = _dt.datetime.fromisoformat(text)
-    except ValueError:
-        try:
-            age = parse_duration(text)
-        except ValueError:
-            age = None
-        if age is None:
-            raise click.BadParameter(
-                f"{text!r} is neither an ISO date/time (2026-11-01, 2026-11-01T08:00:00Z) nor an "
-                "age such as 7d or 12h",
-                param_hint="--since",
-            ) from None
-        return now - age
-    return when if when.tzinfo is not None else when.replace(tzinfo=_dt.UTC)
 
 
 @audit_group.command("export")
@@ -189,19 +173,15 @@ def _parse_since(text: str, now: _dt.datetime) -> _dt.datetime:
 @click.pass_obj
 def export(ctx: CliContext, since: str, out: Path | None, folder: Path | None) -> None:
     """Write the entries since DATETIME as JSON Lines, exactly as recorded, for reviewers."""
-    start = _parse_since(since, _dt.datetime.now(_dt.UTC))
-    lines = [
-        json.dumps(e.to_dict(), sort_keys=True, ensure_ascii=False) + "\n"
-        for e in iter_entries(_existing(_folder(ctx, folder)))
-        if e.time >= start
-    ]
-    data = "".join(lines)
+    try:
+        start = export_since(since, _dt.datetime.now(_dt.UTC))
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc), param_hint="--since") from None
+    lines = export_lines(_existing(_folder(ctx, folder)), start)
     if out is None:
-        sys.stdout.write(data)
+        sys.stdout.write("".join(lines))
         return
-    if not out.parent.exists():
-        ensure_private_dir(out.parent)
-    atomic_write(out, data.encode("utf-8"))
+    write_export(out, lines)
     click.echo(f"exported {len(lines)} entries since {start.isoformat()} to {out}", err=True)
 
 

@@ -6,7 +6,6 @@ writes the new key it made, and nothing else). Everything else shows key ids.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,9 +15,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from .._base import FILE_MODE
 from .._crypto import LocalKeyProvider, generate_master_key, keyring_status
-from .._errors import ConfigurationError
 from ._context import CliContext
 from ._render import emit_json, emit_table, json_option
 
@@ -69,7 +66,8 @@ def keys_group() -> None:
     "--out",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="Write the key to this new file (mode 0600) instead of printing it.",
+    help="Write the key to this new file (mode 0600, in an existing folder; never "
+    "overwritten) instead of printing it.",
 )
 @json_option
 def generate(out: Path | None, as_json: bool) -> None:
@@ -77,22 +75,15 @@ def generate(out: Path | None, as_json: bool) -> None:
 
     Printed on stdout unless --out is given. Store it outside the workspace:
     in a secret manager, or a 0600 file named by GOVERNED_MEMORY_MASTER_KEY_FILE.
+    A missing or unwritable folder, an existing file or a full disk ends with
+    a one-line error naming the path and the fix, and no file is left.
     """
     key = generate_master_key()
     key_id = LocalKeyProvider.from_base64(key).key_id
     if out is not None:
-        try:
-            fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
-        except FileExistsError:
-            raise ConfigurationError(
-                f"{out} already exists; a key file is never overwritten (that would lose the "
-                "key). Choose another path"
-            ) from None
-        with os.fdopen(fd, "w") as fh:
-            fh.write(key + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(out, FILE_MODE)
+        from .._keys import write_key_file
+
+        write_key_file(out, key)
     if as_json:
         emit_json(
             {"key_id": key_id, "file": str(out) if out else None, **({} if out else {"key": key})}

@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from .._base import AGENTS_DIR, memory_md_path
+from .._base import memory_md_path
 from .._memory import Conversation, agent_info, agent_records, list_agents
 from .._stores import AgentStore, StoreFactory
 from ._context import CliContext
@@ -119,7 +119,7 @@ def show(cli: CliContext, agent: str, archives: bool, as_json: bool) -> None:
         emit_json(
             {
                 "agent": agent,
-                "folder": str(workspace / AGENTS_DIR / agent),
+                "folder": str(memory_md_path(agent, workspace).parent),
                 "records": [r.to_dict() for r in records],
             }
         )
@@ -222,9 +222,8 @@ def _mode(path: Path) -> str:
     return f"{stat.S_IMODE(path.lstat().st_mode):04o}"
 
 
-def _tree(workspace: Path) -> Tree:
-    """Every folder and file under ``<workspace>/agents`` with size and mode."""
-    root = workspace / AGENTS_DIR
+def _tree(workspace: Path, root: Path) -> Tree:
+    """Every folder and file under ``root`` (the agents' folder) with size and mode."""
     tree = Tree(Text(f"{workspace}/"))
 
     def add(node: Tree, folder: Path) -> None:
@@ -236,15 +235,8 @@ def _tree(workspace: Path) -> Tree:
                 node.add(Text(f"{entry.name}  {size}  {_mode(entry)}"))
 
     if root.is_dir():
-        add(tree.add(Text(f"{AGENTS_DIR}/  {_mode(root)}")), root)
+        add(tree.add(Text(f"{root.relative_to(workspace)}/  {_mode(root)}")), root)
     return tree
-
-
-def _files(workspace: Path, agent: str) -> list[Path]:
-    folder = workspace / AGENTS_DIR / agent
-    archive = folder / "archive"
-    archives = sorted(archive.glob("history_*.md")) if archive.is_dir() else []
-    return [*archives, folder / "MEMORY.md"]
 
 
 def _step(console: Console, number: int, title: str, note: str) -> None:
@@ -352,8 +344,9 @@ def _run_demo(console: Console, workspace: Path, temporary: bool, policy_given: 
         "Folders are created 0700 and files 0600 whatever the umask; the reference "
         "leaves them world-readable.",
     )
-    console.print(_tree(workspace))
-    for file in _files(workspace, DEMO_AGENT):
+    # The agents' folder and the files are the ones the store named, not paths built here.
+    console.print(_tree(workspace, path.parent.parent))
+    for file in [*sorted(archives), path]:
         console.print(
             Panel(
                 # Exactly the file's text; only the trailing blank lines are dropped.

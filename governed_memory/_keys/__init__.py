@@ -1,4 +1,8 @@
-"""_keys"""
+"""Key operations: rotation, workspace encryption and decryption, record re-sealing.
+
+``write_key_file`` (``_keyfile``) is for the CLI: ``keys generate --out`` writes
+the new master key through it, so the command writes no key file itself.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from .._base import lazy_attributes
 # Names other layers use, imported on first use (PEP 562) so that importing this
 # package loads none of its modules until one is needed.
 if TYPE_CHECKING:
+    from ._keyfile import write_key_file
     from ._migration import MigrationReport, decrypt_workspace, encrypt_workspace
     from ._rotation import RotationReport, rotate
 
@@ -18,6 +23,7 @@ _LAZY: dict[str, str] = {
     "encrypt_workspace": "._migration",
     "RotationReport": "._rotation",
     "rotate": "._rotation",
+    "write_key_file": "._keyfile",
 }
 
 if not TYPE_CHECKING:  # type checkers read the imports above
@@ -29,4 +35,5 @@ __all__ = [
     "decrypt_workspace",
     "encrypt_workspace",
     "rotate",
+    "write_key_file",
 ]

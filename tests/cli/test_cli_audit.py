@@ -128,6 +128,21 @@ def test_export_since_writes_json_lines(
     assert exported == [e.to_dict() for e in AuditLog(audited, KEY).entries()]
 
 
+def test_export_to_an_unusable_folder_is_one_line_naming_the_path(
+    workspace: Path, policy_file: Path, audited: Path, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "review"
+    blocker.write_text("")
+    out_file = blocker / "audit.jsonl"
+    code, out, err = run(
+        workspace, policy_file, "audit", "export", "--since", "2000-01-01", "--out", str(out_file)
+    )
+    assert code == 1 and out == ""
+    assert err.startswith(f"error: could not write the audit export {out_file}")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert blocker.read_text() == ""
+
+
 def test_export_since_an_age_and_the_future(
     workspace: Path, policy_file: Path, audited: Path
 ) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -51,6 +53,68 @@ def test_generate_writes_a_private_file_and_never_overwrites(tmp_path: Path) -> 
     assert LocalKeyProvider.from_file(path).key_id == doc["key_id"]
     code, _, err = _run("keys", "generate", "--out", str(path))
     assert code == 1 and "never overwritten" in err
+
+
+def _one_line_error(code: int, out: str, err: str) -> str:
+    """The CLI's failure: exit 1, one line on stderr, no traceback, no key on stdout."""
+    assert code == 1
+    assert out == ""
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert "Traceback" not in err
+    return err
+
+
+def test_generate_into_a_missing_folder_names_it_and_the_fix(tmp_path: Path) -> None:
+    folder = tmp_path / "secrets"
+    err = _one_line_error(*_run("keys", "generate", "--out", str(folder / "master.key")))
+    assert f"the folder {folder} does not exist" in err
+    assert f"mkdir -m 700 {folder}" in err
+    assert not folder.exists()
+
+
+def test_generate_into_an_unwritable_folder_names_it_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "master.key"
+    real = os.open
+
+    def denied(target: Any, flags: int, mode: int = 0o777, **kwargs: Any) -> int:
+        # File modes do not stop root, so the denial is simulated.
+        if Path(target) == path:
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real(target, flags, mode, **kwargs)
+
+    monkeypatch.setattr(os, "open", denied)
+    err = _one_line_error(*_run("keys", "generate", "--out", str(path)))
+    assert f"permission denied in the folder {tmp_path}" in err
+    assert "choose a folder you can write to" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_generate_over_an_existing_file_names_it_and_keeps_it(tmp_path: Path) -> None:
+    path = tmp_path / "master.key"
+    path.write_text("the old key\n")
+    err = _one_line_error(*_run("keys", "generate", "--out", str(path), "--json"))
+    assert f"{path} already exists" in err and "Choose another path" in err
+    assert path.read_text() == "the old key\n"
+
+
+def test_generate_on_a_full_disk_names_the_file_and_leaves_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    path = tmp_path / "master.key"
+    monkeypatch.setattr(os, "fsync", disk_full)
+    err = _one_line_error(*_run("keys", "generate", "--out", str(path)))
+    assert f"could not write the key file {path}" in err and "free some space" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_generate_onto_a_folder_is_a_usage_error(tmp_path: Path) -> None:
+    code, out, err = _run("keys", "generate", "--out", str(tmp_path))
+    assert code == 2 and out == "" and str(tmp_path) in err and "Traceback" not in err
 
 
 def test_status_shows_key_ids_never_key_material(workspace: Path) -> None:

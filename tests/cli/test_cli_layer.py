@@ -1,0 +1,169 @@
+"""The CLI is a thin layer: it imports public names, or internal ones listed here with a reason.
+
+Every module of ``governed_memory/_cli`` is parsed with ``ast`` (imports inside
+functions and under ``TYPE_CHECKING`` included). A name imported from another
+part of the package must be public (``governed_memory.__all__``, possibly
+under its public alias) or stand in :data:`INTERNAL` below, which says why the
+command needs it. No ``_``-prefixed name and no private module is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+import governed_memory
+
+CLI_DIR = Path(governed_memory.__file__).parent / "_cli"
+CLI_MODULES = sorted(CLI_DIR.glob("*.py"))
+
+# (sub-package, name) -> why a command needs this internal name. _audit and _keys
+# also document theirs "for the CLI" in their interface docstrings (checked below).
+INTERNAL: dict[tuple[str, str], str] = {
+    ("_audit", "audit_key_from_settings"): (
+        "the audit key from settings: the audit commands read the log without building a "
+        "Governance, which would record policy.load"
+    ),
+    ("_audit", "audit_log_dir"): (
+        "the audit folder from the policy and workspace, for the same reason"
+    ),
+    ("_audit", "audit_log_exists"): (
+        "tells a missing log from an empty one without the CLI knowing the log's file names"
+    ),
+    ("_audit", "iter_entries"): "audit lookup --entries reads every entry (unverified)",
+    ("_audit", "tail_entries"): "audit tail reads the newest N entries (unverified)",
+    ("_audit", "export_since"): "audit export --since: an ISO time or an age like 30d",
+    ("_audit", "export_lines"): "audit export: the entries since a time, as recorded",
+    ("_audit", "write_export"): "audit export --out: the audit layer writes the file, 0600",
+    ("_keys", "write_key_file"): (
+        "keys generate --out: the keys layer writes the key file (0600, never overwritten)"
+    ),
+    ("_governance", "open_keyring"): (
+        "the keys commands open the keyring from settings without a Governance: keys status "
+        "works with no master key configured, keys rotate adds the old key as unwrap-only"
+    ),
+    ("_policy", "OVERRIDABLE_SECTIONS"): (
+        "policy --set validates SECTION.KEY against the sections a policy lets callers override"
+    ),
+    ("_policy", "shipped_policies"): "policy list shows the policies shipped in the package",
+    ("_scheduler", "schedule_status"): (
+        "schedule status: the schedule, last run, next due run and leader, read-only"
+    ),
+    ("_subjects", "subject_context"): (
+        "erasures list reads scheduled erasures and tombstones; no public function lists "
+        "scheduled ones"
+    ),
+    ("_stores", "StoreFactory"): (
+        "a type alias only: annotates the lazy store factory the CLI passes to the public "
+        "list_agents and agent_records"
+    ),
+    ("_format", "PRELOAD_PREFIX"): (
+        "chat says whether the agent resumed earlier memory by finding the preload message "
+        "Conversation wrote; no public attribute reports a preload"
+    ),
+    ("_memory", "SUMMARY_PREFIX"): (
+        "the demo compacts with the text ContextCompressor writes (its prefix and an "
+        "extractive summary), through the _demo_summary seam the demo tests patch"
+    ),
+}
+
+
+def _public_pairs() -> set[tuple[str, str]]:
+    """(sub-package, name there) of every public name (``rotate_keys`` is ``_keys.rotate``)."""
+    pairs: set[tuple[str, str]] = set()
+    for public in governed_memory.__all__:
+        module, _, attribute = governed_memory._EXPORTS[public].partition(":")
+        pairs.add((module, attribute or public))
+    return pairs
+
+
+def _imports(path: Path) -> list[tuple[int, str, str | None]]:
+    """(line, module below governed_memory, name or None for a module import) of ``path``.
+
+    Imports from the CLI's own package are left out.
+    """
+    found: list[tuple[int, str, str | None]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                parts = (node.module or "").split(".")
+                if parts[0] != "governed_memory":
+                    continue
+                module = ".".join(parts[1:])
+            elif node.level == 1:
+                continue  # governed_memory._cli itself
+            else:
+                assert node.level == 2, f"{path.name}:{node.lineno} imports above the package"
+                module = node.module or ""
+            found.extend((node.lineno, module, alias.name) for alias in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "governed_memory":
+                    found.append((node.lineno, ".".join(parts[1:]), None))
+    return [item for item in found if not item[1].startswith("_cli")]
+
+
+def _all_imports() -> list[tuple[str, int, str, str | None]]:
+    return [
+        (path.name, line, module, name)
+        for path in CLI_MODULES
+        for line, module, name in _imports(path)
+    ]
+
+
+def test_the_cli_modules_are_found() -> None:
+    assert {p.name for p in CLI_MODULES} >= {"__init__.py", "_audit.py", "_keys.py", "_memory.py"}
+    assert len(_all_imports()) > 40
+
+
+def test_every_internal_name_has_a_reason() -> None:
+    assert all(reason.strip() for reason in INTERNAL.values())
+
+
+@pytest.mark.parametrize("path", CLI_MODULES, ids=lambda p: p.name)
+def test_cli_imports_no_private_name_or_module(path: Path) -> None:
+    bad = [
+        f"{path.name}:{line}: {module}" + (f".{name}" if name else "")
+        for line, module, name in _imports(path)
+        if (name or "").startswith("_")
+        or name is None
+        or "." in module  # a sub-package's module, not its interface
+        or (module and not module.startswith("_"))
+    ]
+    assert bad == []
+
+
+@pytest.mark.parametrize("path", CLI_MODULES, ids=lambda p: p.name)
+def test_cli_imports_only_public_or_listed_internal_names(path: Path) -> None:
+    public = _public_pairs()
+    bad = [
+        f"{path.name}:{line}: {module}.{name}"
+        for line, module, name in _imports(path)
+        if name is not None and (module, name) not in public and (module, name) not in INTERNAL
+    ]
+    assert bad == [], "make it public, or add it to INTERNAL with the reason the CLI needs it"
+
+
+def test_every_listed_internal_name_is_used_and_not_public() -> None:
+    """The list stays honest: no stale entry, and nothing listed that is public anyway."""
+    used = {(module, name) for _, _, module, name in _all_imports() if name is not None}
+    assert sorted(set(INTERNAL) - used) == []
+    assert sorted(set(INTERNAL) & _public_pairs()) == []
+
+
+def test_every_listed_internal_name_exists_in_its_sub_package_interface() -> None:
+    for module, name in INTERNAL:
+        package = importlib.import_module(f"governed_memory.{module}")
+        assert hasattr(package, name), f"governed_memory.{module} does not export {name}"
+
+
+@pytest.mark.parametrize("package", ["_audit", "_keys"])
+def test_audit_and_keys_interfaces_say_which_names_are_for_the_cli(package: str) -> None:
+    doc = importlib.import_module(f"governed_memory.{package}").__doc__ or ""
+    assert "for the cli" in doc.lower()
+    missing = [name for module, name in INTERNAL if module == package and name not in doc]
+    assert missing == []
