@@ -301,9 +301,10 @@ def _run_demo(console: Console, workspace: Path, temporary: bool, policy_given: 
     summary = _demo_summary(conversation)
     conversation.compact(summary)
     store = conversation.store
-    for archive in store.list_archives() if store is not None else []:
-        assert store is not None
-        console.print(Text(f"archived  {store.source(archive)}"))
+    # The files the store named: its sources lie in the agent folder, beside MEMORY.md.
+    archived = [store.source(a) for a in store.list_archives()] if store is not None else []
+    for source in archived:
+        console.print(Text(f"archived  {source}"))
     body = summary.split("\n\n", 1)[-1]  # without the compressor's prefix
     console.print(Text(f"summary   {_short(body, 68)}"))
     console.print(
@@ -346,7 +347,7 @@ def _run_demo(console: Console, workspace: Path, temporary: bool, policy_given: 
     )
     # The agents' folder and the files are the ones the store named, not paths built here.
     console.print(_tree(workspace, path.parent.parent))
-    for file in [*sorted(archives), path]:
+    for file in [*(path.parent / source for source in archived), path]:
         console.print(
             Panel(
                 # Exactly the file's text; only the trailing blank lines are dropped.
