@@ -38,7 +38,6 @@ __all__ = [
     "Period",
     "SegmentInfo",
     "VerifyReport",
-    "_last_entry",
     "as_audit_key",
     "audit_attributes",
     "audit_key_from_settings",
@@ -54,12 +53,11 @@ __all__ = [
 # Names other layers use, imported on first use (PEP 562) so that importing this
 # package loads none of its modules until one is needed.
 if TYPE_CHECKING:
-    from ._log import HEAD_FILE, _last_entry, iter_entries, list_segments, tail_entries
+    from ._log import HEAD_FILE, iter_entries, list_segments, tail_entries
     from ._telemetry import configure_otlp
 
 _LAZY: dict[str, str] = {
     "HEAD_FILE": "._log",
-    "_last_entry": "._log",
     "iter_entries": "._log",
     "list_segments": "._log",
     "tail_entries": "._log",

@@ -19,6 +19,7 @@ import operator
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._base import (
     AGENTS_DIR,
@@ -39,6 +40,9 @@ from .._format import META_OPEN, parse_memory
 from .._records import ConsentRegistry, HoldSet, TombstoneStore
 from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
 from ._state import AgentState, Artefact, WorkspaceState
+
+if TYPE_CHECKING:
+    from .._audit import SegmentInfo
 
 __all__ = [
     "agent_store",
@@ -342,17 +346,15 @@ def _audit(workspace: Path, folder: Path) -> Iterator[Artefact]:
             _rel(workspace, segment.path),
             st.st_size,
             local_time(st.st_mtime),
-            _last_entry_time(segment.path),
+            _last_entry_time(segment),
             current=number == len(segments) - 1 or segment.first_seq is None,
             ident=(st.st_ino, st.st_mtime_ns),
         )
 
 
-def _last_entry_time(path: Path) -> _dt.datetime | None:
-    from .._audit import _last_entry  # the audit log's own reader
-
+def _last_entry_time(segment: SegmentInfo) -> _dt.datetime | None:
     try:
-        entry = _last_entry(path)
+        entry = segment.last_entry()
     except OSError:
         return None
     return entry.time.astimezone().replace(tzinfo=None) if entry is not None else None
