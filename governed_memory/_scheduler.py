@@ -34,8 +34,6 @@ in tests).
 from __future__ import annotations
 
 import datetime as _dt
-import fcntl
-import json
 import logging
 import os
 import threading
@@ -52,9 +50,10 @@ from apscheduler.triggers.interval import (  # type: ignore[import-untyped,unuse
     IntervalTrigger,
 )
 
-from ._base import atomic_write, ensure_private_dir, format_duration, open_private
-from ._errors import ConfigurationError, FormatVersionError, StorageError
+from ._base import FileLock, format_duration
+from ._errors import ConfigurationError
 from ._policy import SchedulePolicy
+from ._records import JsonDocument
 from ._retention import PurgeReport, Retention
 
 if TYPE_CHECKING:
@@ -113,34 +112,37 @@ class _State:
     """``state.json``: when the last successful scheduled purge started."""
 
     def __init__(self, folder: Path) -> None:
-        self.path = folder / STATE_FILE
+        self._document = JsonDocument(
+            folder / STATE_FILE,
+            what="scheduler state",
+            version=STATE_FORMAT_VERSION,
+            fix="upgrade, or remove the file (the next start then purges at once)",
+        )
+
+    @property
+    def path(self) -> Path:
+        return self._document.path
 
     def last_success(self) -> _dt.datetime | None:
-        try:
-            data = json.loads(self.path.read_bytes())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            raise StorageError(f"scheduler state {self.path} cannot be read ({exc})") from exc
-        if not isinstance(data, dict) or data.get("v") != STATE_FORMAT_VERSION:
-            version = data.get("v") if isinstance(data, dict) else None
-            raise FormatVersionError(
-                f"scheduler state {self.path} has format version {version!r}; this release "
-                f"reads version {STATE_FORMAT_VERSION}: upgrade, or remove the file (the next "
-                "start then purges at once)"
-            )
-        value = data.get("last_success")
+        """The start of the last successful scheduled purge; None before the first.
+
+        Raises:
+            StorageError: the file cannot be read, or is damaged.
+            FormatVersionError: written by another format version.
+        """
+        data = self._document.read()
+        value = data.get("last_success") if data is not None else None
         return _dt.datetime.fromisoformat(value) if isinstance(value, str) else None
 
     def record_success(self, started: _dt.datetime, report: PurgeReport) -> None:
-        data = {
-            "v": STATE_FORMAT_VERSION,
-            "last_success": _aware(started).isoformat(),
-            "purge_id": report.purge_id,
-            "deleted": report.total_deleted,
-        }
-        ensure_private_dir(self.path.parent)  # run_once() may come before start()
-        atomic_write(self.path, (json.dumps(data) + "\n").encode("utf-8"))
+        # One process writes it (the leader): no lock needed beyond leadership.
+        self._document.write(
+            {
+                "last_success": _aware(started).isoformat(),
+                "purge_id": report.purge_id,
+                "deleted": report.total_deleted,
+            }
+        )
 
 
 class PurgeScheduler:
@@ -172,6 +174,7 @@ class PurgeScheduler:
         self._state = _State(self.folder)
         self._zone = zoneinfo.ZoneInfo(governance.policy.schedule.timezone)
         self._scheduler = BackgroundScheduler(timezone=self._zone)
+        self._leader = FileLock(self.folder / LEADER_LOCK)
         self._lock_fd: int | None = None
         self._mutex = threading.Lock()
         self.runs = 0
@@ -182,12 +185,8 @@ class PurgeScheduler:
     # -- leadership --------------------------------------------------------
 
     def _try_lock(self) -> bool:
-        ensure_private_dir(self.folder)
-        fd = open_private(self.folder / LEADER_LOCK, os.O_RDWR | os.O_CREAT)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        fd = self._leader.acquire(blocking=False)
+        if fd is None:
             return False
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())  # who leads, for admins
@@ -322,7 +321,7 @@ class PurgeScheduler:
     def _release_lock(self) -> None:
         with self._mutex:
             if self._lock_fd is not None:
-                os.close(self._lock_fd)  # closing releases the flock
+                self._leader.release(self._lock_fd)
                 self._lock_fd = None
         self.leading.clear()
 
@@ -381,16 +380,17 @@ def schedule_status(governance: Governance) -> dict[str, Any]:
 
 def _leader_pid(path: Path) -> int | None:
     """The pid written by the scheduler holding ``path``, or None when none holds it."""
+    lock = FileLock(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = lock.acquire(shared=True, blocking=False, create=False)  # a probe creates nothing
     except FileNotFoundError:
         return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            return int(text) if text.isdigit() else -1
+    if fd is not None:
+        lock.release(fd)
         return None
-    finally:
-        os.close(fd)
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read(32).decode("ascii", "replace").strip()
+    except FileNotFoundError:
+        return None  # the leader stopped meanwhile
+    return int(text) if text.isdigit() else -1

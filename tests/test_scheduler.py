@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from governed_memory import Conversation, FixedClock, Governance, Policy
-from governed_memory._errors import ConfigurationError
+from governed_memory._errors import ConfigurationError, FormatVersionError
 from governed_memory._policy._model import SchedulePolicy
 from governed_memory._retention._purge import _PurgeLock
 from governed_memory._scheduler import (
@@ -335,3 +335,48 @@ def test_scheduler_status_json(workspace: Path, policy_file: Path) -> None:
     assert status["last_success"].startswith("2026-01-01T03:00:00")
     assert status["overdue"] is True and status["leader_pid"] is None
     assert "every 1d" in CliRunner().invoke(main, args).stdout
+
+
+def test_state_of_a_newer_format_version_is_refused_with_the_fix(workspace: Path) -> None:
+    folder = workspace / ".governed_memory" / "scheduler"
+    folder.mkdir(parents=True)
+    (folder / "state.json").write_text(json.dumps({"v": 2, "last_success": None}))
+    gov = governance(workspace, T0)
+    with pytest.raises(FormatVersionError, match=r"version 2; this release reads version 1"):
+        schedule_status(gov)
+    with pytest.raises(FormatVersionError, match="remove the file"):
+        PurgeScheduler(gov)._state.last_success()
+
+
+def test_a_run_records_its_success_in_the_state_file(workspace: Path) -> None:
+    populate(workspace)
+    gov = governance(workspace, T0 + 40 * DAY)
+    report = PurgeScheduler(gov).run_once()
+    assert report is not None
+    state = workspace / ".governed_memory" / "scheduler" / "state.json"
+    data = {
+        "v": 1,
+        "last_success": (T0 + 40 * DAY).astimezone().isoformat(),
+        "purge_id": report.purge_id,
+        "deleted": 3,
+    }
+    assert state.read_text() == json.dumps(data) + "\n"  # the bytes every release wrote
+    assert schedule_status(gov)["last_success"] == data["last_success"]
+
+
+def test_status_probes_the_leader_lock_without_creating_it(workspace: Path) -> None:
+    gov = governance(workspace, T0)
+    assert schedule_status(gov)["leader_pid"] is None
+    assert not (workspace / ".governed_memory").exists()
+
+
+def test_status_names_the_pid_of_the_leader_holding_the_lock(workspace: Path) -> None:
+    gov = governance(workspace, T0)
+    handle = PurgeScheduler(gov)
+    assert handle._try_lock()
+    try:
+        assert schedule_status(gov)["leader_pid"] == os.getpid()
+        assert not PurgeScheduler(gov)._try_lock()  # one leader per workspace
+    finally:
+        handle._release_lock()
+    assert schedule_status(gov)["leader_pid"] is None

@@ -47,7 +47,6 @@ __all__ = [
     "Period",
     "SegmentInfo",
     "VerifyReport",
-    "_last_entry",
     "as_audit_key",
     "audit_attributes",
     "audit_key_from_settings",
@@ -68,7 +67,7 @@ __all__ = [
 # package loads none of its modules until one is needed.
 if TYPE_CHECKING:
     from ._export import audit_log_exists, export_lines, export_since, write_export
-    from ._log import HEAD_FILE, _last_entry, iter_entries, list_segments, tail_entries
+    from ._log import HEAD_FILE, iter_entries, list_segments, tail_entries
     from ._telemetry import configure_otlp
 
 _LAZY: dict[str, str] = {
@@ -77,7 +76,6 @@ _LAZY: dict[str, str] = {
     "export_since": "._export",
     "write_export": "._export",
     "HEAD_FILE": "._log",
-    "_last_entry": "._log",
     "iter_entries": "._log",
     "list_segments": "._log",
     "tail_entries": "._log",

@@ -173,6 +173,16 @@ class SegmentInfo:
     path: Path
     first_seq: int | None
 
+    def last_entry(self) -> AuditEntry | None:
+        """The segment's last readable entry, read now; None when it has none (or is gone).
+
+        Retention ages a segment by it: a segment holds nothing newer.
+
+        Raises:
+            OSError: the segment exists but cannot be read.
+        """
+        return _last_entry(self.path)
+
 
 def _is_segment(name: str) -> bool:
     return name.startswith(SEGMENT_PREFIX) and name.endswith(SEGMENT_SUFFIX)
@@ -698,7 +708,7 @@ class AuditLog:
         segments = list_segments(self._folder)[:-1]
         expired = []
         for segment in segments:
-            last = _last_entry(segment.path)
+            last = segment.last_entry()
             if last is None or last.time >= cutoff:
                 break
             expired.append(segment.name)

@@ -19,7 +19,6 @@ Processes notice changes made by others with one ``stat`` per entry used.
 from __future__ import annotations
 
 import base64
-import fcntl
 import hashlib
 import hmac
 import json
@@ -35,7 +34,14 @@ from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from .._base import Clock, SystemClock, atomic_write, ensure_private_dir, link_exclusive
+from .._base import (
+    Clock,
+    FolderLock,
+    SystemClock,
+    atomic_write,
+    ensure_private_dir,
+    link_exclusive,
+)
 from .._errors import (
     DecryptionError,
     IntegrityError,
@@ -115,6 +121,8 @@ class Keyring:
         self._paths: dict[bytes, str] = {}
         self._keys_dir_str = os.fspath(self.folder / KEYS_DIR)
         self._epoch = ChangeCounter(self.folder / EPOCH_FILE)
+        # An flock on the keyring folder itself, as every release has taken it (no lock file).
+        self._folder_lock = FolderLock(self.folder)
         _LIVE.add(self)
 
     def _after_fork(self) -> None:
@@ -151,16 +159,12 @@ class Keyring:
                     self._depth -= 1
                 return
             ensure_private_dir(self.keys_dir)
-            fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+            with self._folder_lock.held():
                 self._depth = 1
                 try:
                     yield
                 finally:
                     self._depth = 0
-            finally:
-                os.close(fd)  # closing the descriptor releases the flock
 
     def require_provider(self) -> KeyProvider:
         if self.provider is None:

@@ -23,14 +23,13 @@ purge or erasure runs, as the memory migration asks.
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._base import TMP_PREFIX, atomic_write, open_private
+from .._base import TMP_PREFIX, FileLock, atomic_write
 from .._crypto import (
     CONSENT_PURPOSE,
     ERASURE_PURPOSE,
@@ -40,13 +39,11 @@ from .._crypto import (
 )
 from .._errors import StorageError
 from .._records import (
-    CONSENT_LOCK,
-    CONSENT_LOG,
-    HOLDS_FILE,
-    HOLDS_LOCK,
     PROGRESS_SUFFIX,
     SCHEDULED_DIR,
-    TOMBSTONES_DIR,
+    ConsentRegistry,
+    HoldRegistry,
+    TombstoneStore,
 )
 
 __all__ = ["governance_files", "seal_governance", "unseal_governance"]
@@ -60,34 +57,36 @@ class SealedFile:
     purpose: str
     context: str  # its path inside the governance folder: the associated data
     lines: bool  # one record per line (else: the whole file is one record)
-    lock: Path | None  # the flock its writers take
+    lock: FileLock | None  # the lock its writers take (its registry's)
 
 
 def governance_files(governance_dir: Path) -> list[SealedFile]:
     """The governance files present in ``governance_dir`` that hold sealable records."""
     folder = Path(governance_dir)
+
+    def item(path: Path, purpose: str, lines: bool, lock: FileLock | None) -> SealedFile:
+        return SealedFile(path, purpose, path.relative_to(folder).as_posix(), lines, lock)
+
+    consent, holds = ConsentRegistry(folder), HoldRegistry(folder)
     found = [
-        SealedFile(folder / CONSENT_LOG, CONSENT_PURPOSE, CONSENT_LOG, True, folder / CONSENT_LOCK),
-        SealedFile(folder / HOLDS_FILE, HOLDS_PURPOSE, HOLDS_FILE, False, folder / HOLDS_LOCK),
+        item(consent.path, CONSENT_PURPOSE, True, consent.lock),
+        item(holds.path, HOLDS_PURPOSE, False, holds.lock),
     ]
-    tombstones = folder / TOMBSTONES_DIR
+    erasures = TombstoneStore(folder)
+    tombstones = erasures.tombstone_dir
     names = _names(tombstones)
     for name in names:
-        context = f"{TOMBSTONES_DIR}/{name}"
         if name.endswith(PROGRESS_SUFFIX) and name.startswith("."):
-            lock = tombstones / f"{name[: -len(PROGRESS_SUFFIX)]}.lock"
-            found.append(SealedFile(tombstones / name, ERASURE_PURPOSE, context, True, lock))
+            lock = erasures.lock(name[1 : -len(PROGRESS_SUFFIX)])
+            found.append(item(tombstones / name, ERASURE_PURPOSE, True, lock))
         elif name.endswith(".json") and not name.startswith("."):
             stem = name[: -len(".json")]
             pending = f".{stem}{PROGRESS_SUFFIX}" in names  # finished ones are not written again
-            writer = tombstones / f".{stem}.lock" if pending else None
-            found.append(SealedFile(tombstones / name, ERASURE_PURPOSE, context, False, writer))
+            writer = erasures.lock(stem) if pending else None
+            found.append(item(tombstones / name, ERASURE_PURPOSE, False, writer))
     for name in _names(folder / SCHEDULED_DIR):
         if name.endswith(".json") and not name.startswith("."):
-            context = f"{SCHEDULED_DIR}/{name}"
-            found.append(
-                SealedFile(folder / SCHEDULED_DIR / name, ERASURE_PURPOSE, context, False, None)
-            )
+            found.append(item(folder / SCHEDULED_DIR / name, ERASURE_PURPOSE, False, None))
     return [f for f in found if f.path.is_file()]
 
 
@@ -119,7 +118,7 @@ def _convert_all(
 ) -> list[Path]:
     changed = []
     for item in governance_files(governance_dir):
-        with _locked(item.lock):
+        with holding(item.lock):
             try:
                 raw = item.path.read_bytes()
             except FileNotFoundError:
@@ -139,16 +138,13 @@ def _convert_all(
 
 
 @contextmanager
-def _locked(lock: Path | None) -> Iterator[None]:
+def holding(lock: FileLock | None) -> Iterator[None]:
+    """Hold ``lock`` for a block; None (a file written once, by no writer) holds nothing."""
     if lock is None:
         yield
         return
-    fd = open_private(lock, os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with lock.held():
         yield
-    finally:
-        os.close(fd)
 
 
 class _Converter:

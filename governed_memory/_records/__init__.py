@@ -21,14 +21,11 @@ from .._base import lazy_attributes
 # package loads none of its modules until one is needed.
 if TYPE_CHECKING:
     from ._consent import (
-        CONSENT_LOCK,
-        CONSENT_LOG,
         ConsentAction,
         ConsentEvent,
         ConsentRecord,
         ConsentRegistry,
         ConsentRemoval,
-        open_consent_line,
         validate_subject_id,
     )
     from ._document import JsonDocument
@@ -49,9 +46,6 @@ if TYPE_CHECKING:
     from ._version import check_version
 
 _LAZY: dict[str, str] = {
-    "CONSENT_LOCK": "._consent",
-    "CONSENT_LOG": "._consent",
-    "open_consent_line": "._consent",
     "ConsentAction": "._consent",
     "ConsentEvent": "._consent",
     "ConsentRecord": "._consent",
@@ -85,8 +79,6 @@ if not TYPE_CHECKING:  # type checkers read the imports above
 
 __all__ = [
     "COMPLETE",
-    "CONSENT_LOCK",
-    "CONSENT_LOG",
     "HOLDS_FILE",
     "HOLDS_LOCK",
     "PROGRESS_SUFFIX",
@@ -111,6 +103,5 @@ __all__ = [
     "TombstoneStore",
     "check_version",
     "new_erasure_id",
-    "open_consent_line",
     "validate_subject_id",
 ]

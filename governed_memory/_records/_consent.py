@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .._base import FileLock
-from .._crypto import CONSENT_PURPOSE, RecordSealing, open_record
+from .._crypto import CONSENT_PURPOSE, RecordSealing
 from .._errors import ConfigurationError, GovernedMemoryError, StorageError
 from ._jsonl import JsonlLog, encode_line
 from ._version import check_version
@@ -176,11 +176,6 @@ class ConsentRemoval:
     kept: frozenset[str]
 
 
-def open_consent_line(raw: bytes, sealing: RecordSealing | None, where: Path) -> bytes:
-    """The plaintext JSON of one line of the consent log (opened when sealed)."""
-    return open_record(raw, sealing, CONSENT_PURPOSE, CONSENT_LOG, where)
-
-
 def record_id(stored: bytes) -> str:
     """How a stored line is named in a purge plan: a digest of its bytes."""
     return hashlib.sha256(stored).hexdigest()[:32]
@@ -218,6 +213,12 @@ class ConsentRegistry:
     def path(self) -> Path:
         """The JSON Lines log."""
         return self._log.path
+
+    @property
+    def lock(self) -> FileLock:
+        """The lock every writer of the log holds (a key operation converting it takes it too)."""
+        assert self._log.lock is not None  # the registry always builds its log with one
+        return self._log.lock
 
     # -- reading -------------------------------------------------------
 

@@ -186,6 +186,12 @@ class HoldRegistry:
         return self._document.path
 
     @property
+    def lock(self) -> FileLock:
+        """The lock every writer of the holds file holds (a key operation converting it too)."""
+        assert self._document.lock is not None  # the registry always builds its file with one
+        return self._document.lock
+
+    @property
     def document(self) -> JsonDocument:
         """The holds file (for converting its stored form; see ``_keys``)."""
         return self._document

@@ -314,12 +314,20 @@ class TombstoneStore:
         removed: whoever waits on it re-reads the tombstone under the lock and
         finds it complete.
         """
-        path = self._tombstones / f".{erasure_id}.lock"
-        with FileLock(path).held():
+        lock = self.lock(erasure_id)
+        with lock.held():
             yield
             current = self.get(erasure_id)
             if current is not None and not current.pending:
-                path.unlink(missing_ok=True)
+                lock.path.unlink(missing_ok=True)
+
+    def lock(self, erasure_id: str) -> FileLock:
+        """The erasure's lock itself, for work on its files that must not read the tombstone.
+
+        :meth:`locked` is the way to work on an erasure; a key operation
+        converting the stored form of its files holds this lock instead.
+        """
+        return FileLock(self._tombstones / f".{erasure_id}.lock")
 
     # -- progress of an unfinished erasure --------------------------------
 

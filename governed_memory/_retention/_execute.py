@@ -18,9 +18,7 @@ the consent log under its own lock. All deletions are made durable by one
 from __future__ import annotations
 
 import errno
-import fcntl
 import itertools
-import json
 import os
 import secrets
 import shutil
@@ -41,19 +39,17 @@ from .._base import (
     FileKind,
     FolderLock,
     archive_kind,
-    atomic_write,
     classify_agent_file,
     fsync_dir,
-    open_private,
     validate_agent_name,
     write_all,
 )
 from .._crypto import RecordSealing
 from .._errors import GovernedMemoryError, InvalidAgentNameError
-from .._records import CONSENT_LOCK, CONSENT_LOG, HoldRegistry, HoldSet, open_consent_line
+from .._records import ConsentRegistry, HoldRegistry, HoldSet
 from .._stores import AgentStore, StoreFactory
 from ._journal import Entry, Journal, JournalError
-from ._scan import agent_store, artefact_subjects, consent_digest
+from ._scan import agent_store, artefact_subjects
 
 __all__ = ["Executor", "Tally"]
 
@@ -365,44 +361,23 @@ class Executor:
         return b"".join(outcome[p.name] or b"e" for p in paths)
 
     def _consent(self, batch: list[Entry], holds: HoldSet) -> bytes:
-        log = self.governance_dir / CONSENT_LOG
-        wanted: dict[str, Entry] = {}
+        registry = ConsentRegistry(self.governance_dir, sealing=self.sealing)
+        log = registry.path
+        wanted: set[str] = set()
         for entry in batch:
             base, _, digest = entry.path.rpartition("#")
             if (self.workspace / base) != log or not digest:
                 raise _not_purgeable(entry)
-            wanted[digest] = entry
-        outcome = dict.fromkeys(wanted, b"g")
-        fd = open_private(self.governance_dir / CONSENT_LOCK, os.O_RDWR | os.O_CREAT)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                data = log.read_bytes()
-            except FileNotFoundError:
-                data = b""
-            kept: list[bytes] = []
-            for raw in data[: data.rfind(b"\n") + 1].splitlines():
-                digest = consent_digest(raw)
-                if digest not in wanted:
-                    kept.append(raw)
-                elif _consent_subject(raw, self.sealing, log) in holds.subjects:
-                    kept.append(raw)
-                    outcome[digest] = b"h"
-                else:
-                    outcome[digest] = b"d"
-            if any(o == b"d" for o in outcome.values()):
-                atomic_write(log, b"".join(line + b"\n" for line in kept))
-        finally:
-            os.close(fd)
+            wanted.add(digest)
+        # Under the registry's lock: a grant made meanwhile is kept, and a
+        # subject hold placed since the plan keeps its records.
+        done = registry.remove(
+            wanted, keep=lambda event: event is not None and event.subject in holds.subjects
+        )
+        outcome = {
+            d: b"d" if d in done.removed else b"h" if d in done.kept else b"g" for d in wanted
+        }
         return b"".join(outcome[e.path.rpartition("#")[2]] for e in batch)
-
-
-def _consent_subject(raw: bytes, sealing: RecordSealing | None, log: Path) -> str | None:
-    try:
-        subject = json.loads(open_consent_line(raw, sealing, log)).get("subject")
-    except (ValueError, AttributeError, OSError):
-        return None
-    return subject if isinstance(subject, str) else None
 
 
 def _units(entries: Iterable[Entry]) -> Iterator[Unit]:

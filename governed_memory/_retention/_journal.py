@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from .._base import TMP_PREFIX, ArtefactKind, ensure_private_dir, fsync_dir, open_private
-from .._errors import FormatVersionError, JournalError
+from .._errors import JournalError
+from .._records import check_version
 from ._plan import PlanItem, Rule
 
 __all__ = [
@@ -127,7 +128,7 @@ class Journal:
     """A complete journal on disk, with its progress.
 
     Raises (on open):
-        FormatVersionError: written by another format version.
+        FormatVersionError: written by another format version (see ``check_version``).
         JournalError: not a journal (damaged).
     """
 
@@ -141,18 +142,17 @@ class Journal:
             handle.seek(max(0, end - 65536))
             last = handle.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
         try:
-            self.header: dict[str, Any] = json.loads(first)
+            header = json.loads(first)
             self.footer: dict[str, Any] = json.loads(last)
         except ValueError as exc:
             raise JournalError(f"purge journal {self.path} is damaged ({exc})") from exc
-        version = self.header.get("v")
-        if version != JOURNAL_FORMAT_VERSION:
-            raise FormatVersionError(
-                f"purge journal {self.path} has format version {version!r}; this release "
-                f"reads version {JOURNAL_FORMAT_VERSION}. Finish it with the release that "
-                "wrote it, or remove it to discard that purge"
-            )
-        if not isinstance(self.footer.get("end"), int):
+        self.header: dict[str, Any] = check_version(
+            header,
+            JOURNAL_FORMAT_VERSION,
+            f"purge journal {self.path}",
+            fix="finish it with the release that wrote it, or remove it to discard that purge",
+        )
+        if not isinstance(self.footer, dict) or not isinstance(self.footer.get("end"), int):
             raise JournalError(f"purge journal {self.path} has no footer; it is damaged")
 
     @classmethod

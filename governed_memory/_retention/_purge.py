@@ -16,9 +16,7 @@ reference leaves it).
 from __future__ import annotations
 
 import datetime as _dt
-import fcntl
 import json
-import os
 import secrets
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -26,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._base import atomic_write, ensure_private_dir, open_private
+from .._base import FileLock
 from .._errors import PurgeInProgressError, StorageError
-from .._records import HoldRegistry
+from .._records import HoldRegistry, JsonDocument
 from ._execute import Executor, Tally
 from ._journal import Journal, remove_stale_progress, write_journal
 from ._plan import Plan, PlanItem, iter_plan, plan
@@ -43,6 +41,7 @@ __all__ = ["PurgeInProgressError", "PurgeReport", "Retention", "audit_dir_of", "
 
 PURGE_DIR = "purge"
 RECEIPTS_DIR = "receipts"
+RECEIPT_FORMAT_VERSION = 1
 
 
 def to_local(when: _dt.datetime) -> _dt.datetime:
@@ -124,30 +123,27 @@ class _PurgeLock:
     def __init__(self, folder: Path, workspace: Path) -> None:
         self.folder = folder
         self.workspace = workspace
+        self._lock = FileLock(folder / "lock")
         self.fd: int | None = None
 
     def acquire(self) -> None:
         if self.fd is not None:
             return
         try:
-            ensure_private_dir(self.folder)
-            fd = open_private(self.folder / "lock", os.O_RDWR | os.O_CREAT)
+            fd = self._lock.acquire(blocking=False)
         except OSError as exc:
             raise StorageError(f"cannot create the purge lock in {self.folder}: {exc}") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            os.close(fd)
+        if fd is None:
             raise PurgeInProgressError(
                 f"another purge is running on workspace {self.workspace} (it holds "
-                f"{self.folder / 'lock'}); wait for it to finish and run again"
-            ) from exc
+                f"{self._lock.path}); wait for it to finish and run again"
+            )
         self.fd = fd
         remove_stale_progress(self.folder)
 
     def release(self) -> None:
         if self.fd is not None:
-            os.close(self.fd)
+            self._lock.release(self.fd)
             self.fd = None
 
 
@@ -357,16 +353,17 @@ class Retention:
 
     def _receipt(self, report: PurgeReport) -> None:
         """Keep the counts (no paths, no content) as proof of the purge."""
-        folder = self.purge_dir / RECEIPTS_DIR
-        data = {"v": 1, **report.to_dict(), "finished": self.governance.clock.now().isoformat()}
-        try:
-            ensure_private_dir(folder)
-            atomic_write(
-                folder / f"{report.purge_id}.json",
-                (json.dumps(data, indent=1) + "\n").encode("utf-8"),
-            )
-        except OSError as exc:
-            raise StorageError(f"cannot write the purge receipt in {folder}: {exc}") from exc
+        receipt = JsonDocument(
+            self.purge_dir / RECEIPTS_DIR / f"{report.purge_id}.json",
+            what="purge receipt",
+            version=RECEIPT_FORMAT_VERSION,
+            encode=_indented,
+        )
+        receipt.write({**report.to_dict(), "finished": self.governance.clock.now().isoformat()})
+
+
+def _indented(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=1)  # a receipt is for people to read
 
 
 def _same_policy(journal: Journal, policy: Policy) -> bool:

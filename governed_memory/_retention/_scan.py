@@ -15,12 +15,11 @@ mtime, consent records and tombstones by the time recorded inside them.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
-import json
 import operator
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._base import (
     AGENTS_DIR,
@@ -38,14 +37,16 @@ from .._base import (
 from .._crypto import RecordSealing
 from .._errors import GovernedMemoryError
 from .._format import META_OPEN, parse_memory
-from .._records import CONSENT_LOG, HoldSet, TombstoneStore, open_consent_line
+from .._records import ConsentRegistry, HoldSet, TombstoneStore
 from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
 from ._state import AgentState, Artefact, WorkspaceState
+
+if TYPE_CHECKING:
+    from .._audit import SegmentInfo
 
 __all__ = [
     "agent_store",
     "artefact_subjects",
-    "consent_digest",
     "local_time",
     "scan_workspace",
 ]
@@ -60,11 +61,6 @@ def _naive(iso: str) -> _dt.datetime:
     """An ISO time from a record, as naive local time."""
     when = _dt.datetime.fromisoformat(iso)
     return when.astimezone().replace(tzinfo=None) if when.tzinfo is not None else when
-
-
-def consent_digest(raw: bytes) -> str:
-    """How a consent record is named in a plan: a digest of its line."""
-    return hashlib.sha256(raw).hexdigest()[:32]
 
 
 def _no_header() -> str:  # a store built for reading never creates a memory file
@@ -239,7 +235,7 @@ def _others(
 ) -> Iterator[Artefact]:
     yield from _exports(workspace, governance / EXPORTS_DIR)
     yield from _tombstones(workspace, governance, sealing)
-    yield from _consent(workspace, governance / CONSENT_LOG, sealing)
+    yield from _consent(workspace, governance, sealing)
     yield from _audit(workspace, audit)
 
 
@@ -295,44 +291,37 @@ def _tombstones(
         )
 
 
-def _consent(workspace: Path, log: Path, sealing: RecordSealing | None) -> Iterator[Artefact]:
-    try:
-        data = log.read_bytes()
-    except FileNotFoundError:
-        return
-    lines = data[: data.rfind(b"\n") + 1].splitlines()
-    parsed: list[tuple[bytes, dict[str, object] | None]] = []
-    latest: dict[tuple[object, object], int] = {}
-    for number, raw in enumerate(lines):
-        try:
-            record = json.loads(open_consent_line(raw, sealing, log))
-        except (ValueError, OSError):  # damaged, or sealed and unopenable: never deleted
-            record = None
-        if not isinstance(record, dict):
-            record = None
-        parsed.append((raw, record))
-        if record is not None:
-            latest[(record.get("subject"), record.get("purpose"))] = number
-    base = _rel(workspace, log)
-    for number, (raw, record) in enumerate(parsed):
-        if record is None:
+def _consent(
+    workspace: Path, governance: Path, sealing: RecordSealing | None
+) -> Iterator[Artefact]:
+    """Consent records, named ``<log>#<record id>``; the latest grant of a pair is current.
+
+    Read through the registry (:meth:`ConsentRegistry.records`): a record it
+    cannot read (damaged, sealed and unopenable) is never offered for deletion.
+    """
+    registry = ConsentRegistry(governance, sealing=sealing)
+    records = registry.records()
+    latest: dict[tuple[str, str], int] = {}
+    for number, record in enumerate(records):
+        if record.event is not None:
+            latest[(record.event.subject, record.event.purpose)] = number
+    base = _rel(workspace, registry.path)
+    for number, record in enumerate(records):
+        event = record.event
+        if event is None:
             continue
         try:
-            at = _naive(str(record["at"]))
-        except (KeyError, ValueError):
+            at = _naive(event.at)
+        except ValueError:
             continue  # an unreadable record is never deleted
-        subject = record.get("subject")
-        in_force = (
-            latest.get((subject, record.get("purpose"))) == number
-            and record.get("action") == "grant"
-        )
+        in_force = latest[(event.subject, event.purpose)] == number and event.granted
         yield Artefact(
             ArtefactKind.CONSENT,
-            f"{base}#{consent_digest(raw)}",
-            len(raw) + 1,
+            f"{base}#{record.id}",
+            record.size,
             at,
             at,
-            subjects=frozenset({str(subject)}),
+            subjects=frozenset({event.subject}),
             current=in_force,
         )
 
@@ -360,17 +349,15 @@ def _audit(workspace: Path, folder: Path) -> Iterator[Artefact]:
             _rel(workspace, segment.path),
             st.st_size,
             local_time(st.st_mtime),
-            _last_entry_time(segment.path),
+            _last_entry_time(segment),
             current=number == len(segments) - 1 or segment.first_seq is None,
             ident=(st.st_ino, st.st_mtime_ns),
         )
 
 
-def _last_entry_time(path: Path) -> _dt.datetime | None:
-    from .._audit import _last_entry  # the audit log's own reader
-
+def _last_entry_time(segment: SegmentInfo) -> _dt.datetime | None:
     try:
-        entry = _last_entry(path)
+        entry = segment.last_entry()
     except OSError:
         return None
     return entry.time.astimezone().replace(tzinfo=None) if entry is not None else None

@@ -390,3 +390,23 @@ def test_a_log_emptied_under_a_live_writer_is_recorded(tmp_path: Path) -> None:
     report = verify_log(tmp_path, KEY)
     assert [f.kind for f in report.findings] == ["removed"]
     assert "seq 2..4" in report.findings[0].message
+
+
+def test_a_segments_last_entry_is_its_last_readable_one(tmp_path: Path) -> None:
+    log = make_log(tmp_path)
+    log.append("persist", {"outcome": "ok"})
+    last = log.append("persist", {"outcome": "error"})
+    [segment] = list_segments(tmp_path)
+    with open(segment.path, "ab") as file:
+        file.write(b'{"trunc')  # a torn line a crashed writer left is skipped
+    found = segment.last_entry()
+    assert found is not None and (found.seq, found.hash) == (last.seq, last.hash)
+
+
+def test_a_segment_without_entries_or_gone_has_no_last_entry(tmp_path: Path) -> None:
+    make_log(tmp_path).append("persist", {"outcome": "ok"})
+    [segment] = list_segments(tmp_path)
+    segment.path.write_bytes(b"not an entry\n")
+    assert segment.last_entry() is None
+    segment.path.unlink()
+    assert segment.last_entry() is None

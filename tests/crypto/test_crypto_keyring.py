@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -191,3 +194,29 @@ def test_shredding_in_a_workspace_that_never_encrypted_anything_is_a_no_op(tmp_p
     keyring = make_keyring(tmp_path / "kr")
     assert keyring.shred_subject("nobody") == []
     assert not (tmp_path / "kr").exists()
+
+
+def test_the_keyring_lock_is_an_flock_on_its_folder_excluding_other_keyrings(
+    tmp_path: Path,
+) -> None:
+    """Two keyrings on one folder exclude each other (as two processes do); no lock file."""
+    first, second = make_keyring(tmp_path / "kr"), make_keyring(tmp_path / "kr")
+    entered = threading.Event()
+
+    def take() -> None:
+        with second.locked():
+            entered.set()
+
+    with first.locked(), first.locked():  # re-entrant in one thread
+        fd = os.open(tmp_path / "kr", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with pytest.raises(BlockingIOError):  # what a process of any release takes
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+        worker = threading.Thread(target=take)
+        worker.start()
+        assert not entered.wait(0.2)
+    worker.join(10)
+    assert entered.is_set()
+    assert sorted(p.name for p in (tmp_path / "kr").iterdir()) == ["keys"]

@@ -4,6 +4,7 @@ plaintext byte for byte, and re-encryption re-seals them before the old keys are
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,34 @@ def test_refresh_leaves_records_already_under_the_current_key(
     )
     after = {p: p.read_bytes() for p in (workspace / GOVERNANCE_DIR).rglob("*") if p.is_file()}
     assert after == before
+
+
+def test_each_file_is_converted_under_its_registrys_lock(workspace: Path) -> None:
+    populate(workspace)
+    folder = workspace / GOVERNANCE_DIR
+    locks = {f.path.name: f.lock.path.name if f.lock else None for f in governance_files(folder)}
+    assert locks == {
+        "consent.jsonl": ConsentRegistry(folder).lock.path.name,
+        "holds.json": HoldRegistry(folder).lock.path.name,
+        ".20261130T100000Z-1.progress.jsonl": ".20261130T100000Z-1.lock",
+        "20261130T100000Z-1.json": ".20261130T100000Z-1.lock",  # pending: its erasure's lock
+        "20261130T100000Z-2.json": None,  # scheduled: written once, no writer
+    }
+
+
+def test_sealing_waits_for_a_consent_writer_holding_the_lock(
+    workspace: Path, tmp_path: Path
+) -> None:
+    populate(workspace)
+    folder = workspace / GOVERNANCE_DIR
+    sealing = sealing_for(tmp_path / "kr")
+    done: list[list[Path]] = []
+    with ConsentRegistry(folder).lock.held():  # a writer mid-append
+        worker = threading.Thread(target=lambda: done.append(seal_governance(folder, sealing)))
+        worker.start()
+        worker.join(0.3)
+        assert worker.is_alive() and not done  # blocked on consent.lock, the first file
+        assert not is_sealed((folder / "consent.jsonl").read_bytes().splitlines()[0])
+    worker.join(30)
+    assert len(done[0]) == 5
+    assert len(ConsentRegistry(folder, sealing=sealing).history()) == 2

@@ -6,6 +6,7 @@ The registry's tests run on the plaintext log and on the sealed one (encryption 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import multiprocessing
 import os
@@ -297,3 +298,83 @@ def test_a_log_rewritten_in_place_is_not_mistaken_for_an_append(
         handle.write(b"".join(line + b"\n" for line in stored))
     assert not reader.is_granted("alice", "persist")
     assert reader.subjects() == ["bob", "carol"]
+
+
+# -- what retention and the key operations use: records, remove, rewrite ------
+
+
+def test_records_name_each_stored_line_by_a_digest_of_its_bytes(
+    workspace: Path, record_mode: RecordMode
+) -> None:
+    gov = governance(workspace, record_mode)
+    gov.grant("alice", "persist", actor="dpo")
+    log = workspace / GOVERNANCE_DIR / "consent.jsonl"
+    with open(log, "ab") as handle:
+        handle.write(b"not a record\n")
+    stored = log.read_bytes().splitlines()
+    found = registry(workspace, record_mode).records()
+    assert [(r.id, r.size) for r in found] == [
+        (hashlib.sha256(line).hexdigest()[:32], len(line) + 1) for line in stored
+    ]
+    assert found[0].event is not None and found[0].event.subject == "alice"
+    assert found[1].event is None  # unreadable: listed, never parsed into an event
+
+
+def test_remove_drops_the_named_records_and_keeps_what_keep_asks_for(
+    workspace: Path, record_mode: RecordMode
+) -> None:
+    gov = governance(workspace, record_mode)
+    for subject in ("alice", "bob", "carol"):
+        gov.grant(subject, "persist", actor="dpo")
+    reader = registry(workspace, record_mode)
+    alice, bob, carol = reader.records()
+    log = workspace / GOVERNANCE_DIR / "consent.jsonl"
+    carol_line = log.read_bytes().splitlines()[2]
+    done = reader.remove(
+        {alice.id, bob.id, "0" * 32}, keep=lambda e: e is not None and e.subject == "bob"
+    )
+    assert done.removed == {alice.id} and done.kept == {bob.id}  # the unknown id: neither
+    assert [r.id for r in reader.records()] == [bob.id, carol.id]
+    assert log.read_bytes().splitlines()[1] == carol_line  # the others keep their bytes
+    assert reader.subjects() == ["bob", "carol"]
+
+
+def test_rewrite_converts_every_line_and_says_whether_the_file_changed(
+    workspace: Path, record_mode: RecordMode
+) -> None:
+    governance(workspace, record_mode).grant("alice", "persist", actor="dpo")
+    reader = registry(workspace, record_mode)
+    log = workspace / GOVERNANCE_DIR / "consent.jsonl"
+    before = log.read_bytes()
+    assert reader.rewrite(lambda line: line) is False
+    assert reader.rewrite(lambda line: line + b" ") is True
+    assert log.read_bytes() == before[:-1] + b" \n"
+
+
+def _remove_one_by_one(folder: str, mode: RecordMode, ids: list[str]) -> None:
+    registry = ConsentRegistry(Path(folder), sealing=mode.sealing())
+    for record_id in ids:
+        assert registry.remove([record_id]).removed == {record_id}
+
+
+def test_removing_in_one_process_loses_no_grant_of_another(
+    workspace: Path, record_mode: RecordMode
+) -> None:
+    """Each remove is a rewrite of the whole log: under the writers' lock, no append is lost."""
+    gov = governance(workspace, record_mode)
+    for i in range(40):
+        gov.withdraw(f"old-{i}", "persist", actor="dpo")
+    folder = workspace / GOVERNANCE_DIR
+    ids = [r.id for r in registry(workspace, record_mode).records()]
+    ctx = multiprocessing.get_context("spawn")
+    procs = [
+        ctx.Process(target=_remove_one_by_one, args=(str(folder), record_mode, ids)),
+        ctx.Process(target=_grant_many, args=(str(folder), 0, record_mode)),
+    ]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    events = registry(workspace, record_mode).history()
+    assert sorted(e.subject for e in events) == sorted(f"s0-{i}" for i in range(40))

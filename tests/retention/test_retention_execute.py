@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from governed_memory import Conversation, FixedClock, Governance, NullAuditSink, Policy
+from governed_memory._errors import FormatVersionError
 from governed_memory._retention import (
     Executor,
     Journal,
@@ -483,3 +484,27 @@ def test_subject_hold_reads_subjects_through_the_store(workspace: Path, kind: st
         "agent1",
         "agent1",
     ]
+
+
+def test_a_journal_of_a_newer_format_version_names_both_versions_and_the_fix(
+    workspace: Path,
+) -> None:
+    populate(workspace, agents=1)
+    r = retention(workspace, T0, archives_max_age="30d")
+    path = _journal(r, T0 + 40 * DAY).path
+    lines = path.read_bytes().splitlines(keepends=True)
+    header = json.loads(lines[0])
+    path.write_bytes(json.dumps({**header, "v": 2}).encode() + b"\n" + b"".join(lines[1:]))
+    with pytest.raises(FormatVersionError, match=r"version 2; this release reads version 1") as e:
+        Journal(r.purge_dir)
+    assert "remove it to discard that purge" in str(e.value)
+
+
+def test_the_receipt_is_indented_json_with_its_format_version_first(workspace: Path) -> None:
+    populate(workspace, agents=1)
+    report = retention(workspace, T0 + 40 * DAY, archives_max_age="30d").purge()
+    receipt = workspace / ".governed_memory" / "purge" / "receipts" / f"{report.purge_id}.json"
+    data = json.loads(receipt.read_text())
+    assert next(iter(data)) == "v" and data["v"] == 1
+    assert receipt.read_text() == json.dumps(data, indent=1) + "\n"
+    assert (receipt.stat().st_mode & 0o777) == 0o600
