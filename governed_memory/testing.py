@@ -337,3 +337,9 @@ class SeededRandom:
         gives the registry's own id shape (``hold-<8 hex digits>``), pinned.
         """
         return lambda: prefix + self.hex(nbytes)
+
+
+if TYPE_CHECKING:  # mypy checks that the class implements the storage seam's protocol
+    from ._protocols import AgentStore
+
+    _conforms: type[AgentStore] = InMemoryAgentStore

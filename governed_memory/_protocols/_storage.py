@@ -156,15 +156,24 @@ class RecordLog(Protocol):
         """Append one record durably."""
         ...
 
+    def open(self, raw: bytes) -> bytes:
+        """The plaintext JSON of one stored record (stored records may be sealed)."""
+        ...
+
     def rewrite(self, convert: Callable[[bytes], bytes | None]) -> bool:
         """Replace each stored record by ``convert(stored)`` (None drops it), atomically.
 
-        Returns whether anything changed.
+        Takes the writers' lock itself, so no record is appended between the
+        decisions and the replacement; an exception from ``convert`` changes
+        nothing. Returns whether anything changed.
         """
         ...
 
     def locked(self) -> AbstractContextManager[None]:
-        """Hold the log's exclusive lock across a read and a rewrite."""
+        """Exclude every writer of the log for a block (e.g. while its stored form is converted).
+
+        Not re-entrant: call neither :meth:`append` nor :meth:`rewrite` inside it.
+        """
         ...
 
     def delete(self) -> None:
@@ -180,11 +189,11 @@ class RecordDocument(Protocol):
         ...
 
     def write(self, body: Mapping[str, Any]) -> None:
-        """Replace the document atomically and durably."""
+        """Replace the document atomically and durably (does not take the lock)."""
         ...
 
     def locked(self) -> AbstractContextManager[None]:
-        """Hold the document's exclusive lock across a read and a write."""
+        """Hold the writers' lock across a read and a :meth:`write` (not re-entrant)."""
         ...
 
     def delete(self) -> bool:

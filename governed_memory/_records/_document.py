@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._base import FileLock, atomic_write, ensure_private_dir, fsync_dir
 from .._crypto import RecordSealing, open_file, seal_file
@@ -210,3 +210,9 @@ class JsonDocument:
             return False
         fsync_dir(self.path.parent)
         return True
+
+
+if TYPE_CHECKING:  # mypy checks that the class implements the storage seam's protocol
+    from .._protocols import RecordDocument
+
+    _conforms: type[RecordDocument] = JsonDocument

@@ -34,7 +34,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
-from typing import Any, BinaryIO, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, Generic, TypeVar
 
 from .._base import FileLock, ensure_private_dir, fsync_dir, open_private, write_all
 from .._crypto import RecordSealing, open_record, seal_record
@@ -298,3 +298,9 @@ def _repair_torn_tail(fd: int) -> None:
             os.ftruncate(fd, 0)
             return
         start = max(0, start - _CHUNK)
+
+
+if TYPE_CHECKING:  # mypy checks that the class implements the storage seam's protocol
+    from .._protocols import RecordLog
+
+    _conforms: type[RecordLog] = JsonlLog

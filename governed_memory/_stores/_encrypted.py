@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -565,3 +566,9 @@ def encrypted_store_factory(
         )
 
     return factory
+
+
+if TYPE_CHECKING:  # mypy checks that the class implements the storage seam's protocol
+    from .._protocols import AgentStore
+
+    _conforms: type[AgentStore] = EncryptedAgentStore

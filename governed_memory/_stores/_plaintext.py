@@ -28,6 +28,7 @@ import termios
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._base import (
     Clock,
@@ -344,3 +345,9 @@ def _decode(data: bytes, path: Path) -> str:
             f"{path} is not valid UTF-8 at byte {exc.start}; it was not written by "
             "governed_memory or the reference, or it is damaged"
         ) from exc
+
+
+if TYPE_CHECKING:  # mypy checks that the class implements the storage seam's protocol
+    from .._protocols import AgentStore
+
+    _conforms: type[AgentStore] = PlaintextAgentStore
