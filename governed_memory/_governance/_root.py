@@ -59,6 +59,7 @@ from .._policy import (
 )
 from .._records import ConsentAction, ConsentEvent, ConsentRegistry, validate_subject_id
 from .._stores import AgentStore
+from ._policy_load import PolicyLoadSink
 
 __all__ = [
     "LOCAL_SUMMARIZER",
@@ -131,17 +132,22 @@ class Governance:
         self.key_provider = key_provider
         self.tracer_provider = tracer_provider
         self.consent = consent or ConsentRegistry(self.governance_dir, sealing=self.sealing)
-        self.audit: AuditSink = audit if audit is not None else self._default_audit()
-        self._warned = _Warned()
-        self.audit.record(
-            "policy.load",
-            agent=None,
-            subject_id=None,
-            outcome="ok",
-            policy_id=self.policy.id,
-            policy_version=self.policy.version,
-            source=self.policy.source,
+        sink = audit if audit is not None else self._default_audit()
+        # Building writes nothing: policy.load is recorded before this Governance's
+        # first other entry (see _policy_load); a null sink has nothing to precede.
+        self.audit: AuditSink = (
+            sink
+            if type(sink) is NullAuditSink
+            else PolicyLoadSink(
+                sink,
+                {
+                    "policy_id": self.policy.id,
+                    "policy_version": self.policy.version,
+                    "source": self.policy.source,
+                },
+            )
         )
+        self._warned = _Warned()
 
     # -- extension points ----------------------------------------------
 
@@ -578,7 +584,7 @@ class Governance:
     def __repr__(self) -> str:
         return (
             f"Governance(workspace={str(self.workspace)!r}, policy={self.policy.id!r} "
-            f"v{self.policy.version}, audit={type(self.audit).__name__})"
+            f"v{self.policy.version}, audit={self.audit.__class__.__name__})"
         )
 
 
