@@ -2,8 +2,9 @@
 
 ``governed_memory._governance.Governance`` builds the collaborators from
 settings (policy, consent registry, audit sink, keyring, sealing, store
-factory) and is the consent gate every governed Conversation consults; the
-operations (``_subjects``, ``_retention``, ``_keys``) take it as their target.
+factory, the ``PolicyGate``) and passes the gate's methods on to it, so it is
+the consent gate every governed Conversation consults; the operations
+(``_subjects``, ``_retention``, ``_keys``) take it as their target.
 Two of the gate's reactions are subject operations, which live a layer above
 it: erasing a subject's records when ``persist`` consent is withdrawn under
 ``consent.on_withdraw = "erase"``, and the erasure watch a live Conversation

@@ -1,8 +1,9 @@
 """Audit commands: ``audit verify``, ``tail``, ``export``, ``lookup``, ``repair``, ``keygen``.
 
-These commands read the audit log; only ``repair`` writes to it. They do not
-build a Governance (which would record a ``policy.load`` entry): they resolve
-the settings, the policy and the workspace, then the audit folder and key.
+These commands read the audit log; only ``repair`` writes to it. They need
+only the audit folder and key, so they resolve the settings, the policy and
+the workspace rather than a Governance, whose audit trail would also demand
+the key of commands (``tail``, ``export``) that read without one.
 """
 
 from __future__ import annotations

@@ -1,4 +1,11 @@
-"""_governance"""
+"""The composition root and the consent gate.
+
+* ``_root``         ``Governance``: builds policy, consent, audit, keyring, sealing,
+                    store factory and the gate from settings; writes nothing
+* ``_gate``         ``PolicyGate``: the consent gate (decide, run, audit)
+* ``_policy_load``  the audit sink a Governance hands out (``policy.load`` first)
+* ``_encryption``   from settings to a key provider and a keyring
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,8 @@ from .._base import lazy_attributes
 # package loads none of its modules until one is needed.
 if TYPE_CHECKING:
     from ._encryption import open_keyring
+    from ._gate import ConsentLookup, PolicyGate
+    from ._policy_load import PolicyLoadSink
     from ._root import (
         Allowed,
         AuditSink,
@@ -24,6 +33,9 @@ if TYPE_CHECKING:
 
 _LAZY: dict[str, str] = {
     "open_keyring": "._encryption",
+    "ConsentLookup": "._gate",
+    "PolicyGate": "._gate",
+    "PolicyLoadSink": "._policy_load",
     "Allowed": "._root",
     "AuditSink": "._root",
     "Decision": "._root",
@@ -41,10 +53,13 @@ if not TYPE_CHECKING:  # type checkers read the imports above
 __all__ = [
     "Allowed",
     "AuditSink",
+    "ConsentLookup",
     "Decision",
     "Governance",
     "NullAuditSink",
     "Outcome",
+    "PolicyGate",
+    "PolicyLoadSink",
     "Skip",
     "SummarizerDecision",
     "UseLocal",

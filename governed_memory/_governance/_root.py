@@ -1,25 +1,26 @@
-"""The governance seam: everything a governed Conversation, Agent or CLI consults.
+"""The composition root: from settings and a policy, every collaborator a governed workspace needs.
 
-A :class:`Governance` bundles the effective policy, the workspace, the clock,
-the consent registry, the store factory and the audit sink. The data path is
-``Conversation -> Governance.check (the consent gate) -> store -> disk`` with
-``Governance.audit`` beside it. Every governed operation passes through
-:meth:`Governance.operation` (or :meth:`Governance.check`); the operations
-and where they happen are listed with the gate protocol a Conversation sees,
-``governed_memory._protocols.ConsentGate``.
+A :class:`Governance` builds, and builds only (construction writes nothing):
+
+* the effective policy (``settings`` -> policy file + overrides, else the
+  built-in default) and the workspace;
+* the consent registry and, under ``encryption.enabled``, the sealing of its
+  records;
+* the audit sink (:class:`NullAuditSink` in default mode, else the audit
+  layer's trail), handed out as a :class:`PolicyLoadSink` so that
+  ``policy.load`` is recorded before the first change this Governance governs;
+* the keyring (on first use) and the store factory;
+* the consent gate, a :class:`PolicyGate` (``_gate``), to which it delegates
+  ``check``, ``operation``, ``persist``, ``preload_text``,
+  ``preload_records``, ``compact`` and ``summarizer_decision``.
+
+It also records consent changes (``grant``, ``withdraw``). The data path is
+``Conversation -> gate -> store -> disk`` with ``Governance.audit`` beside it;
+``governed_memory._protocols.ConsentGate`` lists the gated operations.
 
 The erasures the gate triggers (on a withdrawal, and the watch a live
 Conversation keeps) are subject operations, a layer above: they are wired in
 by the public ``governed_memory.Governance`` (``governed_memory._wiring``).
-
-Extension points for the other layers (each has a working default):
-
-* :meth:`Governance.store_factory` builds the agent store (plaintext; the
-  encryption layer returns its encrypted store when
-  ``policy.encryption.enabled``).
-* :attr:`Governance.audit` is an :class:`AuditSink` (default
-  :class:`NullAuditSink`; the audit layer supplies spans + a hash-chained log).
-* ``key_provider`` and ``tracer_provider`` are held for those layers.
 
 With no governance (``Conversation(governance=None)``) nothing here runs and
 the bytes on disk are the reference's.
@@ -27,31 +28,25 @@ the bytes on disk are the reference's.
 
 from __future__ import annotations
 
-import fnmatch
 import functools
-import logging
-import threading
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._base import GOVERNANCE_DIR, Clock, SystemClock, resolve_workspace
-from .._errors import ConfigurationError, ConsentRequiredError
+from .._errors import ConfigurationError
 from .._policy import (
     LOCAL_SUMMARIZER,
     Allowed,
     AuditSink,
     Decision,
-    MissingConsent,
     NullAuditSink,
     Operation,
     Outcome,
     Policy,
     Settings,
     Skip,
-    SummarizationFallback,
     SummarizerDecision,
     UseLocal,
     WithdrawalAction,
@@ -59,6 +54,8 @@ from .._policy import (
 )
 from .._records import ConsentAction, ConsentEvent, ConsentRegistry, validate_subject_id
 from .._stores import AgentStore
+from ._gate import PolicyGate
+from ._policy_load import PolicyLoadSink
 
 __all__ = [
     "LOCAL_SUMMARIZER",
@@ -69,6 +66,7 @@ __all__ = [
     "NullAuditSink",
     "Operation",
     "Outcome",
+    "PolicyGate",
     "Skip",
     "SummarizerDecision",
     "UseLocal",
@@ -79,15 +77,7 @@ if TYPE_CHECKING:
     from .._crypto import Keyring, RecordSealing
     from .._protocols import ErasureWatch, SubjectRecord
 
-logger = logging.getLogger("governed_memory")
-
 _R = TypeVar("_R", bound="SubjectRecord")
-
-
-@dataclass
-class _Warned:
-    keys: set[tuple[str | None, str | None, str]] = field(default_factory=set)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class Governance:
@@ -104,7 +94,8 @@ class Governance:
         key_provider: the master key provider for encryption at rest (default:
             from ``settings``: ``GOVERNED_MEMORY_MASTER_KEY`` or ``..._FILE``).
         tracer_provider: OpenTelemetry tracer provider for the audit layer.
-        audit: the audit sink (default: :meth:`_default_audit`).
+        audit: the audit sink (default: the audit trail when the policy enables
+            audit or a tracer provider is passed, else :class:`NullAuditSink`).
         consent: the consent registry (default: the one in the governance folder).
     """
 
@@ -121,43 +112,82 @@ class Governance:
         consent: ConsentRegistry | None = None,
     ) -> None:
         self.settings = settings if settings is not None else Settings()
-        self.workspace = resolve_workspace(workspace or self.settings.workspace_dir)
+        self.key_provider = key_provider
+        self.tracer_provider = tracer_provider
+        root = resolve_workspace(workspace or self.settings.workspace_dir)
         if policy is None:
             from .._policy import resolve_policy
 
             policy = resolve_policy(self.settings).policy
-        self.policy: Policy = policy
-        self.clock: Clock = clock or SystemClock()
-        self.key_provider = key_provider
-        self.tracer_provider = tracer_provider
-        self.consent = consent or ConsentRegistry(self.governance_dir, sealing=self.sealing)
-        self.audit: AuditSink = audit if audit is not None else self._default_audit()
-        self._warned = _Warned()
-        self.audit.record(
-            "policy.load",
-            agent=None,
-            subject_id=None,
-            outcome="ok",
-            policy_id=self.policy.id,
-            policy_version=self.policy.version,
-            source=self.policy.source,
+        clock = clock or SystemClock()
+        self.sealing: RecordSealing | None = _record_sealing(policy, lambda: self.keyring)
+        if consent is None:
+            consent = ConsentRegistry(root / GOVERNANCE_DIR, sealing=self.sealing)
+        sink = (
+            audit
+            if audit is not None
+            else _default_audit(self.settings, policy, root, clock, tracer_provider)
         )
+        self.gate = PolicyGate(
+            policy=policy,
+            consent=consent,
+            workspace=root,
+            clock=clock,
+            audit=_announcing(sink, policy),
+            store_factory=self.store_factory,
+            erasure_watch=self.erasure_watch,
+        )
+        self._consent = consent
+
+    # -- what the gate shares: set here, the gate follows ------------------
+
+    @property
+    def policy(self) -> Policy:
+        """The effective policy."""
+        return self.gate.policy
+
+    @policy.setter
+    def policy(self, value: Policy) -> None:
+        self.gate.policy = value
+
+    @property
+    def workspace(self) -> Path:
+        """The governed workspace."""
+        return self.gate.workspace
+
+    @workspace.setter
+    def workspace(self, value: Path) -> None:
+        self.gate.workspace = Path(value)
+
+    @property
+    def clock(self) -> Clock:
+        """The time of decisions, consent records and stores."""
+        return self.gate.clock
+
+    @clock.setter
+    def clock(self, value: Clock) -> None:
+        self.gate.clock = value
+
+    @property
+    def consent(self) -> ConsentRegistry:
+        """The consent registry."""
+        return self._consent
+
+    @consent.setter
+    def consent(self, value: ConsentRegistry) -> None:
+        self._consent = value
+        self.gate.consent = value
+
+    @property
+    def audit(self) -> AuditSink:
+        """The audit sink every layer records through (``policy.load`` first; see ``_policy_load``)."""
+        return self.gate.audit
+
+    @audit.setter
+    def audit(self, value: AuditSink) -> None:
+        self.gate.audit = value
 
     # -- extension points ----------------------------------------------
-
-    def _default_audit(self) -> AuditSink:
-        """The sink used when none is given.
-
-        An :class:`~governed_memory.AuditTrail` (spans, plus the hash-chained
-        log when ``audit.enabled``) when the policy enables audit or a tracer
-        provider was passed; otherwise :class:`NullAuditSink`: default mode
-        creates no spans and writes no audit files.
-        """
-        if not self.policy.audit.enabled and self.tracer_provider is None:
-            return NullAuditSink()
-        from .._audit import AuditTrail
-
-        return AuditTrail.for_governance(self)
 
     def store_factory(self, memory_path: Path, header: Callable[[], str]) -> AgentStore:
         """Build the store for one agent's MEMORY.md: encrypted when ``encryption.enabled``."""
@@ -190,19 +220,6 @@ class Governance:
             observer=self.audit,
         )
 
-    @functools.cached_property
-    def sealing(self) -> RecordSealing | None:
-        """How the governance registries keep their records: sealed when ``encryption.enabled``.
-
-        None (plaintext records, as before) without encryption. The keyring is
-        opened only when a record is first sealed or opened.
-        """
-        if not self.policy.encryption.enabled:
-            return None
-        from .._crypto import RecordSealing
-
-        return RecordSealing(lambda: self.keyring)
-
     @property
     def governance_dir(self) -> Path:
         """``<workspace>/.governed_memory`` (not created by reading this)."""
@@ -215,7 +232,7 @@ class Governance:
         ensure_private_dir(self.governance_dir)
         return self.governance_dir
 
-    # -- the consent gate ----------------------------------------------
+    # -- the consent gate: delegated to the PolicyGate ----------------------
 
     def check(
         self,
@@ -224,155 +241,32 @@ class Governance:
         subject_id: str | None,
         purpose: str | None = None,
     ) -> Decision:
-        """Decide whether ``operation`` may touch disk for ``subject_id``.
-
-        Costs one ``stat`` of the consent log when the policy needs consent,
-        nothing otherwise; a withdrawal in another process counts from the
-        next call. Missing consent gives :attr:`Outcome.MEMORY_ONLY` (logged
-        once per agent, subject and purpose) or, under ``on_missing =
-        "deny"``, raises.
+        """Decide whether ``operation`` may touch disk for ``subject_id`` (:meth:`PolicyGate.check`).
 
         Raises:
             ConsentRequiredError: consent is missing and the policy denies.
         """
-        op = operation if isinstance(operation, Operation) else Operation(operation)
-        purpose = purpose or op.purpose
-        if purpose not in self.policy.consent.required_for:
-            return self._decision(
-                op, Outcome.PERSIST, agent, subject_id, purpose, "no consent required"
-            )
-        if subject_id is not None and self.consent.is_granted(subject_id, purpose):
-            self._warned.keys.discard(
-                (agent, subject_id, purpose)
-            )  # warn again on a new withdrawal
-            return self._decision(
-                op, Outcome.PERSIST, agent, subject_id, purpose, "consent granted"
-            )
-        why = (
-            f"the message has no subject_id, so no '{purpose}' consent can apply"
-            if subject_id is None
-            else f"subject {subject_id!r} has not granted (or has withdrawn) '{purpose}' consent"
-        )
-        if self.policy.consent.on_missing is MissingConsent.DENY:
-            self.audit.record(
-                op.value,
-                agent=agent,
-                subject_id=subject_id,
-                outcome="denied",
-                **self._policy_attrs(purpose, why),
-            )
-            fix = (
-                "pass subject_id= to the Conversation or add()"
-                if subject_id is None
-                else f"record it with `governed-memory consent grant --subject {subject_id} "
-                f"--purpose {purpose}`"
-            )
-            raise ConsentRequiredError(
-                f"{op.value} refused under policy {self.policy.id} v{self.policy.version}: "
-                f"{why}; {fix}, or use a policy with consent.on_missing = 'memory_only'",
-                subject_id=subject_id,
-                purpose=purpose,
-                operation=op.value,
-            )
-        self._warn_once(agent, subject_id, purpose, why)
-        return self._decision(op, Outcome.MEMORY_ONLY, agent, subject_id, purpose, why)
+        return self.gate.check(operation, agent, subject_id, purpose)
 
-    @contextmanager
     def operation(
         self, operation: str, agent: str | None, subject_id: str | None, **attrs: Any
-    ) -> Iterator[Decision]:
-        """Gate, run and audit one operation.
-
-        Yields the :class:`Decision`; the caller does the disk work only when
-        ``decision.persist``. On exit one audit record is written with the
-        outcome ``ok``, ``memory_only`` or ``error``.
-        """
-        decision = self.check(operation, agent, subject_id)
-        try:
-            yield decision
-        except BaseException as exc:
-            self._audit_decision(decision, "error", error=type(exc).__name__, **attrs)
-            raise
-        self._audit_decision(decision, "ok" if decision.persist else "memory_only", **attrs)
-
-    def _audit_decision(self, decision: Decision, outcome: str, **attrs: Any) -> None:
-        if type(self.audit) is NullAuditSink:
-            return  # skip building the attributes on the hot path
-        self.audit.record(
-            decision.operation,
-            agent=decision.agent,
-            subject_id=decision.subject_id,
-            outcome=outcome,
-            **decision.attributes(),
-            **attrs,
-        )
-
-    # -- the operations a Conversation delegates ---------------------------
+    ) -> AbstractContextManager[Decision]:
+        """Gate, run and audit one operation (:meth:`PolicyGate.operation`)."""
+        return self.gate.operation(operation, agent, subject_id, **attrs)
 
     def persist(
         self, store: AgentStore, block: str, *, agent: str | None, subject_id: str | None
     ) -> bool:
         """Append ``block`` if the gate allows; return whether it reached disk."""
-        if (
-            type(self.audit) is NullAuditSink
-            and Operation.PERSIST.purpose not in self.policy.consent.required_for
-        ):
-            # Hot path (every add): nothing to check, nothing to record.
-            store.append(block)
-            return True
-        decision = self.check(Operation.PERSIST, agent, subject_id)
-        attrs = self._block_attrs(block)
-        if decision.persist:
-            try:
-                store.append(block)
-            except BaseException as exc:
-                self._audit_decision(decision, "error", error=type(exc).__name__, **attrs)
-                raise
-        self._audit_decision(decision, "ok" if decision.persist else "memory_only", **attrs)
-        return decision.persist
-
-    def _block_attrs(self, block: str | None) -> dict[str, Any]:
-        """Size (and, only under ``audit.include_content``, the text) of a block, for the audit."""
-        if block is None or type(self.audit) is NullAuditSink:
-            return {}
-        attrs: dict[str, Any] = {"bytes": len(block.encode("utf-8"))}
-        if self.policy.audit.include_content:
-            from .._format import parse_memory
-
-            records = parse_memory(block).records
-            attrs["content"] = records[0].content if records else block
-        return attrs
+        return self.gate.persist(store, block, agent=agent, subject_id=subject_id)
 
     def preload_text(self, text: str, *, agent: str | None) -> str | None:
-        """``text`` (a MEMORY.md) without the records whose subject may not be read back.
-
-        Each distinct subject passes the gate once. Returns None when no
-        record is left, ``text`` unchanged when every record is.
-        """
-        from .._format import parse_memory
-
-        parsed = parse_memory(text)
-        kept = self.preload_records(parsed.records, agent=agent)
-        if len(kept) == len(parsed.records):
-            return text
-        return parsed.preamble + "".join(r.raw for r in kept) if kept else None
+        """``text`` (a MEMORY.md) without the records whose subject may not be read back."""
+        return self.gate.preload_text(text, agent=agent)
 
     def preload_records(self, records: list[_R], *, agent: str | None) -> list[_R]:
-        """The parsed records of a MEMORY.md whose subject may be read back.
-
-        :meth:`preload_text` for a caller that has parsed the file already.
-        Each distinct subject passes the gate once; ``records`` itself is
-        returned when every record passes.
-        """
-        allowed: dict[str | None, bool] = {}
-        for record in records:
-            subject = record.subject_id
-            if subject not in allowed:
-                with self.operation(Operation.PRELOAD, agent, subject) as decision:
-                    allowed[subject] = decision.persist
-        if all(allowed.values()):
-            return records
-        return [r for r in records if allowed[r.subject_id]]
+        """The parsed records of a MEMORY.md whose subject may be read back."""
+        return self.gate.preload_records(records, agent=agent)
 
     def compact(
         self,
@@ -382,73 +276,8 @@ class Governance:
         agent: str | None,
         subject_id: str | None,
     ) -> str | None:
-        """Archive and replace the memory if the gate allows; return the archive's id.
-
-        Under ``memory_only`` the disk is left as it is (the in-memory history
-        is still compacted by the caller).
-        """
-        with self.operation(Operation.ARCHIVE, agent, subject_id) as archiving:
-            if not archiving.persist:
-                self.audit.record(
-                    Operation.COMPACT.value,
-                    agent=agent,
-                    subject_id=subject_id,
-                    outcome="memory_only",
-                    **archiving.attributes(),
-                )
-                return None
-            with self.operation(
-                Operation.COMPACT, agent, subject_id, **self._block_attrs(first_block)
-            ):
-                archive = store.compact(first_block)
-        return archive
-
-    def _decision(
-        self,
-        op: Operation,
-        outcome: Outcome,
-        agent: str | None,
-        subject_id: str | None,
-        purpose: str,
-        reason: str,
-    ) -> Decision:
-        return Decision(
-            operation=op.value,
-            outcome=outcome,
-            agent=agent,
-            subject_id=subject_id,
-            purpose=purpose,
-            policy_id=self.policy.id,
-            policy_version=self.policy.version,
-            reason=reason,
-            at=self.clock.now(),
-        )
-
-    def _policy_attrs(self, purpose: str, reason: str) -> dict[str, str]:
-        return {
-            "purpose": purpose,
-            "policy_id": self.policy.id,
-            "policy_version": self.policy.version,
-            "reason": reason,
-        }
-
-    def _warn_once(self, agent: str | None, subject_id: str | None, purpose: str, why: str) -> None:
-        key = (agent, subject_id, purpose)
-        with self._warned.lock:
-            if key in self._warned.keys:
-                return
-            self._warned.keys.add(key)
-        logger.warning(
-            "governed_memory: %s; agent %s keeps this subject's messages in memory only "
-            "(policy %s v%s, consent.on_missing = 'memory_only'). Further messages are "
-            "kept off disk silently until consent is granted.",
-            why,
-            agent or "<none>",
-            self.policy.id,
-            self.policy.version,
-        )
-
-    # -- summarizers -----------------------------------------------------
+        """Archive and replace the memory if the gate allows; return the archive's id."""
+        return self.gate.compact(store, first_block, agent=agent, subject_id=subject_id)
 
     def summarizer_decision(
         self,
@@ -457,55 +286,8 @@ class Governance:
         *,
         agent: str | None = None,
     ) -> SummarizerDecision:
-        """Whether the summarizer ``model`` may see a transcript of ``subjects``.
-
-        A model outside ``summarization.allowed_models``, an external model
-        when ``summarization.external_allowed`` is false, or an external model
-        while a subject lacks ``summarize`` consent (when the policy requires
-        it) is never called: the result is :class:`UseLocal` or :class:`Skip`
-        per ``summarization.fallback``. Local models need no consent: the
-        transcript does not leave the process.
-        """
-        rules = self.policy.summarization
-        reason = ""
-        external = not is_local_model(model)
-        if external and not rules.external_allowed:
-            reason = f"model {model!r} is external and summarization.external_allowed is false"
-        elif not _matches(model, rules.allowed_models):
-            reason = (
-                f"model {model!r} is not in summarization.allowed_models "
-                f"{list(rules.allowed_models)}"
-            )
-        elif external and "summarize" in self.policy.consent.required_for:
-            missing = sorted(
-                {
-                    s or "<no subject>"
-                    for s in subjects
-                    if s is None or not self.consent.is_granted(s, "summarize")
-                }
-            )
-            if missing:
-                reason = (
-                    f"subjects {missing} have not granted 'summarize' consent "
-                    f"for external model {model!r}"
-                )
-        result: SummarizerDecision
-        if not reason:
-            result = Allowed(model)
-        elif rules.fallback is SummarizationFallback.LOCAL:
-            result = UseLocal(reason=reason)
-        else:
-            result = Skip(reason=reason)
-        outcome = {Allowed: "allowed", UseLocal: "use_local", Skip: "skip"}[type(result)]
-        self.audit.record(
-            Operation.SUMMARIZE.value,
-            agent=agent,
-            subject_id=None,
-            outcome=outcome,
-            model=model,
-            **self._policy_attrs("summarize", reason or "allowed by the policy"),
-        )
-        return result
+        """Whether the summarizer ``model`` may see a transcript of ``subjects`` (:meth:`PolicyGate.summarizer_decision`)."""
+        return self.gate.summarizer_decision(model, subjects, agent=agent)
 
     # -- consent changes ---------------------------------------------------
 
@@ -578,12 +360,50 @@ class Governance:
     def __repr__(self) -> str:
         return (
             f"Governance(workspace={str(self.workspace)!r}, policy={self.policy.id!r} "
-            f"v{self.policy.version}, audit={type(self.audit).__name__})"
+            f"v{self.policy.version}, audit={self.audit.__class__.__name__})"
         )
 
 
-def _matches(model: str, patterns: Iterable[str]) -> bool:
-    return any(fnmatch.fnmatchcase(model, pattern) for pattern in patterns)
+def _record_sealing(policy: Policy, keyring: Callable[[], Keyring]) -> RecordSealing | None:
+    """How the governance registries keep their records: sealed when ``encryption.enabled``.
+
+    None (plaintext records, as before) without encryption. The keyring is
+    opened only when a record is first sealed or opened.
+    """
+    if not policy.encryption.enabled:
+        return None
+    from .._crypto import RecordSealing
+
+    return RecordSealing(keyring)
+
+
+def _default_audit(
+    settings: Settings, policy: Policy, workspace: Path, clock: Clock, tracer_provider: Any
+) -> AuditSink:
+    """The sink used when none is given.
+
+    An :class:`~governed_memory.AuditTrail` (spans, plus the hash-chained log
+    when ``audit.enabled``) when the policy enables audit or a tracer provider
+    was passed; otherwise :class:`NullAuditSink`: default mode creates no
+    spans and writes no audit files. Building the trail writes nothing.
+    """
+    if not policy.audit.enabled and tracer_provider is None:
+        return NullAuditSink()
+    from .._audit import AuditTrail
+
+    return AuditTrail.from_settings(
+        settings, policy=policy, workspace=workspace, tracer_provider=tracer_provider, clock=clock
+    )
+
+
+def _announcing(sink: AuditSink, policy: Policy) -> AuditSink:
+    """``sink``, recording ``policy.load`` before its first other entry (a null sink as it is)."""
+    if type(sink) is NullAuditSink:
+        return sink  # records nothing, so there is nothing to precede
+    return PolicyLoadSink(
+        sink,
+        {"policy_id": policy.id, "policy_version": policy.version, "source": policy.source},
+    )
 
 
 if TYPE_CHECKING:

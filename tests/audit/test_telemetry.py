@@ -483,7 +483,7 @@ def test_entries_for_finds_a_subject_and_an_agent(workspace: Path) -> None:
 def test_trail_purges_expired_segments_by_the_retention_policy(workspace: Path) -> None:
     clock = FixedClock(dt.datetime(2026, 1, 15, 12, 0))
     gov = governance(workspace, None, clock=clock)
-    for month in (2, 3, 4):
+    for month in (1, 2, 3, 4):  # building the Governance wrote no January entry
         clock.set(dt.datetime(2026, month, 15, 12, 0))
         gov.audit.record("policy.load", agent=None, subject_id=None, outcome="ok")
     trail = gov.audit

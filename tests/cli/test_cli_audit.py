@@ -209,7 +209,8 @@ def test_keygen_prints_a_usable_key(workspace: Path) -> None:
 def test_policy_log_dir_is_honoured(workspace: Path, tmp_path: Path) -> None:
     policy = tmp_path / "elsewhere.toml"
     policy.write_text(f'[audit]\nenabled = true\nlog_dir = "{tmp_path / "central"}"\n')
-    Governance(workspace=workspace, settings=Settings(policy=policy, audit_key=KEY_TEXT))
+    gov = Governance(workspace=workspace, settings=Settings(policy=policy, audit_key=KEY_TEXT))
+    gov.audit.record("policy.load", agent=None, subject_id=None, outcome="ok")
     assert verify_log(tmp_path / "central", KEY).entries == 2
     code, out, _ = run(workspace, policy, "audit", "verify")
     assert code == 0 and str(tmp_path / "central") in out

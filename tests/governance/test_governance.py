@@ -95,7 +95,8 @@ def test_unknown_operation_is_refused(workspace: Path, clock: FixedClock) -> Non
 
 
 def test_policy_load_is_audited(workspace: Path, clock: FixedClock) -> None:
-    _, sink = make(workspace, clock)
+    gov, sink = make(workspace, clock)
+    gov.grant("alice", "persist", actor="dpo")  # recorded before the first change it governs
     assert sink.records[0]["operation"] == "policy.load"
     assert sink.records[0]["policy_id"] == "gate"
 

@@ -336,7 +336,7 @@ def test_audit_segments_are_purged_through_the_audit_log(workspace: Path) -> Non
     trail = AuditTrail(key=key, log=AuditLog(folder, key, clock=clock), spans=False)
     policy = make_policy(audit_min_age="30d", audit_max_age="60d")
     gov = Governance(workspace=workspace, policy=policy, clock=clock, audit=trail)
-    for month in (2, 3, 4):  # one segment per month: audit-2026-01 .. audit-2026-04
+    for month in (1, 2, 3, 4):  # one segment per month: audit-2026-01 .. audit-2026-04
         clock.set(dt.datetime(2026, month, 15, 12, 0))
         gov.audit.record("policy.load", agent=None, subject_id=None, outcome="ok")
     clock.set(dt.datetime(2026, 4, 20, 12, 0))

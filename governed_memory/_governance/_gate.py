@@ -1,0 +1,424 @@
+"""The consent gate: every governed operation decides here first and is audited after.
+
+:class:`PolicyGate` is the :class:`~governed_memory._protocols.ConsentGate` a
+governed ``Conversation``, ``Agent`` and ``ContextCompressor`` consult (the
+operations and where they happen are listed with that protocol). It depends
+only on what a decision needs: the policy, a clock, the consent registry
+(read-only: :meth:`ConsentLookup.is_granted`), the audit sink, the workspace
+and the store factory of its agents. It builds none of them and writes
+nothing itself but the audit entries and, through the store it is handed,
+the blocks it allows. ``Governance`` (``_root``) builds one from settings and
+delegates its gate methods to it; a PolicyGate can also be built on its own,
+with fakes from ``governed_memory.testing``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from .._base import Clock, SystemClock
+from .._errors import ConsentRequiredError
+from .._policy import (
+    Allowed,
+    AuditSink,
+    Decision,
+    MissingConsent,
+    NullAuditSink,
+    Operation,
+    Outcome,
+    Policy,
+    Skip,
+    SummarizationFallback,
+    SummarizerDecision,
+    UseLocal,
+    is_local_model,
+)
+from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
+
+if TYPE_CHECKING:
+    from .._protocols import ErasureWatch, SubjectRecord
+
+__all__ = ["ConsentLookup", "PolicyGate"]
+
+logger = logging.getLogger("governed_memory")
+
+_R = TypeVar("_R", bound="SubjectRecord")
+
+
+class ConsentLookup(Protocol):
+    """What the gate reads of the consent registry (``ConsentRegistry`` is one)."""
+
+    def is_granted(self, subject_id: str, purpose: str) -> bool:
+        """Whether ``subject_id`` currently consents to ``purpose``."""
+        ...
+
+
+@dataclass
+class _Warned:
+    keys: set[tuple[str | None, str | None, str]] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _no_erasure_watch(agent: str) -> ErasureWatch | None:
+    return None
+
+
+class PolicyGate:
+    """The consent gate of one policy: decide, run, audit.
+
+    Args:
+        policy: the policy every decision is made under.
+        consent: where consent is looked up (a ``ConsentRegistry``).
+        workspace: the governed workspace (agents keep their MEMORY.md there).
+        clock: the time of decisions (default: the system clock).
+        audit: where decisions and operations are recorded (default:
+            :class:`NullAuditSink`, which records nothing).
+        store_factory: builds the store of one agent's MEMORY.md (default:
+            the plaintext store on this gate's clock).
+        erasure_watch: the erasure watch a live Conversation of an agent
+            keeps (default: none).
+
+    The collaborators are public attributes (``policy``, ``consent``,
+    ``clock``, ``audit``, ``workspace``): a Governance replaces them when its
+    own are replaced, and the next decision uses them.
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: Policy,
+        consent: ConsentLookup,
+        workspace: str | Path,
+        clock: Clock | None = None,
+        audit: AuditSink | None = None,
+        store_factory: StoreFactory | None = None,
+        erasure_watch: Callable[[str], ErasureWatch | None] | None = None,
+    ) -> None:
+        self.policy = policy
+        self.consent = consent
+        self.workspace = Path(workspace)
+        self.clock: Clock = clock or SystemClock()
+        self.audit: AuditSink = audit if audit is not None else NullAuditSink()
+        self._store_factory = store_factory
+        self._erasure_watch = erasure_watch or _no_erasure_watch
+        self._warned = _Warned()
+
+    def store_factory(self, memory_path: Path, header: Callable[[], str]) -> AgentStore:
+        """Build the store for one agent's MEMORY.md (the factory given, else plaintext)."""
+        if self._store_factory is not None:
+            return self._store_factory(memory_path, header)
+        return PlaintextAgentStore(memory_path, header, clock=self.clock)
+
+    def erasure_watch(self, agent: str) -> ErasureWatch | None:
+        """The watch a live Conversation of ``agent`` keeps on erasures (None: none to keep)."""
+        return self._erasure_watch(agent)
+
+    # -- the decision ----------------------------------------------------
+
+    def check(
+        self,
+        operation: str,
+        agent: str | None,
+        subject_id: str | None,
+        purpose: str | None = None,
+    ) -> Decision:
+        """Decide whether ``operation`` may touch disk for ``subject_id``.
+
+        Costs one ``stat`` of the consent log when the policy needs consent,
+        nothing otherwise; a withdrawal in another process counts from the
+        next call. Missing consent gives :attr:`Outcome.MEMORY_ONLY` (logged
+        once per agent, subject and purpose) or, under ``on_missing =
+        "deny"``, raises.
+
+        Raises:
+            ConsentRequiredError: consent is missing and the policy denies.
+        """
+        op = operation if isinstance(operation, Operation) else Operation(operation)
+        purpose = purpose or op.purpose
+        if purpose not in self.policy.consent.required_for:
+            return self._decision(
+                op, Outcome.PERSIST, agent, subject_id, purpose, "no consent required"
+            )
+        if subject_id is not None and self.consent.is_granted(subject_id, purpose):
+            self._warned.keys.discard(
+                (agent, subject_id, purpose)
+            )  # warn again on a new withdrawal
+            return self._decision(
+                op, Outcome.PERSIST, agent, subject_id, purpose, "consent granted"
+            )
+        why = (
+            f"the message has no subject_id, so no '{purpose}' consent can apply"
+            if subject_id is None
+            else f"subject {subject_id!r} has not granted (or has withdrawn) '{purpose}' consent"
+        )
+        if self.policy.consent.on_missing is MissingConsent.DENY:
+            self.audit.record(
+                op.value,
+                agent=agent,
+                subject_id=subject_id,
+                outcome="denied",
+                **self._policy_attrs(purpose, why),
+            )
+            fix = (
+                "pass subject_id= to the Conversation or add()"
+                if subject_id is None
+                else f"record it with `governed-memory consent grant --subject {subject_id} "
+                f"--purpose {purpose}`"
+            )
+            raise ConsentRequiredError(
+                f"{op.value} refused under policy {self.policy.id} v{self.policy.version}: "
+                f"{why}; {fix}, or use a policy with consent.on_missing = 'memory_only'",
+                subject_id=subject_id,
+                purpose=purpose,
+                operation=op.value,
+            )
+        self._warn_once(agent, subject_id, purpose, why)
+        return self._decision(op, Outcome.MEMORY_ONLY, agent, subject_id, purpose, why)
+
+    @contextmanager
+    def operation(
+        self, operation: str, agent: str | None, subject_id: str | None, **attrs: Any
+    ) -> Iterator[Decision]:
+        """Gate, run and audit one operation.
+
+        Yields the :class:`Decision`; the caller does the disk work only when
+        ``decision.persist``. On exit one audit record is written with the
+        outcome ``ok``, ``memory_only`` or ``error``.
+        """
+        decision = self.check(operation, agent, subject_id)
+        try:
+            yield decision
+        except BaseException as exc:
+            self._audit_decision(decision, "error", error=type(exc).__name__, **attrs)
+            raise
+        self._audit_decision(decision, "ok" if decision.persist else "memory_only", **attrs)
+
+    def _audit_decision(self, decision: Decision, outcome: str, **attrs: Any) -> None:
+        if type(self.audit) is NullAuditSink:
+            return  # skip building the attributes on the hot path
+        self.audit.record(
+            decision.operation,
+            agent=decision.agent,
+            subject_id=decision.subject_id,
+            outcome=outcome,
+            **decision.attributes(),
+            **attrs,
+        )
+
+    # -- the operations a Conversation delegates ---------------------------
+
+    def persist(
+        self, store: AgentStore, block: str, *, agent: str | None, subject_id: str | None
+    ) -> bool:
+        """Append ``block`` if the gate allows; return whether it reached disk."""
+        if (
+            type(self.audit) is NullAuditSink
+            and Operation.PERSIST.purpose not in self.policy.consent.required_for
+        ):
+            # Hot path (every add): nothing to check, nothing to record.
+            store.append(block)
+            return True
+        decision = self.check(Operation.PERSIST, agent, subject_id)
+        attrs = self._block_attrs(block)
+        if decision.persist:
+            try:
+                store.append(block)
+            except BaseException as exc:
+                self._audit_decision(decision, "error", error=type(exc).__name__, **attrs)
+                raise
+        self._audit_decision(decision, "ok" if decision.persist else "memory_only", **attrs)
+        return decision.persist
+
+    def _block_attrs(self, block: str | None) -> dict[str, Any]:
+        """Size (and, only under ``audit.include_content``, the text) of a block, for the audit."""
+        if block is None or type(self.audit) is NullAuditSink:
+            return {}
+        attrs: dict[str, Any] = {"bytes": len(block.encode("utf-8"))}
+        if self.policy.audit.include_content:
+            from .._format import parse_memory
+
+            records = parse_memory(block).records
+            attrs["content"] = records[0].content if records else block
+        return attrs
+
+    def preload_text(self, text: str, *, agent: str | None) -> str | None:
+        """``text`` (a MEMORY.md) without the records whose subject may not be read back.
+
+        Each distinct subject passes the gate once. Returns None when no
+        record is left, ``text`` unchanged when every record is.
+        """
+        from .._format import parse_memory
+
+        parsed = parse_memory(text)
+        kept = self.preload_records(parsed.records, agent=agent)
+        if len(kept) == len(parsed.records):
+            return text
+        return parsed.preamble + "".join(r.raw for r in kept) if kept else None
+
+    def preload_records(self, records: list[_R], *, agent: str | None) -> list[_R]:
+        """The parsed records of a MEMORY.md whose subject may be read back.
+
+        :meth:`preload_text` for a caller that has parsed the file already.
+        Each distinct subject passes the gate once; ``records`` itself is
+        returned when every record passes.
+        """
+        allowed: dict[str | None, bool] = {}
+        for record in records:
+            subject = record.subject_id
+            if subject not in allowed:
+                with self.operation(Operation.PRELOAD, agent, subject) as decision:
+                    allowed[subject] = decision.persist
+        if all(allowed.values()):
+            return records
+        return [r for r in records if allowed[r.subject_id]]
+
+    def compact(
+        self,
+        store: AgentStore,
+        first_block: str | None,
+        *,
+        agent: str | None,
+        subject_id: str | None,
+    ) -> str | None:
+        """Archive and replace the memory if the gate allows; return the archive's id.
+
+        Under ``memory_only`` the disk is left as it is (the in-memory history
+        is still compacted by the caller).
+        """
+        with self.operation(Operation.ARCHIVE, agent, subject_id) as archiving:
+            if not archiving.persist:
+                self.audit.record(
+                    Operation.COMPACT.value,
+                    agent=agent,
+                    subject_id=subject_id,
+                    outcome="memory_only",
+                    **archiving.attributes(),
+                )
+                return None
+            with self.operation(
+                Operation.COMPACT, agent, subject_id, **self._block_attrs(first_block)
+            ):
+                archive = store.compact(first_block)
+        return archive
+
+    def _decision(
+        self,
+        op: Operation,
+        outcome: Outcome,
+        agent: str | None,
+        subject_id: str | None,
+        purpose: str,
+        reason: str,
+    ) -> Decision:
+        return Decision(
+            operation=op.value,
+            outcome=outcome,
+            agent=agent,
+            subject_id=subject_id,
+            purpose=purpose,
+            policy_id=self.policy.id,
+            policy_version=self.policy.version,
+            reason=reason,
+            at=self.clock.now(),
+        )
+
+    def _policy_attrs(self, purpose: str, reason: str) -> dict[str, str]:
+        return {
+            "purpose": purpose,
+            "policy_id": self.policy.id,
+            "policy_version": self.policy.version,
+            "reason": reason,
+        }
+
+    def _warn_once(self, agent: str | None, subject_id: str | None, purpose: str, why: str) -> None:
+        key = (agent, subject_id, purpose)
+        with self._warned.lock:
+            if key in self._warned.keys:
+                return
+            self._warned.keys.add(key)
+        logger.warning(
+            "governed_memory: %s; agent %s keeps this subject's messages in memory only "
+            "(policy %s v%s, consent.on_missing = 'memory_only'). Further messages are "
+            "kept off disk silently until consent is granted.",
+            why,
+            agent or "<none>",
+            self.policy.id,
+            self.policy.version,
+        )
+
+    # -- summarizers -----------------------------------------------------
+
+    def summarizer_decision(
+        self,
+        model: str,
+        subjects: Iterable[str | None] = (),
+        *,
+        agent: str | None = None,
+    ) -> SummarizerDecision:
+        """Whether the summarizer ``model`` may see a transcript of ``subjects``.
+
+        A model outside ``summarization.allowed_models``, an external model
+        when ``summarization.external_allowed`` is false, or an external model
+        while a subject lacks ``summarize`` consent (when the policy requires
+        it) is never called: the result is :class:`UseLocal` or :class:`Skip`
+        per ``summarization.fallback``. Local models need no consent: the
+        transcript does not leave the process.
+        """
+        rules = self.policy.summarization
+        reason = ""
+        external = not is_local_model(model)
+        if external and not rules.external_allowed:
+            reason = f"model {model!r} is external and summarization.external_allowed is false"
+        elif not _matches(model, rules.allowed_models):
+            reason = (
+                f"model {model!r} is not in summarization.allowed_models "
+                f"{list(rules.allowed_models)}"
+            )
+        elif external and "summarize" in self.policy.consent.required_for:
+            missing = sorted(
+                {
+                    s or "<no subject>"
+                    for s in subjects
+                    if s is None or not self.consent.is_granted(s, "summarize")
+                }
+            )
+            if missing:
+                reason = (
+                    f"subjects {missing} have not granted 'summarize' consent "
+                    f"for external model {model!r}"
+                )
+        result: SummarizerDecision
+        if not reason:
+            result = Allowed(model)
+        elif rules.fallback is SummarizationFallback.LOCAL:
+            result = UseLocal(reason=reason)
+        else:
+            result = Skip(reason=reason)
+        outcome = {Allowed: "allowed", UseLocal: "use_local", Skip: "skip"}[type(result)]
+        self.audit.record(
+            Operation.SUMMARIZE.value,
+            agent=agent,
+            subject_id=None,
+            outcome=outcome,
+            model=model,
+            **self._policy_attrs("summarize", reason or "allowed by the policy"),
+        )
+        return result
+
+
+def _matches(model: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(model, pattern) for pattern in patterns)
+
+
+if TYPE_CHECKING:
+    from .._protocols import ConsentGate
+
+    def _is_a_consent_gate(gate: PolicyGate) -> ConsentGate[AgentStore]:
+        return gate  # checked by mypy, never run: a PolicyGate is a ConsentGate
