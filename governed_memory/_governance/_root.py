@@ -52,8 +52,9 @@ from .._policy import (
     WithdrawalAction,
     is_local_model,
 )
+from .._protocols import MemoryBackend
 from .._records import ConsentAction, ConsentEvent, ConsentRegistry, validate_subject_id
-from .._stores import AgentStore
+from .._stores import AgentStore, FileMemoryBackend
 from ._gate import PolicyGate
 from ._policy_load import PolicyLoadSink
 
@@ -200,6 +201,14 @@ class Governance:
             keyring=lambda: self.keyring,
             clock=self.clock,
         )
+
+    @functools.cached_property
+    def memory_backend(self) -> MemoryBackend:
+        """Where the agents' memory is: the workspace's ``agents/`` folders, stored by :meth:`store_factory`.
+
+        Export, erasure and inspection list and open agents through it.
+        """
+        return FileMemoryBackend(self.workspace, self.store_factory)
 
     @functools.cached_property
     def keyring(self) -> Keyring:

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._base import AGENTS_DIR, MEMORY_FILE, resolve_workspace, validate_agent_name
-from .._errors import ConfigurationError, NotFoundError, StorageError
+from .._errors import NotFoundError, StorageError
 from .._format import Record, parse_memory
-from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
+from .._stores import AgentStore, FileMemoryBackend, PlaintextAgentStore, StoreFactory
 
 __all__ = ["AgentInfo", "StoredRecord", "agent_info", "agent_names", "agent_records", "list_agents"]
 
@@ -133,19 +133,7 @@ def _open(folder: Path, factory: StoreFactory | None) -> Iterator[AgentStore]:
 
 def agent_names(workspace: PathLike | None = None) -> list[str]:
     """Names of the agent folders in ``workspace``, sorted; [] when there are none."""
-    try:
-        entries = list(os.scandir(_agents_dir(workspace)))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    names = []
-    for entry in entries:
-        if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
-            continue
-        try:
-            names.append(validate_agent_name(entry.name))
-        except ConfigurationError:
-            continue
-    return sorted(names)
+    return FileMemoryBackend(resolve_workspace(workspace), PlaintextAgentStore).agents()
 
 
 def _agent_folder(workspace: PathLike | None, agent_name: str) -> Path:

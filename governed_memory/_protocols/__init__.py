@@ -32,7 +32,14 @@ from ._gate import (
     UseLocal,
     is_local_model,
 )
-from ._storage import AgentStore, RecordDocument, RecordLog, StoredInfo, StoreFactory
+from ._storage import (
+    AgentStore,
+    MemoryBackend,
+    RecordDocument,
+    RecordLog,
+    StoredInfo,
+    StoreFactory,
+)
 
 __all__ = [
     "LOCAL_PREFIX",
@@ -46,6 +53,7 @@ __all__ = [
     "Erased",
     "ErasureWatch",
     "KeyProvider",
+    "MemoryBackend",
     "NullAuditSink",
     "Operation",
     "Outcome",

@@ -27,7 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-__all__ = ["AgentStore", "RecordDocument", "RecordLog", "StoreFactory", "StoredInfo"]
+__all__ = [
+    "AgentStore",
+    "MemoryBackend",
+    "RecordDocument",
+    "RecordLog",
+    "StoreFactory",
+    "StoredInfo",
+]
 
 
 @dataclass(frozen=True)
@@ -139,6 +146,26 @@ The path is the reference's ``memory_md_path`` (``<workspace>/agents/<name>/MEMO
 the agent's name is its folder's. A database backend reads the name from it and
 keeps nothing at the path.
 """
+
+
+class MemoryBackend(Protocol):
+    """Where the agents' memory is kept: lists the agents and opens the store of one.
+
+    Export, erasure and inspection find agents through it. The file backend
+    lists ``<workspace>/agents/``; a database backend lists its agents table.
+    """
+
+    def agents(self) -> list[str]:
+        """The names of the agents that have memory, sorted."""
+        ...
+
+    def has_agent(self, agent: str) -> bool:
+        """Whether ``agent`` has memory (an invalid name raises ``InvalidAgentNameError``)."""
+        ...
+
+    def open(self, agent: str, header: Callable[[], str]) -> AgentStore:
+        """The store of ``agent``; opening creates nothing (``header`` builds a new memory's)."""
+        ...
 
 
 class RecordLog(Protocol):

@@ -28,6 +28,7 @@ from .._base import (
     AUDIT_FILE_KINDS,
     EXPORTS_DIR,
     MEMORY_FILE,
+    TMP_PREFIX,
     TOMBSTONES_DIR,
     ArtefactKind,
     FileKind,
@@ -152,10 +153,15 @@ def _rel(workspace: Path, path: Path) -> str:
         return str(path)
 
 
-def _entries(folder: str | Path) -> list[os.DirEntry[str]]:
+def _entries(folder: str | Path, *, hidden: bool = False) -> list[os.DirEntry[str]]:
+    """The entries of ``folder`` by name; hidden ones only with ``hidden``, never temporaries."""
     try:
         with os.scandir(folder) as it:
-            entries = [e for e in it if not e.name.startswith(".")]  # never hidden ones
+            entries = [
+                e
+                for e in it
+                if not e.name.startswith(TMP_PREFIX if hidden else ".")  # never temporaries
+            ]
     except (FileNotFoundError, NotADirectoryError):
         return []
     entries.sort(key=_NAME)
@@ -168,8 +174,9 @@ _NAME = operator.attrgetter("name")
 def _agents(
     workspace: Path, read_subjects: bool, factory: StoreFactory | None
 ) -> Iterator[AgentState]:
+    # Hidden names included: ".hidden" is a valid agent name, and its files age like any.
     root = workspace / AGENTS_DIR
-    for entry in _entries(root):
+    for entry in _entries(root, hidden=True):
         if entry.is_dir(follow_symlinks=False):
             yield _agent(Path(entry.path), entry.name, read_subjects, factory)
 

@@ -21,6 +21,7 @@ __all__ = [
     "AgentStore",
     "BlockAppender",
     "EncryptedAgentStore",
+    "FileMemoryBackend",
     "PlaintextAgentStore",
     "StoreFactory",
     "archive_names",
@@ -30,6 +31,7 @@ __all__ = [
 # Names other layers use, imported on first use (PEP 562) so that importing this
 # package loads none of its modules until one is needed.
 if TYPE_CHECKING:
+    from ._backend import FileMemoryBackend
     from ._base import BlockAppender
     from ._encrypted import (
         ENCRYPTED_MEMORY,
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     )
 
 _LAZY: dict[str, str] = {
+    "FileMemoryBackend": "._backend",
     "BlockAppender": "._base",
     "ENCRYPTED_MEMORY": "._encrypted",
     "ENCRYPTED_SUFFIX": "._encrypted",

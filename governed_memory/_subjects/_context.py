@@ -21,17 +21,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._base import (
     AGENTS_DIR,
     GOVERNANCE_DIR,
-    MEMORY_FILE,
     Clock,
     SystemClock,
     resolve_workspace,
     validate_agent_name,
 )
-from .._errors import ConfigurationError
 from .._format import render_header
 from .._policy import DEFAULT_POLICY, NullAuditSink, Policy
+from .._protocols import MemoryBackend
 from .._records import HoldRegistry, TombstoneStore
-from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
+from .._stores import AgentStore, FileMemoryBackend, PlaintextAgentStore, StoreFactory
 
 if TYPE_CHECKING:
     from .._crypto import RecordSealing
@@ -68,41 +67,40 @@ class SubjectContext:
     audit_entries: Callable[[str | None, str | None], list[dict[str, Any]]] | None = None
     encrypted: bool = False
     sealing: RecordSealing | None = None
+    memory: MemoryBackend | None = None
+    """Where the agents are (default: the workspace's ``agents/`` folders, via ``store_factory``)."""
 
     @property
     def agents_dir(self) -> Path:
         return self.workspace / AGENTS_DIR
 
+    @property
+    def backend(self) -> MemoryBackend:
+        """Where the agents' memory is: ``memory`` when given, else the workspace's folders."""
+        if self.memory is None:
+            self.memory = FileMemoryBackend(self.workspace, self.store_factory)
+        return self.memory
+
     def agent_names(self) -> list[str]:
-        """Agent folders of the workspace, sorted (folders with invalid names are skipped)."""
-        try:
-            entries = list(os.scandir(self.agents_dir))
-        except FileNotFoundError:
-            return []
-        names = []
-        for entry in entries:
-            if not entry.is_dir(follow_symlinks=False) or entry.name.startswith("."):
-                continue
-            try:
-                names.append(validate_agent_name(entry.name))
-            except ConfigurationError:
-                continue
-        return sorted(names)
+        """The agents that have memory, sorted (folders with invalid names are not agents)."""
+        return self.backend.agents()
+
+    def has_agent(self, agent: str) -> bool:
+        return self.backend.has_agent(agent)
 
     def tombstones(self) -> TombstoneStore:
         """The erasure records of the workspace (sealed when the workspace is encrypted)."""
         return TombstoneStore(self.governance_dir, sealing=self.sealing)
 
     def open_store(self, agent: str) -> AgentStore:
-        """The store of one agent folder (opening it creates nothing)."""
-        path = self.agents_dir / validate_agent_name(agent) / MEMORY_FILE
-        return self.store_factory(path, lambda: render_header(f"{agent}_conversation", self._now()))
+        """The store of one agent (opening it creates nothing)."""
+        return self.backend.open(agent, lambda: render_header(f"{agent}_conversation", self._now()))
 
     def stores(self, only: str | None = None) -> Iterator[tuple[str, AgentStore]]:
         """(name, store) for every agent, or for ``only``; each store is closed after use."""
         names = self.agent_names() if only is None else [validate_agent_name(only)]
         for name in names:
-            if not (self.agents_dir / name).is_dir():
+            if not self.has_agent(name):
                 continue
             store = self.open_store(name)
             try:
@@ -208,6 +206,7 @@ def _from_governance(gov: Governance) -> SubjectContext:
         clock=gov.clock,
         policy=gov.policy,
         store_factory=gov.store_factory,
+        memory=gov.memory_backend,
         audit=gov.audit,
         consent=gov.consent,
         holds=getattr(gov, "holds", None)

@@ -177,7 +177,7 @@ def erase(
     """
     ctx = subject_context(target)
     scope = _scope(subject, agent)
-    if scope.agent is not None and not (ctx.agents_dir / scope.agent).is_dir():
+    if scope.agent is not None and not ctx.has_agent(scope.agent):
         raise NotFoundError(
             f"agent {scope.agent!r} has no folder in {ctx.agents_dir}; check the name "
             "(governed-memory agents lists them)"

@@ -134,7 +134,7 @@ def _check_target(out: Path) -> None:
 def _export(
     ctx: SubjectContext, scope: ErasureScope, out: Path, include_shared: bool
 ) -> ExportResult:
-    if scope.agent is not None and not (ctx.agents_dir / scope.agent).is_dir():
+    if scope.agent is not None and not ctx.has_agent(scope.agent):
         raise NotFoundError(
             f"agent {scope.agent!r} has no folder in {ctx.agents_dir}; check the name "
             "(governed-memory agents lists them)"

@@ -7,6 +7,7 @@ then pass every test of the suite unchanged.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,4 +131,23 @@ RECORD_LOG_BACKENDS: list[Any] = [
 RECORD_DOCUMENT_BACKENDS: list[Any] = [
     pytest.param(lambda root: _json_document(root, sealed=False), id="json-plaintext"),
     pytest.param(lambda root: _json_document(root, sealed=True), id="json-sealed"),
+]
+
+
+# -- memory backends: listing and opening agents -------------------------------------------
+
+
+def _file_backend(workspace: Path, encrypted: bool) -> Any:
+    from governed_memory._stores import FileMemoryBackend
+
+    clock = FixedClock(dt.datetime(2026, 11, 30, 10, 0, 0))
+    make = _encrypted if encrypted else _plaintext
+    stores = make(workspace, clock, lambda: HEADER)
+    return FileMemoryBackend(workspace, lambda path, header: stores.open(path.parent.name))
+
+
+# Every MemoryBackend implementation. Append a pytest.param for a new backend.
+MEMORY_BACKENDS: list[Any] = [
+    pytest.param(lambda ws: _file_backend(ws, encrypted=False), id="files-plaintext"),
+    pytest.param(lambda ws: _file_backend(ws, encrypted=True), id="files-encrypted"),
 ]

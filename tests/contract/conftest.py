@@ -5,11 +5,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from backends import (
     AGENT_STORE_BACKENDS,
     HEADER,
+    MEMORY_BACKENDS,
     RECORD_DOCUMENT_BACKENDS,
     RECORD_LOG_BACKENDS,
     Backend,
@@ -36,3 +38,9 @@ def open_log(request: pytest.FixtureRequest, tmp_path: Path) -> OpenLog:
 def open_document(request: pytest.FixtureRequest, tmp_path: Path) -> OpenLog:
     make: Callable[[Path], OpenLog] = request.param
     return make(tmp_path)
+
+
+@pytest.fixture(params=MEMORY_BACKENDS)
+def memory_backend(request: pytest.FixtureRequest, workspace: Path) -> Any:
+    make: Callable[[Path], Any] = request.param
+    return make(workspace)

@@ -546,3 +546,22 @@ def test_opening_an_agent_reads_only_unfinished_erasures(
     done.write_text("not json: an open that parsed every receipt would fail here")
     conv = conversation(gov, "A")
     assert "bob note A-2" in conv.return_history_as_string()
+
+
+def test_an_agent_with_a_hidden_name_is_exported_and_erased_like_any(
+    workspace: Path, clock: FixedClock, kind: str, tmp_path: Path
+) -> None:
+    """'.hidden' is a valid agent name: its records must not escape export and erasure."""
+    from governed_memory._subjects import export_subject
+
+    gov = governance(workspace, clock, kind=kind)
+    _populate(gov, agents=(".hidden", "A"))
+    import json
+
+    export_subject(gov, "alice", tmp_path / "export")
+    document = json.loads((tmp_path / "export" / "export.json").read_text(encoding="utf-8"))
+    assert {r["agent"] for r in document["records"]} == {".hidden", "A"}
+    receipt = erase(gov, subject="alice")
+    assert receipt.agents == [".hidden", "A"]
+    assert "alice secret .hidden" not in memory_text(gov, ".hidden")
+    assert "bob note .hidden-2" in memory_text(gov, ".hidden")
