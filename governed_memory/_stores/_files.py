@@ -122,8 +122,8 @@ class AgentFolderStore:
 
     Subclasses set :attr:`suffix` (the archive files' ending), ``_folder``,
     ``_memory_path`` and ``_lock`` in ``__init__``, and implement
-    :meth:`_encode` (text to the bytes of one file), :meth:`_read_file` and
-    ``_close_file``. An archive's id is its file name without the suffix
+    :meth:`_encode` (text to the bytes of one file), :meth:`_decode` (an
+    archive file's bytes to its text) and ``_close_file``. An archive's id is its file name without the suffix
     (``history_<ts>``), the same in both stores, so ids survive encrypting a
     workspace.
     """
