@@ -32,23 +32,40 @@ from ._gate import (
     UseLocal,
     is_local_model,
 )
-from ._storage import AgentStore, RecordDocument, RecordLog, StoredInfo, StoreFactory
+from ._storage import (
+    AgentStore,
+    AuditHeadView,
+    AuditRecord,
+    AuditStorage,
+    Leadership,
+    PurgeJournal,
+    RecordDocument,
+    RecordLog,
+    StoredInfo,
+    StoreFactory,
+    WrappedKeyStorage,
+)
 
 __all__ = [
     "LOCAL_PREFIX",
     "LOCAL_SUMMARIZER",
     "AgentStore",
     "Allowed",
+    "AuditHeadView",
+    "AuditRecord",
     "AuditSink",
+    "AuditStorage",
     "Clock",
     "ConsentGate",
     "Decision",
     "Erased",
     "ErasureWatch",
     "KeyProvider",
+    "Leadership",
     "NullAuditSink",
     "Operation",
     "Outcome",
+    "PurgeJournal",
     "RecordDocument",
     "RecordLog",
     "Skip",
@@ -59,5 +76,6 @@ __all__ = [
     "SummarizerDecision",
     "Transcript",
     "UseLocal",
+    "WrappedKeyStorage",
     "is_local_model",
 ]
