@@ -129,34 +129,38 @@ class JournalFolder:
     def pending(self) -> bool:
         return self.path.exists()
 
-    def _line(self, which: str) -> Any:
+    def first_and_last(self) -> tuple[Any, Any]:
+        """The plan's first and last lines, parsed (any JSON value; checked by the caller).
+
+        Raises:
+            FileNotFoundError: there is no plan.
+            JournalError: a line is not JSON.
+        """
         with open(self.path, "rb") as handle:
-            if which == "first":
-                raw = handle.readline()
-            else:
-                handle.seek(0, os.SEEK_END)
-                handle.seek(max(0, handle.tell() - 65536))
-                raw = handle.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+            first = handle.readline()
+            handle.seek(0, os.SEEK_END)
+            end = handle.tell()
+            handle.seek(max(0, end - 65536))
+            last = handle.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
         try:
-            value = json.loads(raw)
+            return json.loads(first), json.loads(last)
         except ValueError as exc:
             raise JournalError(f"purge journal {self.path} is damaged ({exc})") from exc
-        if not isinstance(value, dict):
-            raise JournalError(f"purge journal {self.path} has no {which} line; it is damaged")
-        return value
 
     def read_header(self) -> dict[str, Any]:
-        header: dict[str, Any] = self._line("first")
+        header = self.first_and_last()[0]
+        if not isinstance(header, dict):
+            raise JournalError(f"purge journal {self.path} has no header; it is damaged")
         return header
 
     def read_footer(self) -> dict[str, Any]:
-        footer: dict[str, Any] = self._line("last")
+        footer = self.first_and_last()[1]
+        if not isinstance(footer, dict) or not isinstance(footer.get("end"), int):
+            raise JournalError(f"purge journal {self.path} has no footer; it is damaged")
         return footer
 
     def read_entries(self) -> Iterator[list[Any]]:
-        total = self.read_footer().get("end")
-        if not isinstance(total, int):
-            raise JournalError(f"purge journal {self.path} has no footer; it is damaged")
+        total = int(self.read_footer()["end"])
         with open(self.path, encoding="utf-8") as handle:
             handle.readline()
             for number, line in enumerate(handle):
@@ -241,18 +245,10 @@ class Journal:
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
-        self.path = self.folder / JOURNAL
-        with open(self.path, "rb") as handle:
-            first = handle.readline()
-            handle.seek(0, os.SEEK_END)
-            end = handle.tell()
-            handle.seek(max(0, end - 65536))
-            last = handle.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
-        try:
-            header = json.loads(first)
-            self.footer: dict[str, Any] = json.loads(last)
-        except ValueError as exc:
-            raise JournalError(f"purge journal {self.path} is damaged ({exc})") from exc
+        self.storage = JournalFolder(self.folder)
+        self.path = self.storage.path
+        header, footer = self.storage.first_and_last()
+        self.footer: dict[str, Any] = footer
         self.header: dict[str, Any] = check_version(
             header,
             JOURNAL_FORMAT_VERSION,
@@ -275,10 +271,7 @@ class Journal:
 
     def outcomes(self) -> bytes:
         """The outcome byte of every entry done so far, in order."""
-        try:
-            return (self.folder / PROGRESS).read_bytes()
-        except FileNotFoundError:
-            return b""
+        return self.storage.outcomes()
 
     def entries(self) -> Iterator[Entry]:
         """Every entry, in order (streamed)."""
@@ -305,7 +298,7 @@ class Journal:
 
     def remove(self) -> None:
         """Forget the journal once applied (journal first: progress alone means nothing)."""
-        JournalFolder(self.folder).remove()
+        self.storage.remove()
 
 
 def remove_stale_progress(folder: Path) -> None:
