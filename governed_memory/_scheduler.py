@@ -58,6 +58,7 @@ from ._retention import PurgeReport, Retention
 
 if TYPE_CHECKING:
     from ._governance import Governance
+    from ._protocols import Leadership
 
 __all__ = [
     "PurgeScheduler",
@@ -77,6 +78,56 @@ PURGE_JOB = "governed-memory-purge"
 LEADER_JOB = "governed-memory-leader"
 
 Task = Callable[["Governance"], object]
+
+
+class LeaderLock:
+    """The scheduler's leadership: an ``flock`` on ``leader.lock``, the file backend of :class:`Leadership`.
+
+    The holder writes its pid into the file, for admins (see :func:`schedule_status`).
+    Each instance takes its own descriptor, so two instances in one process
+    exclude each other; the kernel drops the lock when the holder dies.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = FileLock(self.path)
+        self._fd: int | None = None
+        self._mutex = threading.Lock()
+
+    def try_acquire(self) -> bool:
+        """Take leadership if free (without waiting); whether this instance leads now.
+
+        Raises:
+            OSError: the lock file cannot be created or written.
+        """
+        with self._mutex:
+            if self._fd is not None:
+                return True
+            fd = self._lock.acquire(blocking=False)
+            if fd is None:
+                return False
+            try:
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())  # who leads, for admins
+            except BaseException:
+                self._lock.release(fd)
+                raise
+            self._fd = fd
+            return True
+
+    def release(self) -> None:
+        """Step down (nothing when not leading)."""
+        with self._mutex:
+            if self._fd is not None:
+                self._lock.release(self._fd)
+                self._fd = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def __repr__(self) -> str:
+        return f"LeaderLock({str(self.path)!r}, held={self.held})"
 
 
 def build_trigger(schedule: SchedulePolicy, *, start: _dt.datetime | None = None) -> Any:
@@ -174,8 +225,7 @@ class PurgeScheduler:
         self._state = _State(self.folder)
         self._zone = zoneinfo.ZoneInfo(governance.policy.schedule.timezone)
         self._scheduler = BackgroundScheduler(timezone=self._zone)
-        self._leader = FileLock(self.folder / LEADER_LOCK)
-        self._lock_fd: int | None = None
+        self._leader: Leadership = LeaderLock(self.folder / LEADER_LOCK)
         self._mutex = threading.Lock()
         self.runs = 0
         self.last_report: PurgeReport | None = None
@@ -185,17 +235,11 @@ class PurgeScheduler:
     # -- leadership --------------------------------------------------------
 
     def _try_lock(self) -> bool:
-        fd = self._leader.acquire(blocking=False)
-        if fd is None:
-            return False
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())  # who leads, for admins
-        self._lock_fd = fd
-        return True
+        return self._leader.try_acquire()
 
     def _try_lead(self) -> None:
         with self._mutex:
-            if self._lock_fd is not None:
+            if self._leader.held:
                 return
             try:
                 if not self._try_lock():
@@ -320,9 +364,7 @@ class PurgeScheduler:
 
     def _release_lock(self) -> None:
         with self._mutex:
-            if self._lock_fd is not None:
-                self._leader.release(self._lock_fd)
-                self._lock_fd = None
+            self._leader.release()
         self.leading.clear()
 
     def __enter__(self) -> PurgeScheduler:
@@ -394,3 +436,7 @@ def _leader_pid(path: Path) -> int | None:
     except FileNotFoundError:
         return None  # the leader stopped meanwhile
     return int(text) if text.isdigit() else -1
+
+
+if TYPE_CHECKING:
+    _conforms: type[Leadership] = LeaderLock  # the file backend of the leadership seam

@@ -55,7 +55,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._base import (
     Clock,
@@ -80,6 +80,9 @@ from ._entry import (
 )
 from ._events import AuditEvent, validate_event
 from ._keys import AuditKey, AuditKeyLike, as_audit_key
+
+if TYPE_CHECKING:
+    from .._protocols import AuditStorage
 
 __all__ = [
     "HEAD_FILE",
@@ -733,6 +736,32 @@ class AuditLog:
         """The segment files, oldest first."""
         return list_segments(self._folder)
 
+    def segment_ids(self) -> list[str]:
+        """The ids (file names) of the segments, oldest first."""
+        return [s.name for s in list_segments(self._folder)]
+
+    def segment_entries(self, segment_id: str) -> list[AuditEntry]:
+        """The readable entries of one segment, in order (no verification).
+
+        Raises:
+            NotFoundError: ``segment_id`` is not a segment of this log.
+        """
+        ids = self.segment_ids()
+        if segment_id not in ids:
+            raise NotFoundError(
+                f"{segment_id!r} is not a segment of the audit log in {self._folder}; "
+                f"its segments are {ids}"
+            )
+        try:
+            lines, _ = read_segment_lines(self._folder / segment_id)
+        except FileNotFoundError:
+            return []  # purged meanwhile
+        found = []
+        for line in lines:
+            with contextlib.suppress(EntryFormatError):
+                found.append(parse_entry(line))
+        return found
+
     def entries(self) -> Iterator[AuditEntry]:
         """Every readable entry, oldest first (no verification: use :func:`verify_log`)."""
         return iter_entries(self._folder)
@@ -815,3 +844,7 @@ def _last_entry(path: Path) -> AuditEntry | None:
         return None
     finally:
         os.close(fd)
+
+
+if TYPE_CHECKING:
+    _conforms: type[AuditStorage] = AuditLog  # the file backend of the audit storage seam

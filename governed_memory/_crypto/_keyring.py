@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -54,7 +54,10 @@ from ._frames import NO_SUBJECT, FrameKey
 from ._observer import CryptoObserver, NullObserver
 from ._providers import KEY_BYTES, KeyProvider, RandomSource, hkdf
 
-__all__ = ["AGENT", "PURPOSE", "SUBJECT", "DataKey", "Entry", "Keyring"]
+if TYPE_CHECKING:
+    from .._protocols import WrappedKeyStorage
+
+__all__ = ["AGENT", "PURPOSE", "SUBJECT", "DataKey", "Entry", "Keyring", "KeyringFolder"]
 
 AGENT = "agent"
 SUBJECT = "subject"
@@ -81,6 +84,91 @@ class _Cached:
     ident: Version
     entry: Entry | None
     keys: dict[int, bytes] = field(default_factory=dict)
+
+
+class KeyringFolder:
+    """The keyring's wrapped keys in its folder: the file backend of :class:`WrappedKeyStorage`.
+
+    The layout :class:`Keyring` reads and writes (``keyring.json``,
+    ``keys/<ref hex>.json``, ``epoch``), with the same operations: exclusive
+    creation by ``link``, atomic replace, the ``flock`` on the folder itself,
+    the shared-memory change counter. Bytes pass through unchanged. Do not
+    hold its :meth:`locked` and a :class:`Keyring`'s on one folder in one
+    thread: they are two descriptors, so the second would wait on the first.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self._counter = ChangeCounter(self.folder / EPOCH_FILE)
+        self._lock = FolderLock(self.folder)
+
+    def _entry(self, ref: bytes) -> Path:
+        return self.folder / KEYS_DIR / f"{ref.hex()}.json"
+
+    def read_meta(self) -> bytes | None:
+        try:
+            return (self.folder / META_FILE).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def create_meta(self, data: bytes) -> bool:
+        ensure_private_dir(self.folder / KEYS_DIR)
+        try:
+            link_exclusive(self.folder, data, [META_FILE])
+        except FileExistsError:
+            return False
+        return True
+
+    def write_meta(self, data: bytes) -> None:
+        ensure_private_dir(self.folder)
+        atomic_write(self.folder / META_FILE, data)
+
+    def read_entry(self, ref: bytes) -> bytes | None:
+        try:
+            return self._entry(ref).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def create_entry(self, ref: bytes, data: bytes) -> bool:
+        ensure_private_dir(self.folder / KEYS_DIR)
+        try:
+            link_exclusive(self.folder / KEYS_DIR, data, [self._entry(ref).name])
+        except FileExistsError:
+            return False
+        return True
+
+    def write_entry(self, ref: bytes, data: bytes) -> None:
+        ensure_private_dir(self.folder / KEYS_DIR)
+        atomic_write(self._entry(ref), data)
+
+    def list_refs(self) -> list[bytes]:
+        try:
+            names = sorted(os.listdir(self.folder / KEYS_DIR))
+        except FileNotFoundError:
+            return []
+        refs = []
+        for name in names:
+            stem, dot, ext = name.partition(".")
+            if dot and ext == "json":
+                with suppress(ValueError):  # not an entry (a temporary file)
+                    refs.append(bytes.fromhex(stem))
+        return refs
+
+    def counter(self) -> int:
+        return self._counter.read()
+
+    def bump_counter(self) -> None:
+        self._counter.bump()
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """The keyring folder's exclusive lock, the one :meth:`Keyring.locked` takes."""
+        ensure_private_dir(self.folder / KEYS_DIR)
+        with self._lock.held():
+            yield
+
+    def __repr__(self) -> str:
+        return f"KeyringFolder({str(self.folder)!r})"
 
 
 class Keyring:
@@ -543,3 +631,7 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+if TYPE_CHECKING:
+    _conforms: type[WrappedKeyStorage] = KeyringFolder  # the file backend of the keyring seam

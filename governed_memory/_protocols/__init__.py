@@ -34,11 +34,17 @@ from ._gate import (
 )
 from ._storage import (
     AgentStore,
+    AuditHeadView,
+    AuditRecord,
+    AuditStorage,
+    Leadership,
     MemoryBackend,
+    PurgeJournal,
     RecordDocument,
     RecordLog,
     StoredInfo,
     StoreFactory,
+    WrappedKeyStorage,
 )
 
 __all__ = [
@@ -46,17 +52,22 @@ __all__ = [
     "LOCAL_SUMMARIZER",
     "AgentStore",
     "Allowed",
+    "AuditHeadView",
+    "AuditRecord",
     "AuditSink",
+    "AuditStorage",
     "Clock",
     "ConsentGate",
     "Decision",
     "Erased",
     "ErasureWatch",
     "KeyProvider",
+    "Leadership",
     "MemoryBackend",
     "NullAuditSink",
     "Operation",
     "Outcome",
+    "PurgeJournal",
     "RecordDocument",
     "RecordLog",
     "Skip",
@@ -67,5 +78,6 @@ __all__ = [
     "SummarizerDecision",
     "Transcript",
     "UseLocal",
+    "WrappedKeyStorage",
     "is_local_model",
 ]

@@ -21,7 +21,8 @@ What an implementation promises, beyond the signatures:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import datetime as _dt
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,11 +30,17 @@ from typing import Any, ClassVar, Protocol
 
 __all__ = [
     "AgentStore",
+    "AuditHeadView",
+    "AuditRecord",
+    "AuditStorage",
+    "Leadership",
     "MemoryBackend",
+    "PurgeJournal",
     "RecordDocument",
     "RecordLog",
     "StoreFactory",
     "StoredInfo",
+    "WrappedKeyStorage",
 ]
 
 
@@ -225,4 +232,269 @@ class RecordDocument(Protocol):
 
     def delete(self) -> bool:
         """Remove the document; whether there was one."""
+        ...
+
+
+class AuditRecord(Protocol):
+    """One entry of the audit chain as the storage returns it (the file backend: ``AuditEntry``)."""
+
+    @property
+    def seq(self) -> int:
+        """Position in the chain, from 1, gap-free except where a discontinuity is recorded."""
+        ...
+
+    @property
+    def hash(self) -> str:
+        """SHA-256 of the entry's canonical bytes; the next entry's ``prev``."""
+        ...
+
+    @property
+    def prev(self) -> str:
+        """The hash of the entry before (the genesis value for the first)."""
+        ...
+
+    @property
+    def event(self) -> str:
+        """The event name (``persist``, ``audit.segment``, ...)."""
+        ...
+
+    @property
+    def attrs(self) -> Mapping[str, Any]:
+        """The entry's attributes, as given to :meth:`AuditStorage.append`."""
+        ...
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as a JSON object (every field, in the stored form)."""
+        ...
+
+
+class AuditHeadView(Protocol):
+    """What the storage last recorded as the newest entry (the file backend: ``audit.head``)."""
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def hash(self) -> str: ...
+
+    @property
+    def segment(self) -> str:
+        """The id of the segment holding that entry."""
+        ...
+
+
+class AuditStorage(Protocol):
+    """The hash-chained audit log: append, read in order, the head, segments by id.
+
+    Entries are sealed (hashed, MACed, chained) by the storage, since the
+    chain's next ``seq`` and ``prev`` are only known under its lock. Segments
+    are named by ids the storage chooses (the file backend: ``audit-2026-11.jsonl``)
+    and ordered by the ``seq`` of their first entry.
+
+    What an implementation promises:
+
+    * Durable: an entry is durable when :meth:`append` returns; on failure it
+      raises ``AuditWriteError`` and the operation is not reported as done.
+    * Serialised: appends from every thread and process on the log are
+      totally ordered; ``seq`` increases by one per entry and each ``prev`` is
+      the hash of the entry before.
+    * Evident: nothing is removed silently. A crash's torn entry or a lost end
+      of the log is recorded in the chain (``audit.repair``,
+      ``audit.discontinuity``) by the next append or :meth:`repair`; whole
+      segments go only through :meth:`purge_segments`, which records the
+      removal first.
+    """
+
+    def append(
+        self, event: str, attrs: Mapping[str, Any], *, at: _dt.datetime | None = None
+    ) -> AuditRecord:
+        """Seal and append one entry; it is durable when this returns. Returns the entry."""
+        ...
+
+    def entries(self) -> Iterator[AuditRecord]:
+        """Every readable entry, oldest first (unverified)."""
+        ...
+
+    def tail(self, n: int) -> Sequence[AuditRecord]:
+        """The newest ``n`` readable entries, oldest first."""
+        ...
+
+    def head(self) -> AuditHeadView | None:
+        """The head as recorded; None when the log is empty."""
+        ...
+
+    def segment_ids(self) -> list[str]:
+        """The ids of the log's segments, oldest first."""
+        ...
+
+    def segment_entries(self, segment_id: str) -> Sequence[AuditRecord]:
+        """The readable entries of one segment, in order; ``NotFoundError`` for an unknown id."""
+        ...
+
+    def expired_segments(
+        self,
+        *,
+        now: _dt.datetime,
+        max_age: _dt.timedelta | None,
+        min_age: _dt.timedelta = ...,
+    ) -> list[str]:
+        """The oldest segments whose newest entry is older than ``max_age`` (never the newest)."""
+        ...
+
+    def purge_segments(self, names: Iterable[str]) -> list[str]:
+        """Remove the oldest segments, recording the removal in the chain first; their ids."""
+        ...
+
+    def repair(self) -> Sequence[AuditRecord]:
+        """Record what a crash left (torn entry, lost head) now; the entries written."""
+        ...
+
+    def close(self) -> None:
+        """Release what the storage holds open; using it again reopens."""
+        ...
+
+
+class WrappedKeyStorage(Protocol):
+    """What the keyring persists: wrapped data keys by ref, its metadata, a change counter.
+
+    Only wrapped bytes pass through it, never key material: entries and the
+    metadata document are the keyring's serialised JSON, their keys already
+    wrapped by the master key. A ref is the keyring's pseudonymous key id
+    (an HMAC, never a subject id).
+
+    What an implementation promises:
+
+    * Atomic and durable: :meth:`write_entry` and :meth:`create_entry` leave
+      the previous bytes or the new ones, complete, never a mix.
+    * Exclusive creation: of two processes creating the same entry (or the
+      metadata) at once, exactly one wins; the other gets False and reads the
+      winner's bytes.
+    * Locked: :meth:`locked` is an exclusive lock (re-entrant in one thread)
+      across every process using the same storage; the keyring holds it around
+      read-modify-write of an entry.
+    * Ordered: :meth:`bump_counter` happens after the write it announces, and
+      a process that sees the new :meth:`counter` value sees that write.
+    """
+
+    def read_meta(self) -> bytes | None:
+        """The metadata document (workspace id, wrapped index key); None when there is none."""
+        ...
+
+    def create_meta(self, data: bytes) -> bool:
+        """Create the metadata document if there is none; whether this call created it."""
+        ...
+
+    def write_meta(self, data: bytes) -> None:
+        """Replace the metadata document atomically (re-wrapping; hold :meth:`locked`)."""
+        ...
+
+    def read_entry(self, ref: bytes) -> bytes | None:
+        """The stored entry of ``ref``; None when there is none."""
+        ...
+
+    def create_entry(self, ref: bytes, data: bytes) -> bool:
+        """Create the entry of ``ref`` if there is none; whether this call created it."""
+        ...
+
+    def write_entry(self, ref: bytes, data: bytes) -> None:
+        """Replace (or create) the entry of ``ref`` atomically (hold :meth:`locked`)."""
+        ...
+
+    def list_refs(self) -> list[bytes]:
+        """The refs of every stored entry, sorted by their hex form."""
+        ...
+
+    def counter(self) -> int:
+        """The change counter: cheap to read, changes whenever an entry did."""
+        ...
+
+    def bump_counter(self) -> None:
+        """Advance the change counter (hold :meth:`locked`)."""
+        ...
+
+    def locked(self) -> AbstractContextManager[None]:
+        """Hold the storage's exclusive inter-process lock."""
+        ...
+
+
+class Leadership(Protocol):
+    """A single-holder lock, tried without waiting: the scheduler's leader, the purge's lock.
+
+    What an implementation promises:
+
+    * Exclusive: at most one holder at a time, across threads, processes and
+      (for a database backend) hosts; two instances in one process exclude
+      each other too.
+    * Non-blocking: :meth:`try_acquire` returns at once.
+    * Released on death: a holder that dies (even by kill -9) loses the lock
+      without help, so a waiting candidate takes over.
+    """
+
+    def try_acquire(self) -> bool:
+        """Take the lock if free; whether this instance holds it now (True when it already did)."""
+        ...
+
+    def release(self) -> None:
+        """Give the lock up (nothing when not held)."""
+        ...
+
+    @property
+    def held(self) -> bool:
+        """Whether this instance holds the lock."""
+        ...
+
+
+class PurgeJournal(Protocol):
+    """A purge's plan, written down before anything is deleted, with its progress.
+
+    The plan is a header object, a sequence of entries (JSON arrays, entry
+    ``n`` first) and a footer object with the totals; progress is one outcome
+    byte per entry done, in entry order.
+
+    What an implementation promises:
+
+    * Atomic: :meth:`write_plan` makes the plan exist complete or not at all.
+    * Durable: the plan is durable when :meth:`write_plan` returns; recorded
+      outcomes are a prefix of the entries (a crash may lose the newest).
+    * Single writer: the caller holds the purge's :class:`Leadership` lock.
+    """
+
+    def write_plan(
+        self,
+        header: Mapping[str, Any],
+        entries: Iterable[Sequence[Any]],
+        footer: Callable[[], Mapping[str, Any]],
+    ) -> bool:
+        """Write header, entries, then ``footer()`` (called once entries are consumed), atomically.
+
+        Writes nothing when there is no entry; returns whether a plan was written.
+        """
+        ...
+
+    def pending(self) -> bool:
+        """Whether a plan is stored."""
+        ...
+
+    def read_header(self) -> dict[str, Any]:
+        """The stored plan's header; ``JournalError`` when damaged, ``FileNotFoundError`` when none."""
+        ...
+
+    def read_footer(self) -> dict[str, Any]:
+        """The stored plan's footer; the errors of :meth:`read_header`."""
+        ...
+
+    def read_entries(self) -> Iterator[list[Any]]:
+        """The stored plan's entries, in order (streamed)."""
+        ...
+
+    def record(self, outcomes: bytes) -> None:
+        """Append outcome bytes for the next entries."""
+        ...
+
+    def outcomes(self) -> bytes:
+        """Every outcome recorded so far, in entry order."""
+        ...
+
+    def remove(self) -> None:
+        """Forget the plan and its progress (plan first: progress alone means nothing)."""
         ...

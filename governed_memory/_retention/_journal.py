@@ -25,21 +25,32 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._base import TMP_PREFIX, ArtefactKind, ensure_private_dir, fsync_dir, open_private
+from .._base import (
+    TMP_PREFIX,
+    ArtefactKind,
+    ensure_private_dir,
+    fsync_dir,
+    open_private,
+    write_all,
+)
 from .._errors import JournalError
 from .._records import check_version
 from ._plan import PlanItem, Rule
+
+if TYPE_CHECKING:
+    from .._protocols import PurgeJournal
 
 __all__ = [
     "JOURNAL_FORMAT_VERSION",
     "Entry",
     "Journal",
     "JournalError",
+    "JournalFolder",
     "write_journal",
 ]
 
@@ -66,6 +77,125 @@ class Entry:
     ident: tuple[int, int]
 
 
+class JournalFolder:
+    """The plan and progress files in the purge folder: the file backend of :class:`PurgeJournal`.
+
+    ``journal.jsonl`` (header, entries, footer: one JSON line each) is written
+    to a temporary file, fsynced and renamed into place; ``progress`` takes
+    outcome bytes by ``O_APPEND`` writes. Not safe on network filesystems.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / JOURNAL
+
+    def write_plan(
+        self,
+        header: Mapping[str, Any],
+        entries: Iterable[Sequence[Any]],
+        footer: Callable[[], Mapping[str, Any]],
+    ) -> bool:
+        tmp: Path | None = None
+        handle = None
+        try:
+            for entry in entries:
+                if handle is None:
+                    ensure_private_dir(self.folder)
+                    tmp = self.folder / f"{TMP_PREFIX}journal"
+                    handle = os.fdopen(
+                        open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                        "w",
+                        encoding="utf-8",
+                    )
+                    handle.write(json.dumps(header) + "\n")
+                handle.write(_ENCODE(entry) + "\n")
+            if handle is None:
+                return False
+            handle.write(json.dumps(footer()) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+            handle.close()
+            handle = None
+            assert tmp is not None
+            os.replace(tmp, self.path)
+            fsync_dir(self.folder)
+            return True
+        finally:
+            if handle is not None:
+                handle.close()
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+
+    def pending(self) -> bool:
+        return self.path.exists()
+
+    def first_and_last(self) -> tuple[Any, Any]:
+        """The plan's first and last lines, parsed (any JSON value; checked by the caller).
+
+        Raises:
+            FileNotFoundError: there is no plan.
+            JournalError: a line is not JSON.
+        """
+        with open(self.path, "rb") as handle:
+            first = handle.readline()
+            handle.seek(0, os.SEEK_END)
+            end = handle.tell()
+            handle.seek(max(0, end - 65536))
+            last = handle.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        try:
+            return json.loads(first), json.loads(last)
+        except ValueError as exc:
+            raise JournalError(f"purge journal {self.path} is damaged ({exc})") from exc
+
+    def read_header(self) -> dict[str, Any]:
+        header = self.first_and_last()[0]
+        if not isinstance(header, dict):
+            raise JournalError(f"purge journal {self.path} has no header; it is damaged")
+        return header
+
+    def read_footer(self) -> dict[str, Any]:
+        footer = self.first_and_last()[1]
+        if not isinstance(footer, dict) or not isinstance(footer.get("end"), int):
+            raise JournalError(f"purge journal {self.path} has no footer; it is damaged")
+        return footer
+
+    def read_entries(self) -> Iterator[list[Any]]:
+        total = int(self.read_footer()["end"])
+        with open(self.path, encoding="utf-8") as handle:
+            handle.readline()
+            for number, line in enumerate(handle):
+                if number >= total:
+                    return
+                try:
+                    entry = _DECODE(line)
+                except ValueError as exc:
+                    raise JournalError(
+                        f"purge journal {self.path} line {number + 2} is damaged ({exc}); "
+                        "remove the journal to discard the interrupted purge"
+                    ) from exc
+                if not isinstance(entry, list):
+                    raise JournalError(f"purge journal {self.path} line {number + 2} is damaged")
+                yield entry
+
+    def record(self, outcomes: bytes) -> None:
+        fd = open_private(self.folder / PROGRESS, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            write_all(fd, outcomes)
+        finally:
+            os.close(fd)
+
+    def outcomes(self) -> bytes:
+        try:
+            return (self.folder / PROGRESS).read_bytes()
+        except FileNotFoundError:
+            return b""
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+        (self.folder / PROGRESS).unlink(missing_ok=True)
+        fsync_dir(self.folder)
+
+
 def write_journal(
     folder: Path, header: dict[str, Any], items: Iterable[PlanItem]
 ) -> dict[str, Any]:
@@ -75,53 +205,34 @@ def write_journal(
     be deleted (``footer["end"] == 0``) no file is written at all, so a purge
     that finds nothing leaves nothing behind.
     """
-    tmp: Path | None = None
-    handle = None
     count = size = held_bytes = 0
     held: Counter[str] = Counter()
     deleting: Counter[str] = Counter()
-    try:
+
+    def lines() -> Iterator[list[Any]]:
+        nonlocal count, size, held_bytes
         for item in items:
             a = item.artefact
             if item.held:
                 held[item.rule.value] += 1
                 held_bytes += a.size
                 continue
-            if handle is None:
-                ensure_private_dir(folder)
-                tmp = folder / f"{TMP_PREFIX}journal"
-                handle = os.fdopen(
-                    open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w", encoding="utf-8"
-                )
-                handle.write(json.dumps({"v": JOURNAL_FORMAT_VERSION, **header}) + "\n")
-            line = [count, a.kind, a.path, item.rule, a.size, a.agent, *a.ident]
-            handle.write(_ENCODE(line) + "\n")
+            yield [count, a.kind, a.path, item.rule, a.size, a.agent, *a.ident]
             count += 1
             size += a.size
             deleting[item.rule.value] += 1
-        footer = {
+
+    def footer() -> dict[str, Any]:
+        return {
             "end": count,
             "bytes": size,
             "rules": dict(deleting),
             "held": dict(held),
             "held_bytes": held_bytes,
         }
-        if handle is None:
-            return footer
-        handle.write(json.dumps(footer) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-        handle.close()
-        handle = None
-        assert tmp is not None
-        os.replace(tmp, folder / JOURNAL)
-        fsync_dir(folder)
-        return footer
-    finally:
-        if handle is not None:
-            handle.close()
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
+
+    JournalFolder(folder).write_plan({"v": JOURNAL_FORMAT_VERSION, **header}, lines(), footer)
+    return footer()
 
 
 class Journal:
@@ -134,18 +245,10 @@ class Journal:
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
-        self.path = self.folder / JOURNAL
-        with open(self.path, "rb") as handle:
-            first = handle.readline()
-            handle.seek(0, os.SEEK_END)
-            end = handle.tell()
-            handle.seek(max(0, end - 65536))
-            last = handle.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
-        try:
-            header = json.loads(first)
-            self.footer: dict[str, Any] = json.loads(last)
-        except ValueError as exc:
-            raise JournalError(f"purge journal {self.path} is damaged ({exc})") from exc
+        self.storage = JournalFolder(self.folder)
+        self.path = self.storage.path
+        header, footer = self.storage.first_and_last()
+        self.footer: dict[str, Any] = footer
         self.header: dict[str, Any] = check_version(
             header,
             JOURNAL_FORMAT_VERSION,
@@ -168,10 +271,7 @@ class Journal:
 
     def outcomes(self) -> bytes:
         """The outcome byte of every entry done so far, in order."""
-        try:
-            return (self.folder / PROGRESS).read_bytes()
-        except FileNotFoundError:
-            return b""
+        return self.storage.outcomes()
 
     def entries(self) -> Iterator[Entry]:
         """Every entry, in order (streamed)."""
@@ -198,12 +298,14 @@ class Journal:
 
     def remove(self) -> None:
         """Forget the journal once applied (journal first: progress alone means nothing)."""
-        self.path.unlink(missing_ok=True)
-        (self.folder / PROGRESS).unlink(missing_ok=True)
-        fsync_dir(self.folder)
+        self.storage.remove()
 
 
 def remove_stale_progress(folder: Path) -> None:
     """Drop a progress file left without its journal (crash between the two unlinks)."""
     if not (folder / JOURNAL).exists():
         (folder / PROGRESS).unlink(missing_ok=True)
+
+
+if TYPE_CHECKING:
+    _conforms: type[PurgeJournal] = JournalFolder  # the file backend of the purge journal seam

@@ -36,6 +36,7 @@ from ._state import WorkspaceState
 if TYPE_CHECKING:
     from .._governance import Governance
     from .._policy import Policy
+    from .._protocols import Leadership
 
 __all__ = ["PurgeInProgressError", "PurgeReport", "Retention", "audit_dir_of", "to_local"]
 
@@ -118,7 +119,11 @@ class PurgeReport:
 
 
 class _PurgeLock:
-    """The workspace's purge lock, taken lazily (so a no-op purge creates nothing)."""
+    """The workspace's purge lock, taken lazily (so a no-op purge creates nothing).
+
+    The file backend of :class:`Leadership` for purges: an ``flock`` on
+    ``<governance>/purge/lock``, one purge at a time per workspace.
+    """
 
     def __init__(self, folder: Path, workspace: Path) -> None:
         self.folder = folder
@@ -126,20 +131,35 @@ class _PurgeLock:
         self._lock = FileLock(folder / "lock")
         self.fd: int | None = None
 
-    def acquire(self) -> None:
+    def try_acquire(self) -> bool:
+        """Take the lock if free (without waiting); whether this instance holds it.
+
+        Raises:
+            StorageError: the lock file cannot be created.
+        """
         if self.fd is not None:
-            return
+            return True
         try:
             fd = self._lock.acquire(blocking=False)
         except OSError as exc:
             raise StorageError(f"cannot create the purge lock in {self.folder}: {exc}") from exc
         if fd is None:
+            return False
+        self.fd = fd
+        remove_stale_progress(self.folder)
+        return True
+
+    def acquire(self) -> None:
+        """Take the lock, or raise :class:`PurgeInProgressError` when another purge holds it."""
+        if not self.try_acquire():
             raise PurgeInProgressError(
                 f"another purge is running on workspace {self.workspace} (it holds "
                 f"{self._lock.path}); wait for it to finish and run again"
             )
-        self.fd = fd
-        remove_stale_progress(self.folder)
+
+    @property
+    def held(self) -> bool:
+        return self.fd is not None
 
     def release(self) -> None:
         if self.fd is not None:
@@ -382,3 +402,7 @@ def _new_id(now: _dt.datetime) -> str:
     """Sortable by time: ``<UTC yyyymmddThhmmss>Z-<8 hex>``."""
     utc = (now if now.tzinfo else now.astimezone()).astimezone(_dt.UTC)
     return f"{utc:%Y%m%dT%H%M%S}Z-{secrets.token_hex(4)}"
+
+
+if TYPE_CHECKING:
+    _conforms: type[Leadership] = _PurgeLock  # the purge's lock, on the leadership seam
