@@ -29,6 +29,9 @@ Guarantees:
 Time: fire times follow the real clock in ``schedule.timezone``; the purge's
 ``as_of`` and the catch-up decision read ``governance.clock`` (a FixedClock
 in tests).
+
+For the CLI (a documented internal name): ``schedule_status``, the
+read-only status ``schedule status`` prints (schedule, last and next run, leader).
 """
 
 from __future__ import annotations

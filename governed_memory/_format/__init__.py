@@ -1,4 +1,8 @@
-"""_format"""
+"""The MEMORY.md format: records (parse, render, escape), lineage of summaries, tokens.
+
+For the CLI (a documented internal name): ``PRELOAD_PREFIX``, by which
+``chat`` tells whether the agent resumed earlier memory.
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,10 @@
 * ``_gate``         ``PolicyGate``: the consent gate (decide, run, audit)
 * ``_policy_load``  the audit sink a Governance hands out (``policy.load`` first)
 * ``_encryption``   from settings to a key provider and a keyring
+
+For the CLI (documented internal names): ``open_keyring`` opens the keyring
+from settings without a Governance, so ``keys status`` works with no master
+key configured and ``keys rotate`` can add the old key as unwrap-only.
 """
 
 from __future__ import annotations

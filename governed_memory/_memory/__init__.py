@@ -1,4 +1,8 @@
-"""_memory"""
+"""Memory: Conversation, ContextCompressor, Agent, tools, summarizers, read-only inspection.
+
+For the CLI (a documented internal name): ``SUMMARY_PREFIX``, the prefix
+ContextCompressor writes, which the demo's compaction uses too.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""_policy"""
+"""Policies: the model, the settings (the one place that reads the environment), decisions.
+
+For the CLI (documented internal names): ``OVERRIDABLE_SECTIONS``, the
+sections ``policy --set SECTION.KEY`` may override, and ``shipped_policies``,
+the policies ``policy list`` shows.
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,12 @@
 ``AgentStore`` is the boundary between the Conversation (which speaks the
 MEMORY.md text format) and the disk. The plaintext store writes the text as the
 reference does; other stores (encrypted) keep the same text in another form.
+
+For the CLI (a documented internal name): ``StoreFactory``, the type of the
+lazy store factory the CLI passes to ``list_agents`` and ``agent_records``.
+
+The id-based protocols themselves are the storage seam's
+(``governed_memory._protocols``, docs/storage.md).
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ Modules, one concept each:
 Lineage (which subjects a compaction summary was derived from) lives in
 ``governed_memory._format._lineage``: Conversation needs it in every mode, without
 this package's imports.
+
+For the CLI (a documented internal name): ``subject_context``, through which
+``erasures list`` reads scheduled erasures and tombstones.
 """
 
 from __future__ import annotations
