@@ -30,7 +30,7 @@ tombstones: their recorded time) and falls back to its mtime. Artefacts
 marked ``current`` are never deleted by age.
 
 Holds: an artefact in a held agent's folder, or holding a record of a held
-subject, is listed as held (with the hold ids) instead of deleted. When a
+subject or a summary whose lineage names one, is listed as held (with the hold ids) instead of deleted. When a
 subject hold exists and an artefact's subjects are unknown (not read, or
 encrypted without a reader) it is held: a hold errs on the side of keeping.
 Audit segments and tombstones carry no message content and are not held.
