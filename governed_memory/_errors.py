@@ -8,7 +8,8 @@ for the reference (``except ValueError``) keeps working::
     ├── ConfigurationError (ValueError)       bad argument, setting or policy
     │   ├── InvalidAgentNameError             agent_name breaks a path rule
     │   ├── KeyProviderError                  master key missing, malformed or exposed
-    │   └── PolicyError                       a policy file or override breaks a rule
+    │   ├── PolicyError                       a policy file or override breaks a rule
+    │   └── PurgeInFutureError                a real purge asked to run as of a future time
     ├── EmptySummaryError (ValueError)        compact() without a summary
     ├── ModelCallError (RuntimeError)         a model call failed (after retries)
     ├── TokenizerError (RuntimeError)         a tokenizer vocabulary is missing or corrupt
@@ -40,6 +41,7 @@ drawn above, under its base class.
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -68,6 +70,7 @@ __all__ = [
     "ModelCallError",
     "NotFoundError",
     "PolicyError",
+    "PurgeInFutureError",
     "PurgeInProgressError",
     "SealedRecordError",
     "StorageError",
@@ -145,6 +148,30 @@ class ConsentRequiredError(GovernedMemoryError, PermissionError):
 
 class KeyProviderError(ConfigurationError):
     """The master key is missing, malformed, or stored where others can read it."""
+
+
+class PurgeInFutureError(ConfigurationError):
+    """A purge that deletes was asked to run ``as_of`` a time later than the clock's now.
+
+    Retention floors (``audit_min_age``) and maximum ages protect data by its
+    real age; a purge dated into the future would delete what is not due yet.
+    Nothing was deleted.
+
+    Attributes:
+        as_of: the time asked for (naive local time).
+        now: the clock's time it was compared with.
+    """
+
+    def __init__(self, as_of: _dt.datetime, now: _dt.datetime) -> None:
+        self.as_of = as_of
+        self.now = now
+        super().__init__(
+            f"purge as of {as_of:%Y-%m-%d %H:%M:%S} refused: it is later than now "
+            f"({now:%Y-%m-%d %H:%M:%S}), and a purge that deletes runs at the real time only, so "
+            "that no retention period or floor (audit_min_age) is cut short. Nothing was "
+            "deleted. To preview that moment, run it as a dry run (governed-memory purge "
+            "--dry-run --as-of ...); to delete, run it without --as-of"
+        )
 
 
 class DecryptionError(StorageError):

@@ -60,7 +60,10 @@ class _DateTime(_ParamBase):
     "--as-of",
     type=_DateTime(),
     default=None,
-    help="Apply the policy as it stands at this moment instead of now (ISO 8601).",
+    help=(
+        "Plan as of this moment instead of now (ISO 8601). A later moment needs --dry-run; "
+        "floors such as audit_min_age always count from now."
+    ),
 )
 @click.option(
     "--limit",
@@ -77,7 +80,8 @@ def purge(
     """Delete what the retention policy requires (see docs/retention.md).
 
     Held data is skipped; an interrupted purge is finished first. Exit status
-    1 when some artefact could not be deleted.
+    1 when some artefact could not be deleted, or when --as-of is later than
+    now without --dry-run (nothing is deleted then).
     """
     retention = Retention(ctx.governance())
     if dry_run:

@@ -125,6 +125,18 @@ def _show_receipt(receipt: ErasureReceipt) -> None:
         emit_table(
             None, ["agent", "file", "records", "summaries", "file action"], _receipt_rows(receipt)
         )
+    if receipt.blocked:
+        kept = sum(b.summaries for b in receipt.blocked)
+        click.echo(
+            f"partial: {kept} summaries kept, derived from another subject under legal hold "
+            f"{', '.join(receipt.blocking_holds)}; the subject's keys are kept too. Run the "
+            "erasure again once the hold is released"
+        )
+        emit_table(
+            None,
+            ["agent", "file", "summaries kept", "held by"],
+            [[b.agent, b.file, b.summaries, ", ".join(b.holds)] for b in receipt.blocked],
+        )
 
 
 @click.command("erase")
@@ -152,7 +164,9 @@ def erase_command(
 ) -> None:
     """Erase a data subject's records and derived summaries (or a whole agent).
 
-    Refused when a legal hold applies. Prints and stores a receipt.
+    Refused when a legal hold on the subject (or the agent) applies. A
+    summary also derived from another subject under a hold is kept, and the
+    receipt says partial, naming the hold. Prints and stores a receipt.
     """
     _need_scope(subject, agent)
     governance = ctx.governance()
@@ -217,10 +231,13 @@ def erasures_list(ctx: CliContext, as_json: bool) -> None:
     ]
     for t in tombstones:
         counts = ""
+        state = t.state
         if t.receipt is not None:
             r = ErasureReceipt.from_dict(t.receipt)
             counts = f"{r.records} records, {r.summaries} summaries, {len(r.files)} files"
-        rows.append([t.id, t.state, t.scope.describe(), t.requested_at, t.completed_at, counts])
+            if r.blocked:  # a hold on another subject of a summary's lineage kept it
+                state = f"{state} (partial: held by {', '.join(r.blocking_holds)})"
+        rows.append([t.id, state, t.scope.describe(), t.requested_at, t.completed_at, counts])
     emit_table(
         "Erasures", ["id", "state", "scope", "requested", "completed / due", "removed"], rows
     )

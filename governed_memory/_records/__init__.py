@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ._document import JsonDocument
     from ._holds import HOLDS_FILE, HOLDS_LOCK, Hold, HoldNotFoundError, HoldRegistry, HoldSet
     from ._jsonl import JsonlLog
-    from ._receipts import ErasureReceipt, FileRemoval
+    from ._receipts import ErasureReceipt, FileRemoval, HeldSummaries
     from ._tombstones import (
         COMPLETE,
         PROGRESS_SUFFIX,
@@ -62,6 +62,7 @@ _LAZY: dict[str, str] = {
     "HoldSet": "._holds",
     "ErasureReceipt": "._receipts",
     "FileRemoval": "._receipts",
+    "HeldSummaries": "._receipts",
     "COMPLETE": "._tombstones",
     "ErasureScope": "._tombstones",
     "PROGRESS_SUFFIX": "._tombstones",
@@ -92,6 +93,7 @@ __all__ = [
     "ErasureReceipt",
     "ErasureScope",
     "FileRemoval",
+    "HeldSummaries",
     "Hold",
     "HoldNotFoundError",
     "HoldRegistry",

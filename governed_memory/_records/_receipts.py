@@ -7,7 +7,7 @@ from typing import Any
 
 from ._tombstones import ErasureScope, request_from_dict, request_to_dict
 
-__all__ = ["ErasureReceipt", "FileRemoval"]
+__all__ = ["ErasureReceipt", "FileRemoval", "HeldSummaries"]
 
 
 @dataclass(frozen=True)
@@ -52,12 +52,45 @@ class FileRemoval:
 
 
 @dataclass(frozen=True)
+class HeldSummaries:
+    """Summaries of the erased subject an erasure left in one file: a hold covers them.
+
+    A summary is derived from every subject of its lineage; a legal hold on
+    another of them keeps it (``holds``: the ids of the holds that do).
+    """
+
+    agent: str
+    file: str
+    summaries: int
+    holds: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "file": self.file,
+            "summaries": self.summaries,
+            "holds": list(self.holds),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HeldSummaries:
+        return cls(
+            agent=str(data["agent"]),
+            file=str(data["file"]),
+            summaries=int(data["summaries"]),
+            holds=tuple(str(h) for h in data.get("holds", [])),
+        )
+
+
+@dataclass(frozen=True)
 class ErasureReceipt:
     """Proof of one completed erasure, stored with its tombstone.
 
     Counts are per agent and file. ``resumed`` is true when the erasure was
     interrupted and finished by a later run; the counts are still exact,
     since each agent's plan is logged durably before its files are rewritten.
+    ``blocked`` lists the summaries a legal hold on another subject of their
+    lineage kept (``state`` is then ``partial``: erase again once released).
     """
 
     id: str
@@ -71,6 +104,17 @@ class ErasureReceipt:
     files: tuple[FileRemoval, ...]
     keys_shredded: tuple[str, ...]
     resumed: bool
+    blocked: tuple[HeldSummaries, ...] = ()
+
+    @property
+    def state(self) -> str:
+        """``complete``, or ``partial`` when a hold kept some summaries (see ``blocked``)."""
+        return "partial" if self.blocked else "complete"
+
+    @property
+    def blocking_holds(self) -> tuple[str, ...]:
+        """The ids of the holds that kept a summary, sorted."""
+        return tuple(sorted({h for b in self.blocked for h in b.holds}))
 
     @property
     def records(self) -> int:
@@ -119,6 +163,12 @@ class ErasureReceipt:
                 "bytes_removed": self.bytes_removed,
                 "bytes_written": self.bytes_written,
             },
+            # Only when a hold kept something: every other receipt keeps its bytes.
+            **(
+                {"state": self.state, "blocked": [b.to_dict() for b in self.blocked]}
+                if self.blocked
+                else {}
+            ),
         }
 
     @classmethod
@@ -131,4 +181,5 @@ class ErasureReceipt:
             files=tuple(FileRemoval.from_dict(f) for f in data.get("files", [])),
             keys_shredded=tuple(str(k) for k in data.get("keys_shredded", [])),
             resumed=bool(data.get("resumed", False)),
+            blocked=tuple(HeldSummaries.from_dict(b) for b in data.get("blocked", [])),
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ._execute import Executor, Tally
 from ._journal import Journal, JournalError
 from ._plan import Plan, PlanItem, Rule, iter_plan, plan
-from ._purge import PurgeInProgressError, PurgeReport, Retention, to_local
+from ._purge import PurgeInFutureError, PurgeInProgressError, PurgeReport, Retention, to_local
 from ._scan import scan_workspace
 from ._state import AgentState, Artefact, WorkspaceState
 
@@ -22,6 +22,7 @@ __all__ = [
     "JournalError",
     "Plan",
     "PlanItem",
+    "PurgeInFutureError",
     "PurgeInProgressError",
     "PurgeReport",
     "Retention",

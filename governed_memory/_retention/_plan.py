@@ -17,6 +17,12 @@ consent_records_max_age consent records older than the age and no longer in
 tombstones_max_age      tombstones of completed erasures older than the age
 ======================  ========================================================
 
+Floors (``audit_min_age``) protect by real age: they are measured from
+``floor_now``, the clock's time, even when ``now`` (the planning time, a
+dry run's ``--as-of``) is later. An audit segment is deleted only when it is
+older than ``audit_max_age`` at ``now`` *and* older than ``audit_min_age``
+at ``floor_now``; so moving the planning clock never cuts a floor short.
+
 "Older than" is strict: under a 30-day rule an archive of exactly 30 days is
 kept, one of 30 days and one second is deleted. An artefact's age runs from
 the time in its name (archives: ``history_<ts>``; consent records and
@@ -24,7 +30,7 @@ tombstones: their recorded time) and falls back to its mtime. Artefacts
 marked ``current`` are never deleted by age.
 
 Holds: an artefact in a held agent's folder, or holding a record of a held
-subject, is listed as held (with the hold ids) instead of deleted. When a
+subject or a summary whose lineage names one, is listed as held (with the hold ids) instead of deleted. When a
 subject hold exists and an artefact's subjects are unknown (not read, or
 encrypted without a reader) it is held: a hold errs on the side of keeping.
 Audit segments and tombstones carry no message content and are not held.
@@ -128,20 +134,35 @@ class Plan:
         return dict(Counter(i.rule.value for i in self.items if not i.held))
 
 
-def plan(state: WorkspaceState, policy: Policy, now: _dt.datetime) -> Plan:
-    """Every deletion ``policy`` requires in ``state`` at ``now`` (naive local time)."""
+def plan(
+    state: WorkspaceState,
+    policy: Policy,
+    now: _dt.datetime,
+    *,
+    floor_now: _dt.datetime | None = None,
+) -> Plan:
+    """Every deletion ``policy`` requires in ``state`` at ``now`` (naive local time).
+
+    ``floor_now`` is the real time the floors are measured from (default:
+    ``now``); the shell passes its clock's time when ``now`` is an ``as_of``.
+    """
     return Plan(
         as_of=now,
         policy_id=policy.id,
         policy_version=policy.version,
-        items=tuple(iter_plan(state, policy.retention, now)),
+        items=tuple(iter_plan(state, policy.retention, now, floor_now=floor_now)),
     )
 
 
 def iter_plan(
-    state: WorkspaceState, retention: RetentionPolicy, now: _dt.datetime
+    state: WorkspaceState,
+    retention: RetentionPolicy,
+    now: _dt.datetime,
+    *,
+    floor_now: _dt.datetime | None = None,
 ) -> Iterator[PlanItem]:
     """:func:`plan`'s items one by one, consuming ``state`` lazily (agents in order)."""
+    real_now = now if floor_now is None else floor_now
     holds = state.holds
     for agent in state.agents:
         yield from _agent_items(agent, retention, now, holds)
@@ -152,8 +173,11 @@ def iter_plan(
         limit: _dt.timedelta | None = getattr(retention, rule.value)
         if limit is not None and rule is Rule.AUDIT_MAX_AGE:
             limit = max(limit, retention.audit_min_age)  # never under the minimum
-        if limit is not None and not artefact.current and now - artefact.when > limit:
-            yield PlanItem(artefact, rule, now, limit, _held_by(artefact, holds))
+        if limit is None or artefact.current or now - artefact.when <= limit:
+            continue
+        if rule is Rule.AUDIT_MAX_AGE and real_now - artefact.when <= retention.audit_min_age:
+            continue  # the floor counts real age: a later planning time does not shorten it
+        yield PlanItem(artefact, rule, now, limit, _held_by(artefact, holds))
 
 
 def _agent_items(

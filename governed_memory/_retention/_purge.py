@@ -6,7 +6,15 @@ through a journal (see ``_journal``) under a per-workspace purge lock::
 
     Retention(governance).purge()                      # what the policy requires now
     Retention(governance).purge(dry_run=True)          # the same, nothing deleted
-    Retention(governance).purge(as_of=dt.datetime(2027, 1, 1))
+    Retention(governance).purge(as_of=dt.datetime(2027, 1, 1), dry_run=True)
+
+``as_of`` moves the planning clock; the clock (``governance.clock``) stays
+the real time. A purge that deletes refuses an ``as_of`` later than the
+clock's now (:class:`PurgeInFutureError`): only a dry run may look ahead.
+An ``as_of`` in the past is allowed for a real purge: every maximum age is
+then counted to that earlier moment, so it deletes only what was already
+due then (a subset of what is due now), and the floors (``audit_min_age``)
+are measured from the clock's now, never from ``as_of``.
 
 A purge that finds nothing to delete writes nothing at all (the default
 policy keeps everything forever, and a default workspace stays as the
@@ -25,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._base import FileLock
-from .._errors import PurgeInProgressError, StorageError
+from .._errors import PurgeInFutureError, PurgeInProgressError, StorageError
 from .._records import HoldRegistry, JsonDocument
 from ._execute import Executor, Tally
 from ._journal import Journal, remove_stale_progress, write_journal
@@ -38,11 +46,20 @@ if TYPE_CHECKING:
     from .._policy import Policy
     from .._protocols import Leadership
 
-__all__ = ["PurgeInProgressError", "PurgeReport", "Retention", "audit_dir_of", "to_local"]
+__all__ = [
+    "PurgeInFutureError",
+    "PurgeInProgressError",
+    "PurgeReport",
+    "Retention",
+    "audit_dir_of",
+    "to_local",
+]
 
 PURGE_DIR = "purge"
 RECEIPTS_DIR = "receipts"
 RECEIPT_FORMAT_VERSION = 1
+FUTURE_SLACK = _dt.timedelta(seconds=1)
+"""How far past the clock's now a real purge's ``as_of`` may be (clock jitter only)."""
 
 
 def to_local(when: _dt.datetime) -> _dt.datetime:
@@ -213,9 +230,14 @@ class Retention:
         )
 
     def plan(self, as_of: _dt.datetime | None = None) -> Plan:
-        """What the policy requires at ``as_of`` (default: now); nothing is changed."""
-        now = to_local(as_of) if as_of is not None else self.governance.clock.now()
-        return plan(self.scan(), self.governance.policy, now)
+        """What the policy requires at ``as_of`` (default: now); nothing is changed.
+
+        The floors (``audit_min_age``) are measured from the clock's now even
+        when ``as_of`` is later: a preview never shows a floor cut short.
+        """
+        real_now = self.governance.clock.now()
+        now = to_local(as_of) if as_of is not None else real_now
+        return plan(self.scan(), self.governance.policy, now, floor_now=real_now)
 
     def pending(self) -> Journal | None:
         """The journal of an interrupted purge, if one waits to be resumed."""
@@ -230,19 +252,37 @@ class Retention:
     ) -> PurgeReport:
         """Delete what the policy requires at ``as_of`` (default: now), skipping held data.
 
-        An interrupted purge found on start is finished first. ``on_progress``
-        is called as ``(done, total)`` while a journal is applied.
+        ``as_of`` later than the clock's now is for dry runs only. An earlier
+        ``as_of`` deletes only what was due at that moment; floors are always
+        measured from the clock's now. An interrupted purge found on start is
+        finished first. ``on_progress`` is called as ``(done, total)`` while a
+        journal is applied.
 
         Raises:
+            PurgeInFutureError: not a dry run and ``as_of`` is later than now
+                (by more than a second); nothing was deleted.
             PurgeInProgressError: another purge holds the lock.
             StorageError: the journal could not be written (nothing deleted) or is damaged.
         """
         g = self.governance
-        now = to_local(as_of) if as_of is not None else g.clock.now()
+        real_now = g.clock.now()
+        now = to_local(as_of) if as_of is not None else real_now
         if dry_run:
             return self._dry_run(now)
+        if now > real_now + FUTURE_SLACK:
+            g.audit.record(
+                "purge",
+                agent=None,
+                subject_id=None,
+                outcome="refused",
+                error=PurgeInFutureError.__name__,
+                as_of=now.isoformat(),
+                policy_id=g.policy.id,
+                policy_version=g.policy.version,
+            )
+            raise PurgeInFutureError(now, real_now)
         try:
-            report = self._purge(now, on_progress)
+            report = self._purge(now, real_now, on_progress)
         except Exception as exc:
             g.audit.record(
                 "purge",
@@ -271,7 +311,7 @@ class Retention:
         )
         return report
 
-    def _purge(self, now: _dt.datetime, on_progress: Any) -> PurgeReport:
+    def _purge(self, now: _dt.datetime, real_now: _dt.datetime, on_progress: Any) -> PurgeReport:
         g = self.governance
         lock = _PurgeLock(self.purge_dir, g.workspace)
         tally = Tally()
@@ -297,7 +337,9 @@ class Retention:
                 "policy_id": g.policy.id,
                 "policy_version": g.policy.version,
             }
-            items = _lock_before_deleting(iter_plan(self.scan(), g.policy.retention, now), lock)
+            items = _lock_before_deleting(
+                iter_plan(self.scan(), g.policy.retention, now, floor_now=real_now), lock
+            )
             footer = write_journal(self.purge_dir, header, items)
             tally.held.update(footer["held"])
             tally.held_bytes += footer["held_bytes"]

@@ -37,7 +37,7 @@ from .._base import (
 )
 from .._crypto import RecordSealing
 from .._errors import GovernedMemoryError
-from .._format import META_OPEN, parse_memory
+from .._format import subjects_in_text
 from .._records import ConsentRegistry, HoldSet, TombstoneStore
 from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
 from ._state import AgentState, Artefact, WorkspaceState
@@ -78,7 +78,7 @@ def agent_store(folder: Path, factory: StoreFactory | None) -> AgentStore:
 def artefact_subjects(
     path: Path, kind: FileKind, store: AgentStore | None
 ) -> frozenset[str] | None:
-    """The subjects of the records in a memory file or archive; None if unreadable.
+    """The subjects of a memory file or archive (records and lineage); None if unreadable.
 
     Plaintext is read directly. Encrypted files are read through ``store``
     (the encrypted store decrypts); without one, or when decryption fails,
@@ -102,9 +102,10 @@ def artefact_subjects(
         return frozenset()
     except (OSError, GovernedMemoryError):
         return None
-    if META_OPEN not in text:
-        return frozenset()  # default mode: no record carries a subject
-    return frozenset(s for r in parse_memory(text).records if (s := r.subject_id) is not None)
+    # Each record's subject and each summary's lineage: a summary is the data of
+    # every subject it was derived from, so a hold on any of them keeps the file.
+    # (Default mode: no metadata line, no subject; the text is not parsed.)
+    return frozenset(subjects_in_text(text))
 
 
 def _reads_encrypted(store: AgentStore) -> bool:

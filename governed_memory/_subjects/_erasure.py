@@ -16,7 +16,13 @@ not touched again). One process at a time works on a tombstone (an flock on
 ``.<id>.lock`` beside it); whoever comes second finds it complete.
 
 What is removed: records whose subject is the subject, and summaries whose
-lineage names the subject (replaced by a marker record). With ``agent``
+lineage names the subject (replaced by a marker record). Holds follow
+lineage: a summary whose lineage also names another subject under a legal
+hold is derived from held data, so it is kept; the rest of the erasure
+proceeds, and the receipt lists the kept summaries with the hold ids
+(``state`` ``partial``, audit outcome ``partial``). The subject's keys are
+not shredded then (a kept summary may be sealed under them). Run the erasure
+again once the hold is released to remove them and shred the keys. With ``agent``
 alone, the whole agent folder. With both, the subject's data in that agent
 only (keys are then kept: they also protect the subject's data elsewhere).
 """
@@ -42,6 +48,7 @@ from .._records import (
     ErasureReceipt,
     ErasureScope,
     FileRemoval,
+    HeldSummaries,
     Hold,
     ScheduledErasure,
     Tombstone,
@@ -167,10 +174,13 @@ def erase(
         progress: told ``(agent, done, total)`` after each agent.
 
     Returns:
-        The receipt, also stored with the tombstone.
+        The receipt, also stored with the tombstone. Its ``state`` is
+        ``partial`` when a hold on another subject of a summary's lineage kept
+        that summary (``blocked`` names the files and holds); the rest is erased.
 
     Raises:
-        ErasureBlockedError: a legal hold applies; nothing was erased.
+        ErasureBlockedError: a legal hold on the subject (or on an agent
+            holding its records) applies; nothing was erased.
         NotFoundError: ``agent`` has no folder in the workspace.
         StorageError: a file could not be rewritten; the pending tombstone
             makes the next run finish the job.
@@ -224,13 +234,18 @@ def complete_tombstone(
             return ErasureReceipt.from_dict(current.receipt)
         resumed = resumed or bool(tombs.progress(tombstone.id))
         day = ctx.clock.now().date()
+        held = _held_others(ctx, current.scope.subject)
         names = ctx.agent_names() if current.scope.agent is None else [current.scope.agent]
         for done, name in enumerate(names, start=1):
             for _name, store in ctx.stores(only=name):
-                _erase_in_agent(ctx, tombs, current, name, store, day)
+                _erase_in_agent(ctx, tombs, current, name, store, day, held)
             if progress is not None:
                 progress(name, done, len(names))
-        shredded = _shred(ctx, current.scope)
+        progress_log = tombs.progress(current.id)
+        blocked = _aggregate_blocked(progress_log)
+        # A held summary attributed to the subject is sealed under their keys:
+        # shredding waits until nothing of theirs is held (the next erasure).
+        shredded = _shred(ctx, current.scope) if not blocked else ()
         receipt = ErasureReceipt(
             id=current.id,
             scope=current.scope,
@@ -240,9 +255,10 @@ def complete_tombstone(
             completed_at=_aware_now(ctx).isoformat(),
             policy_id=current.policy_id,
             policy_version=current.policy_version,
-            files=_aggregate(tombs.progress(current.id)),
+            files=_aggregate(progress_log),
             keys_shredded=shredded,
             resumed=resumed,
+            blocked=blocked,
         )
         tombs.write(
             replace(
@@ -257,17 +273,30 @@ def complete_tombstone(
         "erase",
         agent=current.scope.agent,
         subject_id=current.scope.subject,
-        outcome="ok",
+        outcome="partial" if blocked else "ok",
         erasure_id=current.id,
         files=len(receipt.files),
         records=receipt.records,
         summaries=receipt.summaries,
         keys_shredded=len(shredded),
         resumed=resumed,
+        **({"holds": ",".join(receipt.blocking_holds)} if blocked else {}),
         policy_id=current.policy_id,
         policy_version=current.policy_version,
     )
     return receipt
+
+
+def _held_others(ctx: SubjectContext, subject: str | None) -> dict[str, tuple[str, ...]]:
+    """The subjects other than ``subject`` under an active hold, with their hold ids.
+
+    Read once per run: a hold placed or released meanwhile is seen by the
+    next run (a resumed or repeated erasure), never halfway through an agent.
+    """
+    if subject is None or ctx.holds is None:
+        return {}
+    active = ctx.holds.active()
+    return {s: ids for s, ids in active.subjects.items() if s != subject}
 
 
 def _erase_in_agent(
@@ -277,6 +306,7 @@ def _erase_in_agent(
     name: str,
     store: AgentStore,
     day: _dt.date,
+    held: dict[str, tuple[str, ...]],
 ) -> None:
     subject = tombstone.scope.subject
     with store.lock():
@@ -287,13 +317,25 @@ def _erase_in_agent(
             _delete_agent(ctx, tombs, tombstone, name, store, sources)
             return
         edits = []
+        blocked = []
         for item, text in sources:
             if text is None:
                 continue
-            edit = strip_subject(text, subject, erasure_id=tombstone.id, day=day)
-            if edit is not None:
+            edit = strip_subject(text, subject, erasure_id=tombstone.id, day=day, held=held)
+            if edit is None:
+                continue
+            if edit.held_summaries:
+                blocked.append(
+                    HeldSummaries(
+                        agent=name,
+                        file=ctx.source(store, item),
+                        summaries=edit.held_summaries,
+                        holds=edit.holds,
+                    )
+                )
+            if edit.changed:
                 edits.append((item, edit))
-        if not edits:
+        if not edits and not blocked:
             return
         files = [
             FileRemoval(
@@ -306,7 +348,14 @@ def _erase_in_agent(
             )
             for item, edit in edits
         ]
-        tombs.log_progress(tombstone.id, {"agent": name, "files": [f.to_dict() for f in files]})
+        # "blocked" is this run's view of the agent: a later run (resumed, after a
+        # release) replaces it, so the receipt never lists a summary it removed.
+        # Without holds on other subjects the line is as it always was.
+        tombs.log_progress(
+            tombstone.id,
+            {"agent": name, "files": [f.to_dict() for f in files]}
+            | ({"blocked": [b.to_dict() for b in blocked]} if held else {}),
+        )
         for item, edit in edits:
             if item is None:
                 store.rewrite_memory(edit.text)
@@ -366,6 +415,15 @@ def _aggregate(entries: list[dict[str, Any]]) -> tuple[FileRemoval, ...]:
             removal = FileRemoval.from_dict(item)
             latest[(removal.agent, removal.file)] = removal
     return tuple(latest[k] for k in sorted(latest))
+
+
+def _aggregate_blocked(entries: list[dict[str, Any]]) -> tuple[HeldSummaries, ...]:
+    # The last run through an agent says what a hold still keeps there.
+    latest: dict[str, list[HeldSummaries]] = {}
+    for entry in entries:
+        if "blocked" in entry:
+            latest[str(entry["agent"])] = [HeldSummaries.from_dict(b) for b in entry["blocked"]]
+    return tuple(b for agent in sorted(latest) for b in latest[agent])
 
 
 # -- resuming and scheduling ------------------------------------------------

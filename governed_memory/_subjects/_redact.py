@@ -10,12 +10,19 @@ knows that earlier context is missing::
     [Summary removed for erasure on 2026-11-30: earlier context is missing]
 
 Everything else (the header, other records, their exact bytes) is kept.
+
+Holds follow lineage: a summary whose lineage also names a subject in
+``held`` (another subject under a legal hold) is derived from held data too,
+so it is kept as it is and counted in ``held_summaries`` with the hold ids.
+The subject's own records are removed regardless (they are not the held
+subject's data).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .._format import (
@@ -44,12 +51,22 @@ def marker_text(day: _dt.date) -> str:
 
 @dataclass(frozen=True)
 class FileEdit:
-    """The new text of one file and what was taken out of it (sizes, never content)."""
+    """The new text of one file and what was taken out of it (sizes, never content).
+
+    ``held_summaries`` were left in place: ``holds`` (ids) cover another
+    subject of their lineage. ``changed`` says whether the file is rewritten.
+    """
 
     text: str
     records: int
     summaries: int
     bytes_removed: int
+    held_summaries: int = 0
+    holds: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.records or self.summaries)
 
 
 def _prefix(text: str, records: list[Record]) -> str:
@@ -73,17 +90,35 @@ def mentions(text: str, subject: str) -> bool:
     return subject_needle(subject) in text
 
 
-def strip_subject(text: str, subject: str, *, erasure_id: str, day: _dt.date) -> FileEdit | None:
-    """``text`` without ``subject``'s records and summaries, or None when it has none."""
+def strip_subject(
+    text: str,
+    subject: str,
+    *,
+    erasure_id: str,
+    day: _dt.date,
+    held: Mapping[str, tuple[str, ...]] | None = None,
+) -> FileEdit | None:
+    """``text`` without ``subject``'s records and summaries, or None when it has none.
+
+    ``held`` maps the other subjects under a legal hold to their hold ids; a
+    summary whose lineage names one of them is kept (see the module docstring).
+    """
     if not mentions(text, subject):
         return None
     parsed = parse_memory(text)
     kept: list[str] = []
-    records = summaries = removed_bytes = 0
+    records = summaries = removed_bytes = held_summaries = 0
+    holds: set[str] = set()
     for record in parsed.records:
         if record.subject_id == subject and not is_summary(record):
             records += 1
             removed_bytes += len(record.raw.encode("utf-8"))
+        elif (subject in record_lineage(record) or record.subject_id == subject) and (
+            covering := _holds_on(record, subject, held)
+        ):
+            held_summaries += 1  # derived from held data as well: the hold keeps it
+            holds.update(covering)
+            kept.append(record.raw)
         elif subject in record_lineage(record) or record.subject_id == subject:
             # A summary built from (or attributed to) the subject.
             summaries += 1
@@ -95,14 +130,29 @@ def strip_subject(text: str, subject: str, *, erasure_id: str, day: _dt.date) ->
             )
         else:
             kept.append(record.raw)
-    if not records and not summaries:
+    if not records and not summaries and not held_summaries:
         return None
     return FileEdit(
         text=_prefix(text, parsed.records) + "".join(kept),
         records=records,
         summaries=summaries,
         bytes_removed=removed_bytes,
+        held_summaries=held_summaries,
+        holds=tuple(sorted(holds)),
     )
+
+
+def _holds_on(
+    record: Record, subject: str, held: Mapping[str, tuple[str, ...]] | None
+) -> tuple[str, ...]:
+    """The holds on another subject of ``record``'s lineage (empty: not held)."""
+    if not held:
+        return ()
+    others = set(record_lineage(record))
+    if record.subject_id is not None:
+        others.add(record.subject_id)
+    others.discard(subject)
+    return tuple(h for other in sorted(others) for h in held.get(other, ()))
 
 
 def count_records(text: str | None) -> tuple[int, int, int]:

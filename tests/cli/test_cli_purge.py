@@ -104,7 +104,12 @@ def test_report_table_counts_rules_bytes_and_held(populated: Path, policy_file: 
 
 def test_default_policy_purges_nothing(populated: Path) -> None:
     before = archives(populated)
-    code, out, _ = run("--workspace", str(populated), "purge", "--as-of", "2099-01-01", "--json")
+    # Looking ahead needs --dry-run (a real purge cannot be dated into the future).
+    code, out, _ = run(
+        "--workspace", str(populated), "purge", "--dry-run", "--as-of", "2099-01-01", "--json"
+    )
+    assert code == 0 and json.loads(out)["total_deleted"] == 0
+    code, out, _ = run("--workspace", str(populated), "purge", "--json")
     assert code == 0 and json.loads(out)["total_deleted"] == 0
     assert archives(populated) == before
 
@@ -179,3 +184,29 @@ def test_purge_runs_through_the_installed_script(populated: Path, policy_file: P
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["total_deleted"] == 6
+
+
+# -- floors and a moved clock (issue 12) ---------------------------------------
+
+
+def test_a_real_purge_as_of_the_future_is_refused_in_one_line(
+    populated: Path, policy_file: Path
+) -> None:
+    before = archives(populated)
+    code, out, err = cli(populated, policy_file, "purge", "--as-of", "2040-01-01")
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("error: purge as of 2040-01-01 00:00:00 refused")
+    assert "later than now" in err and "--dry-run" in err
+    assert archives(populated) == before
+
+
+def test_a_dry_run_may_look_into_the_future(populated: Path, policy_file: Path) -> None:
+    code, out, _ = cli(populated, policy_file, "purge", "--dry-run", "--as-of", "2040-01-01")
+    assert code == 0 and "would delete" in out
+
+
+def test_a_real_purge_as_of_now_or_the_past_runs(populated: Path, policy_file: Path) -> None:
+    now = dt.datetime.now().replace(microsecond=0)
+    code, out, _ = cli(populated, policy_file, "purge", "--as-of", now.isoformat(), "--json")
+    assert code == 0 and json.loads(out)["total_deleted"] == 6

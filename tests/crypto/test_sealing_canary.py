@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from governed_memory import Conversation, Governance, Settings, memory_md_path
+from governed_memory import Conversation, FixedClock, Governance, Settings, memory_md_path
 from governed_memory._audit import generate_audit_key
 from governed_memory._crypto import generate_master_key
 from governed_memory._retention import Retention
@@ -97,7 +97,10 @@ def _life_cycle(tmp_path: Path, *, encrypted: bool) -> tuple[dict[str, str], lis
     )
     receipt = erase(gov, subject=c["subject"], reason=c["erasure-reason"], actor=c["erasure-actor"])
     assert receipt.records >= 2
-    report = retention.purge(as_of=gov.clock.now() + dt.timedelta(days=40))  # archives: 30 days
+    # Archives: 30 days. A purge that deletes runs at its clock's now (issue 12), so the
+    # purge runs from a governance whose clock is 40 days on.
+    later = FixedClock(gov.clock.now() + dt.timedelta(days=40))
+    report = Retention(Governance(workspace=workspace, settings=settings, clock=later)).purge()
     assert report.deleted.get("archives_max_age", 0) >= 1
 
     # Everything still reads back through the registries (the scan below is not vacuous).

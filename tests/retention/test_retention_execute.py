@@ -106,6 +106,9 @@ def test_as_of_applies_the_policy_at_another_moment(workspace: Path) -> None:
     populate(workspace, agents=1, compactions=4)  # archives T0 .. T0+3d
     r = retention(workspace, T0, archives_max_age="30d")
     assert r.purge(as_of=T0 + 32 * DAY, dry_run=True).total_deleted == 2
+    # A purge that deletes cannot run ahead of the clock (see the tests below):
+    # it runs as of T0 + 32d once the clock is there.
+    r = retention(workspace, T0 + 40 * DAY, archives_max_age="30d")
     report = r.purge(as_of=T0 + 32 * DAY)
     assert report.as_of == T0 + 32 * DAY and report.total_deleted == 2
     assert len(archives(workspace)) == 2
@@ -508,3 +511,89 @@ def test_the_receipt_is_indented_json_with_its_format_version_first(workspace: P
     assert next(iter(data)) == "v" and data["v"] == 1
     assert receipt.read_text() == json.dumps(data, indent=1) + "\n"
     assert (receipt.stat().st_mode & 0o777) == 0o600
+
+
+# -- floors and a moved clock (issue 12) ---------------------------------------
+
+
+def _audited(workspace: Path, *months: tuple[int, int]) -> tuple[Governance, FixedClock, Path]:
+    """A governance whose audit log has one segment per (year, month) given."""
+    from governed_memory._audit import AuditKey, AuditLog, AuditTrail
+
+    key = AuditKey(b"k" * 32)
+    clock = FixedClock(dt.datetime(*months[0], 15, 12, 0))
+    folder = workspace / ".governed_memory" / "audit"
+    trail = AuditTrail(key=key, log=AuditLog(folder, key, clock=clock), spans=False)
+    policy = make_policy(audit_min_age="6y", audit_max_age="6y")
+    gov = Governance(workspace=workspace, policy=policy, clock=clock, audit=trail)
+    for year, month in months:
+        clock.set(dt.datetime(year, month, 15, 12, 0))
+        gov.audit.record("policy.load", agent=None, subject_id=None, outcome="ok")
+    return gov, clock, folder
+
+
+def test_a_future_as_of_cannot_delete_an_audit_segment_under_its_floor(workspace: Path) -> None:
+    """The issue's case: 6y floor, a 2.7-year-old segment, `purge --as-of 2040-01-01`."""
+    from governed_memory._errors import ConfigurationError, GovernedMemoryError
+    from governed_memory._retention import PurgeInFutureError
+
+    gov, clock, folder = _audited(workspace, (2024, 3), (2026, 11))
+    clock.set(dt.datetime(2026, 11, 20, 12, 0))
+    before = sorted(p.name for p in folder.glob("audit-*"))
+    r = Retention(gov)
+    preview = r.purge(as_of=dt.datetime(2040, 1, 1), dry_run=True)
+    assert preview.total_deleted == 0  # the floor counts from the clock's now
+    with pytest.raises(PurgeInFutureError) as caught:
+        r.purge(as_of=dt.datetime(2040, 1, 1))
+    assert isinstance(caught.value, ConfigurationError | GovernedMemoryError)
+    message = str(caught.value)
+    assert "2040-01-01 00:00:00" in message and "2026-11-20 12:00:00" in message
+    assert "--dry-run" in message and "Nothing was deleted" in message
+    assert sorted(p.name for p in folder.glob("audit-*")) == before
+    assert not (workspace / ".governed_memory" / "purge").exists()
+
+
+def test_an_as_of_within_a_second_of_now_runs_and_two_seconds_is_refused(
+    workspace: Path,
+) -> None:
+    from governed_memory._retention import PurgeInFutureError
+
+    populate(workspace, agents=1, compactions=1)
+    r = retention(workspace, T0 + 40 * DAY, archives_max_age="30d")
+    with pytest.raises(PurgeInFutureError):
+        r.purge(as_of=T0 + 40 * DAY + dt.timedelta(seconds=2))
+    assert len(archives(workspace)) == 1
+    assert r.purge(as_of=T0 + 40 * DAY + dt.timedelta(seconds=1)).total_deleted == 1
+
+
+def test_a_past_as_of_deletes_only_what_was_due_then_and_keeps_the_floor(
+    workspace: Path,
+) -> None:
+    """Past as_of: max ages count to that moment; audit_min_age still counts from now."""
+    gov, clock, folder = _audited(workspace, (2019, 1), (2020, 6), (2026, 11))
+    clock.set(dt.datetime(2026, 11, 20, 12, 0))
+    r = Retention(gov)
+    # As of 2025-06: only the 2019 segment was over six years old then.
+    report = r.purge(as_of=dt.datetime(2025, 6, 1))
+    assert report.deleted == {"audit_max_age": 1}
+    assert [p.name for p in sorted(folder.glob("audit-*"))] == [
+        "audit-2020-06.jsonl",
+        "audit-2026-11.jsonl",
+    ]
+    assert r.purge().deleted == {"audit_max_age": 1}  # now, 2020-06 is over six years old too
+
+
+def test_a_refused_purge_is_audited(workspace: Path) -> None:
+    from governed_memory._retention import PurgeInFutureError
+
+    sink = RecordingAuditSink()
+    gov = Governance(
+        workspace=workspace,
+        policy=make_policy(archives_max_age="30d"),
+        clock=FixedClock(T0),
+        audit=sink,
+    )
+    with pytest.raises(PurgeInFutureError):
+        Retention(gov).purge(as_of=T0 + DAY)
+    [entry] = sink.of("purge")
+    assert entry["outcome"] == "refused" and entry["error"] == "PurgeInFutureError"

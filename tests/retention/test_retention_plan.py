@@ -275,3 +275,17 @@ def test_archive_rules_match_a_simple_model(
         or (max_count is not None and rank > max_count)
     }
     assert deleted == expected
+
+
+def test_the_audit_floor_counts_from_the_real_time_not_the_planning_time() -> None:
+    """Issue 12: a plan dated 2040 must not delete a 2.7-year-old segment under a 6y floor."""
+    rules = policy(audit_min_age="6y", audit_max_age="6y")
+    segment = other(ArtefactKind.AUDIT, "audit/a.jsonl", T0 - 1000 * DAY)  # 2.7 years old at T0
+    s = state(others=(segment,))
+    future = dt.datetime(2040, 1, 1)
+    assert paths(plan(s, rules, future)) == [".governed_memory/audit/a.jsonl"]  # no floor_now
+    assert paths(plan(s, rules, future, floor_now=T0)) == []
+    # Once it is really over the floor, the later planning time deletes it.
+    assert paths(plan(s, rules, future, floor_now=T0 + 1200 * DAY)) == [
+        ".governed_memory/audit/a.jsonl"
+    ]

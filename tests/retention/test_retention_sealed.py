@@ -35,6 +35,7 @@ def test_expired_consent_records_and_tombstones_are_purged_and_held_ones_kept(
     retention = Retention(gov)
     retention.holds.place(subject="bob", reason="case", actor="legal")
 
+    clock.advance(dt.timedelta(days=40))  # a purge that deletes runs at the clock's time
     report = retention.purge(as_of=T0 + dt.timedelta(days=40))
 
     assert report.deleted == {"consent_records_max_age": 2, "tombstones_max_age": 1}
