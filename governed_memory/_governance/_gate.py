@@ -295,8 +295,13 @@ class PolicyGate:
         only ``subject_id`` (:meth:`lineage_consent`). Under ``memory_only``
         the disk is left as it is (the in-memory history is still compacted
         by the caller); under ``deny`` :class:`ConsentRequiredError` is raised
-        before anything is written.
+        before anything is written. A conversation without a subject cannot
+        compact under a policy that needs ``persist`` consent: in memory only,
+        its stored records would stay on disk beside a history that no longer
+        holds them, so :class:`ConsentRequiredError` is raised and nothing
+        changes.
         """
+        self._refuse_unattributed(agent, subject_id)
         lacking = self.lineage_consent(first_block, agent=agent, subject_id=subject_id)
         if lacking is not None:
             for op in (Operation.ARCHIVE, Operation.COMPACT):
@@ -317,6 +322,32 @@ class PolicyGate:
             ):
                 archive = store.compact(first_block)
         return archive
+
+    def _refuse_unattributed(self, agent: str | None, subject_id: str | None) -> None:
+        purpose = Operation.COMPACT.purpose
+        if subject_id is not None or purpose not in self.policy.consent.required_for:
+            return
+        why = (
+            "the conversation has no subject_id, so no 'persist' consent can cover its "
+            "summary, and compacting it in memory only would leave the stored records on "
+            "disk out of step with the history"
+        )
+        self.audit.record(
+            Operation.COMPACT.value,
+            agent=agent,
+            subject_id=None,
+            outcome="denied",
+            **self._policy_attrs(purpose, why),
+        )
+        raise ConsentRequiredError(
+            f"compaction refused under policy {self.policy.id} v{self.policy.version}: {why}; "
+            "nothing was changed, in memory or on disk. Give the Conversation a subject_id= "
+            "(one conversation per data subject), or use a policy without 'persist' in "
+            "consent.required_for",
+            subject_id=None,
+            purpose=purpose,
+            operation=Operation.COMPACT.value,
+        )
 
     def lineage_consent(
         self, first_block: str | None, *, agent: str | None, subject_id: str | None

@@ -70,3 +70,64 @@ def test_an_erasure_of_someone_else_in_the_window_lets_the_compaction_through(
     live.compact("[Compressed Memory Summary] bob live")
     assert "[Compressed Memory Summary] bob live" in memory_text(gov, "A")
     assert "carol note" not in readable_text(gov)
+
+
+# -- Why #5: no drift between memory and disk -----------------------------------
+
+
+def _consenting_policy() -> Any:
+    from governed_memory._policy._model import Policy
+
+    return Policy.model_validate(
+        {
+            "policy": {"id": "regulated-like", "version": "7"},
+            "consent": {"required_for": ["persist", "summarize"], "on_missing": "memory_only"},
+        }
+    )
+
+
+@pytest.mark.parametrize("how", ["manual", "compressor"])
+def test_a_shared_conversation_without_subject_refuses_to_compact_and_changes_nothing(
+    workspace: Path, clock: FixedClock, kind: str, how: str
+) -> None:
+    """Compacting in memory only would leave the raw records on disk beside the summary."""
+    from types import SimpleNamespace
+
+    from subjects_helpers import all_bytes
+
+    from governed_memory import ConsentRequiredError, ContextCompressor, parse_memory
+
+    gov = governance(workspace, clock, _consenting_policy(), kind=kind)
+    for subject in ("alice", "bob"):
+        gov.grant(subject, "persist", actor="dpo")
+    shared = conversation(gov, "Teller")
+    shared.add("Human", "alice asks about her IBAN", subject_id="alice")
+    shared.add("Human", "bob asks about his loan", subject_id="bob")
+    history = list(shared.conversation_history)
+    before = all_bytes(workspace / "agents")
+    with pytest.raises(ConsentRequiredError) as raised:
+        if how == "manual":
+            shared.compact("[Compressed Memory Summary] alice and bob asked things")
+        else:
+            agent = SimpleNamespace(short_memory=shared, context_length=50, model_name="x")
+            ContextCompressor(summarizer_model="local/extractive").compress(agent)
+    message = str(raised.value)
+    assert "regulated-like v7" in message and "subject_id=" in message
+    assert shared.conversation_history == history
+    assert all_bytes(workspace / "agents") == before
+    records = parse_memory(memory_text(gov, "Teller")).records
+    assert [r.content for r in records] == ["alice asks about her IBAN", "bob asks about his loan"]
+
+
+def test_a_conversation_with_a_consenting_subject_compacts_memory_and_disk_alike(
+    workspace: Path, clock: FixedClock, kind: str
+) -> None:
+    from governed_memory import parse_memory
+
+    gov = governance(workspace, clock, _consenting_policy(), kind=kind)
+    gov.grant("alice", "persist", actor="dpo")
+    conv = conversation(gov, "Teller", subject_id="alice")
+    conv.add("Human", "alice asks about her IBAN")
+    conv.compact("[Compressed Memory Summary] alice asked about her IBAN")
+    records = parse_memory(memory_text(gov, "Teller")).records
+    assert [r.content for r in records] == [conv.conversation_history[-1]["content"]]
