@@ -15,11 +15,12 @@ with fakes from ``governed_memory.testing``.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -289,9 +290,23 @@ class PolicyGate:
     ) -> str | None:
         """Archive and replace the memory if the gate allows; return the archive's id.
 
-        Under ``memory_only`` the disk is left as it is (the in-memory history
-        is still compacted by the caller).
+        The summary in ``first_block`` is derived from every subject its
+        lineage names, so each of them needs the consent a write needs, not
+        only ``subject_id`` (:meth:`lineage_consent`). Under ``memory_only``
+        the disk is left as it is (the in-memory history is still compacted
+        by the caller); under ``deny`` :class:`ConsentRequiredError` is raised
+        before anything is written. A conversation without a subject cannot
+        compact under a policy that needs ``persist`` consent: in memory only,
+        its stored records would stay on disk beside a history that no longer
+        holds them, so :class:`ConsentRequiredError` is raised and nothing
+        changes.
         """
+        self._refuse_unattributed(agent, subject_id)
+        lacking = self.lineage_consent(first_block, agent=agent, subject_id=subject_id)
+        if lacking is not None:
+            for op in (Operation.ARCHIVE, Operation.COMPACT):
+                self._audit_decision(replace(lacking, operation=op.value), "memory_only")
+            return None
         with self.operation(Operation.ARCHIVE, agent, subject_id) as archiving:
             if not archiving.persist:
                 self.audit.record(
@@ -307,6 +322,119 @@ class PolicyGate:
             ):
                 archive = store.compact(first_block)
         return archive
+
+    def _refuse_unattributed(self, agent: str | None, subject_id: str | None) -> None:
+        purpose = Operation.COMPACT.purpose
+        if subject_id is not None or purpose not in self.policy.consent.required_for:
+            return
+        why = (
+            "the conversation has no subject_id, so no 'persist' consent can cover its "
+            "summary, and compacting it in memory only would leave the stored records on "
+            "disk out of step with the history"
+        )
+        self.audit.record(
+            Operation.COMPACT.value,
+            agent=agent,
+            subject_id=None,
+            outcome="denied",
+            **self._policy_attrs(purpose, why),
+        )
+        raise ConsentRequiredError(
+            f"compaction refused under policy {self.policy.id} v{self.policy.version}: {why}; "
+            "nothing was changed, in memory or on disk. Give the Conversation a subject_id= "
+            "(one conversation per data subject), or use a policy without 'persist' in "
+            "consent.required_for",
+            subject_id=None,
+            purpose=purpose,
+            operation=Operation.COMPACT.value,
+        )
+
+    def lineage_consent(
+        self, first_block: str | None, *, agent: str | None, subject_id: str | None
+    ) -> Decision | None:
+        """None when every subject in the summary's lineage may be persisted, else the decision.
+
+        ``subject_id`` (the conversation's subject) is left to the archive
+        decision. A subject without ``persist`` consent (never given, or
+        withdrawn) gives a :attr:`Outcome.MEMORY_ONLY` decision, logged once
+        per agent and subject with the subject's keyed hash, never its id;
+        under ``on_missing = "deny"`` the refusal is audited and raised.
+
+        Raises:
+            ConsentRequiredError: a lineage subject lacks consent and the policy denies.
+        """
+        purpose = Operation.COMPACT.purpose
+        if first_block is None or purpose not in self.policy.consent.required_for:
+            return None
+        missing = [
+            s
+            for s in _block_lineage(first_block)
+            if s != subject_id and not self.consent.is_granted(s, purpose)
+        ]
+        if not missing:
+            return None
+        refs = [self.subject_ref(s) for s in missing]
+        why = (
+            f"the summary is derived from the messages of {len(missing)} subject(s) "
+            f"({', '.join(refs)}) without '{purpose}' consent"
+        )
+        if self.policy.consent.on_missing is MissingConsent.DENY:
+            self.audit.record(
+                Operation.COMPACT.value,
+                agent=agent,
+                subject_id=missing[0],
+                outcome="denied",
+                **self._policy_attrs(purpose, why),
+            )
+            raise ConsentRequiredError(
+                f"compaction refused under policy {self.policy.id} v{self.policy.version}: "
+                f"{why}; nothing was changed. Record their consent (`governed-memory consent "
+                f"grant --subject <id> --purpose {purpose}`), or summarise only the messages "
+                "of subjects who consented, or use a policy with consent.on_missing = "
+                "'memory_only'",
+                subject_id=missing[0],
+                purpose=purpose,
+                operation=Operation.COMPACT.value,
+            )
+        key = (agent, "lineage:" + ",".join(refs), purpose)
+        with self._warned.lock:
+            first = key not in self._warned.keys
+            self._warned.keys.add(key)
+        if first:
+            logger.warning(
+                "governed_memory: %s; agent %s keeps the compaction in memory only and leaves "
+                "its stored memory as it is (policy %s v%s, consent.on_missing = "
+                "'memory_only').",
+                why,
+                agent or "<none>",
+                self.policy.id,
+                self.policy.version,
+            )
+        return self._decision(
+            Operation.COMPACT, Outcome.MEMORY_ONLY, agent, missing[0], purpose, why
+        )
+
+    def subject_ref(self, subject_id: str) -> str:
+        """How a warning names ``subject_id``: its keyed hash, as the audit trail records it.
+
+        The audit trail's ``subject.hash`` (HMAC-SHA-256 under the audit key)
+        when the audit sink offers one, so an auditor can find the entries;
+        otherwise ``sha256:`` and the first 16 hex digits of SHA-256 over
+        ``subject\\0<id>`` (stable, but not keyed: guessable ids can be tried).
+        """
+        sink: object = self.audit
+        for _ in range(4):  # through wrapping sinks (the policy.load announcer)
+            hasher = getattr(sink, "subject_hash", None)
+            if callable(hasher):
+                try:
+                    return f"subject.hash {hasher(subject_id)}"
+                except Exception:  # a sink without a usable key: the plain hash
+                    break
+            sink = getattr(sink, "sink", None)
+            if sink is None:
+                break
+        digest = hashlib.sha256(b"subject\x00" + subject_id.encode("utf-8", "surrogatepass"))
+        return "sha256:" + digest.hexdigest()[:16]
 
     def _decision(
         self,
@@ -411,6 +539,13 @@ class PolicyGate:
             **self._policy_attrs("summarize", reason or "allowed by the policy"),
         )
         return result
+
+
+def _block_lineage(block: str) -> list[str]:
+    """The lineage a summary block's metadata names (empty for any other block)."""
+    from .._format import parse_memory, record_lineage
+
+    return [s for record in parse_memory(block).records for s in record_lineage(record)]
 
 
 def _matches(model: str, patterns: Iterable[str]) -> bool:

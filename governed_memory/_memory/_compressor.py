@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._errors import ConfigurationError, EmptySummaryError
-from .._format import PRELOAD_PREFIX, parse_memory
+from .._format import LINEAGE_KEY, PRELOAD_PREFIX, parse_memory, record_lineage
 from .._protocols import ConsentGate, Skip, UseLocal
 from ._summarizers import SUMMARY_PREFIX, Summarizer, Transcript, summarizer_for
 
@@ -114,16 +114,26 @@ def _static_count(memory: Any, history: Sequence[Mapping[str, Any]]) -> int:
 
 
 def _subjects(messages: Sequence[Mapping[str, Any]]) -> set[str | None]:
-    """The data subjects of the turns (None for a turn without one)."""
+    """The data subjects of the turns (None for a turn without one).
+
+    A summary among them (a message or a preloaded record with lineage)
+    brings in every subject it was derived from: its text is theirs too.
+    """
     subjects: set[str | None] = set()
     for message in messages:
         content = message.get("content")
         if isinstance(content, str) and content.startswith(PRELOAD_PREFIX):
-            records = parse_memory(content[len(PRELOAD_PREFIX) :]).records
-            subjects.update(r.subject_id for r in records if r.role != "System")
-        elif message.get("role") != "System":
-            subject = message.get("subject_id")
-            subjects.add(subject if isinstance(subject, str) else None)
+            for record in parse_memory(content[len(PRELOAD_PREFIX) :]).records:
+                if record.role != "System":
+                    subjects.add(record.subject_id)
+                subjects.update(record_lineage(record))
+        else:
+            if message.get("role") != "System":
+                subject = message.get("subject_id")
+                subjects.add(subject if isinstance(subject, str) else None)
+            lineage = message.get(LINEAGE_KEY)
+            if isinstance(lineage, list | tuple):
+                subjects.update(v for v in lineage if isinstance(v, str))
     return subjects
 
 

@@ -51,7 +51,7 @@ from .._format import (
 )
 from .._protocols import ConsentGate, ErasureWatch
 from .._stores import AgentStore, BlockAppender, PlaintextAgentStore, StoreFactory
-from ._erasures import filter_history
+from ._erasures import erasure_marks, filter_history
 
 __all__ = ["Conversation", "bounded_preload_text", "newest_records"]
 
@@ -412,7 +412,10 @@ class Conversation:
             EmptySummaryError: ``summary`` is None, empty or blank; nothing changed.
             ErasedDuringCompactionError: a subject whose messages the summary
                 was built from has been erased since; their messages are now
-                dropped, nothing was written: summarise again.
+                dropped, nothing was written: summarise again. Governed, the
+                erasures are read again under the agent's lock just before
+                the write, so one that completed meanwhile is never written
+                over.
             StorageError: archiving or replacing failed; nothing changed.
         """
         if summary is None or not str(summary).strip():
@@ -421,27 +424,44 @@ class Conversation:
                 "Pass the text that should replace it"
             )
         summary_role = _check_role(summary_role)
-        if self.drop_erased():
-            raise ErasedDuringCompactionError(sorted(self._last_erased))
-        lineage = history_lineage(self.conversation_history, self._preload_subjects)
-        timestamp = self._clock.now().isoformat()
-        message = self._message(summary_role, summary, timestamp, None, None)
-        if lineage:
-            message[LINEAGE_KEY] = lineage
-        history = [*self._static_messages(timestamps=False), message]
-        if self._store is not None and self.governance is not None:
-            # Governed: the summary is attributed to the conversation's subject.
-            self.governance.compact(
-                self._store,
-                self._block(summary_role, summary, timestamp, self.subject_id, lineage),
-                agent=self._store.agent,
-                subject_id=self.subject_id,
-            )
-        elif self._store is not None:
-            self._store.compact(self._block(summary_role, summary, timestamp, None, lineage))
-        self.conversation_history = history
+        marks = self._erasure_marks()
+        while True:
+            if self.drop_erased():
+                raise ErasedDuringCompactionError(sorted(self._last_erased))
+            lineage = history_lineage(self.conversation_history, self._preload_subjects)
+            timestamp = self._clock.now().isoformat()
+            message = self._message(summary_role, summary, timestamp, None, None)
+            if lineage:
+                message[LINEAGE_KEY] = lineage
+            store = self._store
+            if store is not None and self.governance is not None:
+                # Governed: the summary is attributed to the conversation's subject.
+                block = self._block(summary_role, summary, timestamp, self.subject_id, lineage)
+                with store.lock():
+                    # Checked again under the agent's lock: an erasure that
+                    # wrote its tombstone since the check above may have
+                    # cleaned this agent already; one that has not will
+                    # strip the summary after this write (its lineage).
+                    fresh = self._erasure_marks()
+                    if not fresh - marks:
+                        self.governance.compact(
+                            store, block, agent=store.agent, subject_id=self.subject_id
+                        )
+                        break
+                marks = fresh  # look again, the lock released (completing may wait for it)
+                continue
+            if store is not None:
+                store.compact(self._block(summary_role, summary, timestamp, None, lineage))
+            break
+        self.conversation_history = [*self._static_messages(timestamps=False), message]
         self._preload_subjects = set()
         self._reset_tokens()
+
+    def _erasure_marks(self) -> frozenset[str]:
+        """The erasures of the workspace as names (none without an erasure watch)."""
+        if self._erasure_watch is None or self.governance is None:
+            return frozenset()
+        return erasure_marks(self.governance.workspace)
 
     def drop_erased(self) -> int:
         """Drop from the history what erasures since this conversation loaded removed from disk.
