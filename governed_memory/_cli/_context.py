@@ -39,7 +39,14 @@ class CliContext:
         return Settings(**given)
 
     def governance(self, settings: Settings | None = None, **kwargs: Any) -> Governance:
-        """The Governance every command runs under (policy, consent registry, audit)."""
-        from .._wiring import Governance
+        """The Governance every command runs under (policy, consent registry, audit).
 
-        return Governance(settings=settings or self.settings(), **kwargs)
+        The process's shared one for these settings (the gate a Conversation
+        built without ``governance=`` gets under the same settings); a new
+        one when ``kwargs`` pass collaborators of their own.
+        """
+        from .._wiring import Governance, shared_governance
+
+        if kwargs:
+            return Governance(settings=settings or self.settings(), **kwargs)
+        return shared_governance(settings or self.settings())

@@ -6,6 +6,8 @@ interfaces it is given without reaching up:
 
 * ``_extension``  Clock, KeyProvider, AuditSink, Summarizer: what a user plugs in
 * ``_gate``       the consent gate Conversation, Agent and ContextCompressor see
+* ``_default``    the configured policy's gate, for a Conversation built without
+                  ``governance=`` (a provider the root package installs)
 * ``_storage``    the storage seam: agent memory and archives, records, audit log,
                   keyring, leadership and purge journal, named by id (never by path)
 
@@ -15,6 +17,15 @@ Implementations live in the layers above (the file backend in ``_stores`` and
 
 from __future__ import annotations
 
+from ._default import (
+    CONFIGURED,
+    Configured,
+    GovernanceProvider,
+    default_governance,
+    install_governance_provider,
+    policy_configured,
+    resolve_governance,
+)
 from ._extension import AuditSink, Clock, KeyProvider, NullAuditSink, Summarizer, Transcript
 from ._gate import (
     LOCAL_PREFIX,
@@ -48,6 +59,7 @@ from ._storage import (
 )
 
 __all__ = [
+    "CONFIGURED",
     "LOCAL_PREFIX",
     "LOCAL_SUMMARIZER",
     "AgentStore",
@@ -57,10 +69,12 @@ __all__ = [
     "AuditSink",
     "AuditStorage",
     "Clock",
+    "Configured",
     "ConsentGate",
     "Decision",
     "Erased",
     "ErasureWatch",
+    "GovernanceProvider",
     "KeyProvider",
     "Leadership",
     "MemoryBackend",
@@ -79,5 +93,9 @@ __all__ = [
     "Transcript",
     "UseLocal",
     "WrappedKeyStorage",
+    "default_governance",
+    "install_governance_provider",
     "is_local_model",
+    "policy_configured",
+    "resolve_governance",
 ]
