@@ -155,8 +155,8 @@ def refuse_ungoverned(what: str, settings: Settings | None = None) -> None:
     """
     governance = shared_governance(settings)
     policy = governance.policy
-    if policy.model_dump() == DEFAULT_POLICY.model_dump():
-        return  # the configured policy is the default one: default mode is what it asks for
+    if policy.model_dump(exclude={"policy"}) == DEFAULT_POLICY.model_dump(exclude={"policy"}):
+        return  # it rules as the default policy does (id, description aside): default mode
     named = " and ".join(policy_named_by(governance.settings)) or "the settings"
     raise ConfigurationError(
         f"{what} asks to run without governance, but policy {policy.id!r} v{policy.version} "

@@ -50,3 +50,20 @@ class CliContext:
         if kwargs:
             return Governance(settings=settings or self.settings(), **kwargs)
         return shared_governance(settings or self.settings())
+
+    def demo_governance(self, workspace: Path) -> Governance | None:
+        """What ``demo`` runs under: the default mode it shows, whatever policy is configured.
+
+        None (the reference's default mode) when the environment configures no
+        policy. When it does, the demo does not apply it (as it does not apply
+        ``--policy``), and ``governance=None`` is refused under a configured
+        policy, so: a Governance of the built-in default policy over the demo's
+        own workspace, which writes the same bytes.
+        """
+        from .._policy import Policy, Settings
+        from .._wiring import Governance
+
+        settings = Settings()
+        if settings.policy is None and not settings.policy_overrides():
+            return None
+        return Governance(workspace=workspace, policy=Policy(), settings=settings)
