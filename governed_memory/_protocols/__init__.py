@@ -5,9 +5,9 @@ imports nothing but the standard library, so every layer can name the
 interfaces it is given without reaching up:
 
 * ``_extension``  Clock, KeyProvider, AuditSink, Summarizer: what a user plugs in
-* ``_gate``       the consent gate Conversation, Agent and ContextCompressor see
-* ``_default``    the configured policy's gate, for a Conversation built without
-                  ``governance=`` (a provider the root package installs)
+* ``_gate``       the consent gate Conversation, Agent and ContextCompressor see, and
+                  the configured policy's gate for those built without ``governance=``
+                  (a provider the root package installs)
 * ``_storage``    the storage seam: agent memory and archives, records, audit log,
                   keyring, leadership and purge journal, named by id (never by path)
 
@@ -17,31 +17,29 @@ Implementations live in the layers above (the file backend in ``_stores`` and
 
 from __future__ import annotations
 
-from ._default import (
-    CONFIGURED,
-    Configured,
-    GovernanceProvider,
-    default_governance,
-    install_governance_provider,
-    policy_configured,
-    resolve_governance,
-)
 from ._extension import AuditSink, Clock, KeyProvider, NullAuditSink, Summarizer, Transcript
 from ._gate import (
+    CONFIGURED,
     LOCAL_PREFIX,
     LOCAL_SUMMARIZER,
     Allowed,
+    Configured,
     ConsentGate,
     Decision,
     Erased,
     ErasureWatch,
+    GovernanceProvider,
     Operation,
     Outcome,
     Skip,
     SubjectRecord,
     SummarizerDecision,
     UseLocal,
+    default_governance,
+    install_governance_provider,
     is_local_model,
+    policy_configured,
+    resolve_governance,
 )
 from ._storage import (
     AgentStore,
