@@ -10,12 +10,21 @@ OpenTelemetry, APScheduler or litellm, which only the policy layer and the
 model calls need. Type checkers read the real imports under
 ``TYPE_CHECKING`` below; ``_EXPORTS`` says where each name lives at run time
 (a test checks that both agree with ``__all__``).
+
+Importing the package also installs the provider of the configured policy's
+gate (:class:`_ConfiguredPolicy`): when the environment names a policy, a
+``Conversation``, ``Agent`` or ``ContextCompressor`` built without
+``governance=`` runs under it (docs/architecture.md, "The configured
+policy"). The memory layer cannot import the composition root; this module,
+above every layer, can, and does so only when a policy is configured.
 """
 
 import importlib as _importlib
+import os as _os
 import typing as _typing
 
 from ._base import VERSION as _VERSION
+from ._protocols import install_governance_provider as _install_governance_provider
 
 if _typing.TYPE_CHECKING:
     from ._audit import (
@@ -390,6 +399,55 @@ _EXPORTS: dict[str, str] = {
     "start_scheduler": "_scheduler",
     "verify_audit_log": "_audit:verify_log",
 }
+
+
+# The settings that are not a policy: keys, endpoints, folders. Every other
+# GOVERNED_MEMORY_* variable configures one: GOVERNED_MEMORY_POLICY, an override
+# GOVERNED_MEMORY_<SECTION>__<KEY>, or a misspelt name (which Settings() then refuses,
+# naming it, instead of the process running ungoverned). A test checks this list
+# against the fields of Settings.
+_NOT_A_POLICY = frozenset(
+    {
+        "GOVERNED_MEMORY_AUDIT_KEY",
+        "GOVERNED_MEMORY_KEYRING_DIR",
+        "GOVERNED_MEMORY_MASTER_KEY",
+        "GOVERNED_MEMORY_MASTER_KEY_FILE",
+        "GOVERNED_MEMORY_MASTER_KEY_OLD",
+        "GOVERNED_MEMORY_MASTER_KEY_OLD_FILE",
+        "GOVERNED_MEMORY_OTLP_ENDPOINT",
+        "GOVERNED_MEMORY_OTLP_HEADERS",
+        "GOVERNED_MEMORY_SERVICE_NAME",
+    }
+)
+
+
+class _ConfiguredPolicy:
+    """The gate of the policy the environment configures, for code that passes no ``governance=``.
+
+    ``configured`` looks at the names of the environment only, so default mode
+    loads neither pydantic nor cryptography; the rest imports the wiring layer
+    on first use.
+    """
+
+    def configured(self) -> bool:
+        for name in _os.environ:
+            upper = name.upper()
+            if upper.startswith("GOVERNED_MEMORY_") and upper not in _NOT_A_POLICY:
+                return True
+        return False
+
+    def governance(self) -> "Governance":
+        from ._wiring import shared_governance
+
+        return shared_governance()
+
+    def refuse_ungoverned(self, what: str) -> None:
+        from ._wiring import refuse_ungoverned
+
+        refuse_ungoverned(what)
+
+
+_install_governance_provider(_ConfiguredPolicy())
 
 
 if not _typing.TYPE_CHECKING:  # type checkers see the imports above, and flag unknown names

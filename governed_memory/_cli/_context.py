@@ -39,7 +39,31 @@ class CliContext:
         return Settings(**given)
 
     def governance(self, settings: Settings | None = None, **kwargs: Any) -> Governance:
-        """The Governance every command runs under (policy, consent registry, audit)."""
+        """The Governance every command runs under (policy, consent registry, audit).
+
+        The process's shared one for these settings (the gate a Conversation
+        built without ``governance=`` gets under the same settings); a new
+        one when ``kwargs`` pass collaborators of their own.
+        """
+        from .._wiring import Governance, shared_governance
+
+        if kwargs:
+            return Governance(settings=settings or self.settings(), **kwargs)
+        return shared_governance(settings or self.settings())
+
+    def demo_governance(self, workspace: Path) -> Governance | None:
+        """What ``demo`` runs under: the default mode it shows, whatever policy is configured.
+
+        None (the reference's default mode) when the environment configures no
+        policy. When it does, the demo does not apply it (as it does not apply
+        ``--policy``), and ``governance=None`` is refused under a configured
+        policy, so: a Governance of the built-in default policy over the demo's
+        own workspace, which writes the same bytes.
+        """
+        from .._policy import Policy, Settings
         from .._wiring import Governance
 
-        return Governance(settings=settings or self.settings(), **kwargs)
+        settings = Settings()
+        if settings.policy is None and not settings.policy_overrides():
+            return None
+        return Governance(workspace=workspace, policy=Policy(), settings=settings)

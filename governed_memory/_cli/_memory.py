@@ -16,6 +16,7 @@ import textwrap
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console, Group
@@ -28,6 +29,9 @@ from .._base import memory_md_path
 from .._memory import Conversation, agent_info, agent_records, list_agents
 from .._stores import AgentStore, StoreFactory
 from ._context import CliContext
+
+if TYPE_CHECKING:
+    from .._wiring import Governance
 from ._render import emit_json, emit_table, json_option
 
 __all__ = ["commands"]
@@ -245,7 +249,13 @@ def _step(console: Console, number: int, title: str, note: str) -> None:
     console.print(Text(note, style="dim"))
 
 
-def _run_demo(console: Console, workspace: Path, temporary: bool, policy_given: bool) -> None:
+def _run_demo(
+    console: Console,
+    workspace: Path,
+    temporary: bool,
+    policy_given: bool,
+    governance: Governance | None,
+) -> None:
     path = memory_md_path(DEMO_AGENT, workspace)
     where = "temporary, removed at the end" if temporary else "kept after the demo"
     lines = [
@@ -257,6 +267,10 @@ def _run_demo(console: Console, workspace: Path, temporary: bool, policy_given: 
     ]
     if policy_given:
         lines.append(Text("Note       --policy is not applied: the demo shows the default mode"))
+    if governance is not None:
+        lines.append(
+            Text("Note       the configured policy is not applied: the demo shows the default mode")
+        )
     console.print(
         Panel(
             Group(*lines),
@@ -271,6 +285,7 @@ def _run_demo(console: Console, workspace: Path, temporary: bool, policy_given: 
         system_prompt=DEMO_SYSTEM_PROMPT,
         time_enabled=True,
         memory_md_path=path,
+        governance=governance,
     )
     _step(
         console,
@@ -318,6 +333,7 @@ def _run_demo(console: Console, workspace: Path, temporary: bool, policy_given: 
         system_prompt=DEMO_SYSTEM_PROMPT,
         time_enabled=True,
         memory_md_path=path,
+        governance=governance,
     )
     _step(
         console,
@@ -374,7 +390,13 @@ def demo(cli: CliContext) -> None:
         else cli.workspace.absolute()
     )
     try:
-        _run_demo(console, workspace, temporary, cli.policy_arg is not None)
+        _run_demo(
+            console,
+            workspace,
+            temporary,
+            cli.policy_arg is not None,
+            cli.demo_governance(workspace),
+        )
     finally:
         if temporary:
             shutil.rmtree(workspace, ignore_errors=True)

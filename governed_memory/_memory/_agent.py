@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .._base import Clock, validate_agent_name
 from .._base import memory_md_path as derive_memory_md_path
 from .._errors import ConfigurationError, ModelCallError
+from .._protocols import CONFIGURED, Configured, resolve_governance
 from ._compressor import ContextCompressor
 from ._conversation import Conversation, _check_role
 from ._llm import ChatReply, Completion, chat_completion
@@ -109,7 +110,9 @@ class Agent:
         id: the conversation id (default: a fresh uuid hex).
         preload_max_chars: bound on the preloaded MEMORY.md (newest records kept).
         governance: the consent gate (a :class:`~governed_memory.Governance`:
-            consent, encryption, audit).
+            consent, encryption, audit). Not given: the policy the settings
+            configure, as for :class:`Conversation` (default mode when none
+            is); None is refused while a non-default policy is configured.
         clock: timestamps of messages.
         completion: a stand-in for ``litellm.completion`` (tests).
 
@@ -146,11 +149,15 @@ class Agent:
         llm_args: Mapping[str, Any] | None = None,
         id: str | None = None,
         preload_max_chars: int | None = None,
-        governance: ConsentGate[AgentStore] | None = None,
+        governance: ConsentGate[AgentStore] | Configured | None = CONFIGURED,
         clock: Clock | None = None,
         completion: Completion | None = None,
     ) -> None:
         self.agent_name = validate_agent_name(agent_name)
+        # Resolved once, then handed to the memory and the compressor as given.
+        governance = resolve_governance(
+            governance, what=f"Agent({self.agent_name!r}, governance=None)"
+        )
         if not isinstance(model_name, str) or not model_name.strip():
             raise ConfigurationError(
                 f"model_name {model_name!r} must be a litellm model name such as 'gpt-4o-mini'"
@@ -187,7 +194,9 @@ class Agent:
         )
         self.context_compression = context_compression
         self._context_compressor: ContextCompressor | None = (
-            ContextCompressor(threshold=0.9, summarizer_model=summarizer_model)
+            ContextCompressor(
+                threshold=0.9, summarizer_model=summarizer_model, governance=governance
+            )
             if context_compression
             else None
         )

@@ -25,7 +25,7 @@ from typing import Any
 
 from .._errors import ConfigurationError, EmptySummaryError
 from .._format import LINEAGE_KEY, PRELOAD_PREFIX, parse_memory, record_lineage
-from .._protocols import ConsentGate, Skip, UseLocal
+from .._protocols import CONFIGURED, Configured, ConsentGate, Skip, UseLocal, resolve_governance
 from ._summarizers import SUMMARY_PREFIX, Summarizer, Transcript, summarizer_for
 
 __all__ = ["SUMMARY_PREFIX", "Backoff", "ContextCompressor"]
@@ -158,6 +158,11 @@ class ContextCompressor:
             agent's own ``api_base``/``api_key`` are used.
         backoff: the wait after failures (default: 30 s doubling to 30 min).
         clock: monotonic seconds for the default backoff.
+        governance: the consent gate that chooses the summarizer when the
+            agent's memory has none (a reference Conversation). Not given:
+            the policy the settings configure, as for :class:`Conversation`
+            (none when no policy is); None is refused while a non-default
+            policy is configured.
 
     Raises:
         ConfigurationError: (a ValueError) a threshold outside (0, 1] or a
@@ -176,6 +181,7 @@ class ContextCompressor:
         api_key: str | None = None,
         backoff: Backoff | None = None,
         clock: Callable[[], float] | None = None,
+        governance: ConsentGate[Any] | Configured | None = CONFIGURED,
     ) -> None:
         self.threshold = _check_threshold(threshold)
         if (
@@ -208,6 +214,9 @@ class ContextCompressor:
         self.api_base = api_base
         self.api_key = api_key
         self.backoff = backoff or Backoff(clock=clock or time.monotonic)
+        self.governance: ConsentGate[Any] | None = resolve_governance(
+            governance, what="ContextCompressor(governance=None)"
+        )
         self.last_error: BaseException | None = None
         """The exception of the last failed :meth:`maybe_compress`, if any."""
 
@@ -265,7 +274,7 @@ class ContextCompressor:
         agent_name: str,
     ) -> Summarizer | None:
         """The summarizer the policy allows (None: do not summarize)."""
-        gate: ConsentGate[Any] | None = getattr(memory, "governance", None)
+        gate: ConsentGate[Any] | None = getattr(memory, "governance", None) or self.governance
         if gate is None or not hasattr(gate, "summarizer_decision"):
             return summarizer
         decision = gate.summarizer_decision(summarizer.model, _subjects(turns), agent=agent_name)

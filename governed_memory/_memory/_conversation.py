@@ -49,13 +49,17 @@ from .._format import (
     render_header,
     to_disk_text,
 )
-from .._protocols import ConsentGate, ErasureWatch
+from .._protocols import CONFIGURED, Configured, ConsentGate, ErasureWatch, resolve_governance
 from .._stores import AgentStore, BlockAppender, PlaintextAgentStore, StoreFactory
 from ._erasures import erasure_marks, filter_history
 
 __all__ = ["Conversation", "bounded_preload_text", "newest_records"]
 
 Message = dict[str, Any]
+
+# The encrypted store's MEMORY.md (governed_memory._stores.ENCRYPTED_MEMORY, which
+# lives beside the cryptography import); a test checks the two agree.
+_ENCRYPTED_MEMORY = "MEMORY.md.gmenc"
 
 
 def _check_role(role: object) -> str:
@@ -131,10 +135,16 @@ class Conversation:
             ``tokenizer_model_name``, offline).
         governance: the consent gate (a :class:`~governed_memory.Governance`:
             consent, store, audit); its clock and store factory are the
-            defaults. None (default mode) behaves exactly like the reference,
-            byte for byte.
+            defaults. Not given: the policy the settings configure
+            (``GOVERNED_MEMORY_POLICY``, a policy override), one gate shared
+            by the process; with no policy configured, default mode, which
+            behaves exactly like the reference, byte for byte. None: default
+            mode, refused while a non-default policy is configured.
 
     Raises:
+        ConfigurationError: ``governance=None`` while a non-default policy is
+            configured; or, in default mode, the agent folder holds encrypted
+            memory (``MEMORY.md.gmenc``), which only its policy can read.
         StorageError: MEMORY.md could not be created or read.
     """
 
@@ -156,7 +166,7 @@ class Conversation:
         store_factory: StoreFactory | None = None,
         token_counter: TokenCounter | None = None,
         tokenizer_model_name: str | None = None,
-        governance: ConsentGate[AgentStore] | None = None,
+        governance: ConsentGate[AgentStore] | Configured | None = CONFIGURED,
     ) -> None:
         if preload_max_chars is not None and preload_max_chars < 0:
             raise ConfigurationError(
@@ -179,6 +189,11 @@ class Conversation:
         self.subject_id = subject_id
         self.preload_max_chars = preload_max_chars
         self.tokenizer_model_name = tokenizer_model_name
+        # Once per Conversation (never per add): the configured policy's shared
+        # gate when none is given; a look at the environment's names in default mode.
+        governance = resolve_governance(
+            governance, what=f"Conversation(name={name!r}, governance=None)"
+        )
         self.governance = governance
         self._clock: Clock = clock or (governance.clock if governance else SystemClock())
         self._now_iso = iso_now(self._clock)
@@ -209,6 +224,17 @@ class Conversation:
     # -- persistence ---------------------------------------------------
 
     def _plaintext_store(self, path: Path, header: Callable[[], str]) -> AgentStore:
+        if (path.parent / _ENCRYPTED_MEMORY).exists():
+            # A plaintext MEMORY.md beside the encrypted one would hold this
+            # conversation's words unencrypted, and hide the agent's memory.
+            raise ConfigurationError(
+                f"agent folder {path.parent} holds encrypted memory ({_ENCRYPTED_MEMORY}), "
+                "and this Conversation has no governance, so it would write a plaintext "
+                "MEMORY.md beside it; configure the policy that encrypted it "
+                "(GOVERNED_MEMORY_POLICY and GOVERNED_MEMORY_MASTER_KEY) or pass "
+                "governance=governed_memory.Governance(...), or run `governed-memory "
+                "decrypt-workspace` to go back to plaintext"
+            )
         return PlaintextAgentStore(path, header, clock=self._clock)
 
     def _header(self) -> str:

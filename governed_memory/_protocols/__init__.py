@@ -5,7 +5,9 @@ imports nothing but the standard library, so every layer can name the
 interfaces it is given without reaching up:
 
 * ``_extension``  Clock, KeyProvider, AuditSink, Summarizer: what a user plugs in
-* ``_gate``       the consent gate Conversation, Agent and ContextCompressor see
+* ``_gate``       the consent gate Conversation, Agent and ContextCompressor see, and
+                  the configured policy's gate for those built without ``governance=``
+                  (a provider the root package installs)
 * ``_storage``    the storage seam: agent memory and archives, records, audit log,
                   keyring, leadership and purge journal, named by id (never by path)
 
@@ -17,20 +19,27 @@ from __future__ import annotations
 
 from ._extension import AuditSink, Clock, KeyProvider, NullAuditSink, Summarizer, Transcript
 from ._gate import (
+    CONFIGURED,
     LOCAL_PREFIX,
     LOCAL_SUMMARIZER,
     Allowed,
+    Configured,
     ConsentGate,
     Decision,
     Erased,
     ErasureWatch,
+    GovernanceProvider,
     Operation,
     Outcome,
     Skip,
     SubjectRecord,
     SummarizerDecision,
     UseLocal,
+    default_governance,
+    install_governance_provider,
     is_local_model,
+    policy_configured,
+    resolve_governance,
 )
 from ._storage import (
     AgentStore,
@@ -48,6 +57,7 @@ from ._storage import (
 )
 
 __all__ = [
+    "CONFIGURED",
     "LOCAL_PREFIX",
     "LOCAL_SUMMARIZER",
     "AgentStore",
@@ -57,10 +67,12 @@ __all__ = [
     "AuditSink",
     "AuditStorage",
     "Clock",
+    "Configured",
     "ConsentGate",
     "Decision",
     "Erased",
     "ErasureWatch",
+    "GovernanceProvider",
     "KeyProvider",
     "Leadership",
     "MemoryBackend",
@@ -79,5 +91,9 @@ __all__ = [
     "Transcript",
     "UseLocal",
     "WrappedKeyStorage",
+    "default_governance",
+    "install_governance_provider",
     "is_local_model",
+    "policy_configured",
+    "resolve_governance",
 ]

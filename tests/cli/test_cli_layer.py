@@ -45,6 +45,10 @@ INTERNAL: dict[tuple[str, str], str] = {
         "the keys commands open the keyring from settings without a Governance: keys status "
         "works with no master key configured, keys rotate adds the old key as unwrap-only"
     ),
+    ("_wiring", "shared_governance"): (
+        "every command runs under the process's one Governance per workspace and policy, the "
+        "gate a Conversation built without governance= gets under the same settings"
+    ),
     ("_policy", "OVERRIDABLE_SECTIONS"): (
         "policy --set validates SECTION.KEY against the sections a policy lets callers override"
     ),
