@@ -29,6 +29,7 @@ the bytes on disk are the reference's.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -112,6 +113,8 @@ class Governance:
         audit: AuditSink | None = None,
         consent: ConsentRegistry | None = None,
     ) -> None:
+        self._keyring: Keyring | None = None
+        self._keyring_lock = threading.Lock()
         self.settings = settings if settings is not None else Settings()
         self.key_provider = key_provider
         self.tracer_provider = tracer_provider
@@ -210,24 +213,35 @@ class Governance:
         """
         return FileMemoryBackend(self.workspace, self.store_factory)
 
-    @functools.cached_property
+    @property
     def keyring(self) -> Keyring:
         """The workspace's data keys (built on first use from ``key_provider`` or settings).
 
         ``keyring.shred_subject(id)`` / ``keyring.shred_agent(name)`` crypto-shred.
+        Built once under a lock: a Governance is shared by every thread of a
+        process (the configured policy's), and ``functools.cached_property``
+        no longer locks from Python 3.12 on, so two threads could each build
+        one and cache different key state.
 
         Raises:
             KeyProviderError: no usable master key is configured.
         """
-        from ._encryption import open_keyring
+        keyring = self._keyring
+        if keyring is None:
+            with self._keyring_lock:
+                keyring = self._keyring
+                if keyring is None:
+                    from ._encryption import open_keyring
 
-        return open_keyring(
-            self.workspace,
-            self.settings,
-            provider=self.key_provider,
-            clock=self.clock,
-            observer=self.audit,
-        )
+                    keyring = open_keyring(
+                        self.workspace,
+                        self.settings,
+                        provider=self.key_provider,
+                        clock=self.clock,
+                        observer=self.audit,
+                    )
+                    self._keyring = keyring
+        return keyring
 
     @property
     def governance_dir(self) -> Path:

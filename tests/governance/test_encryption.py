@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crypto_helpers import TEST_MASTER_KEY
@@ -134,3 +135,37 @@ def test_erasing_a_subject_crypto_shreds_copies_taken_before(tmp_path: Path) -> 
     restored = EncryptedAgentStore(memory_md_path("A", backup), lambda: "", keyring=gov.keyring)
     text = restored.read_memory() or ""
     assert "bob's note" in text and "alice" not in text
+
+
+def test_threads_sharing_a_governance_get_one_keyring(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The configured policy's Governance is shared by every thread: its keyring is built once."""
+    import threading
+
+    from governed_memory._governance import _encryption
+
+    built: list[object] = []
+    real = _encryption.open_keyring
+    barrier = threading.Barrier(8)
+
+    def counting_open(*args: Any, **kwargs: Any) -> Any:
+        keyring = real(*args, **kwargs)
+        built.append(keyring)
+        return keyring
+
+    monkeypatch.setattr(_encryption, "open_keyring", counting_open)
+    gov = Governance(workspace=workspace, policy=ENCRYPTED, key_provider=InMemoryKeyProvider())
+    seen: list[object] = []
+
+    def use() -> None:
+        barrier.wait(5)
+        seen.append(gov.keyring)
+
+    threads = [threading.Thread(target=use) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(built) == 1
+    assert len(seen) == 8 and all(k is built[0] for k in seen)
