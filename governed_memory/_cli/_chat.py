@@ -7,7 +7,6 @@ import sys
 import click
 
 from .._errors import ModelCallError
-from .._format import PRELOAD_PREFIX
 from .._memory import Agent
 from ._context import CliContext
 
@@ -85,10 +84,7 @@ def chat(
         workspace_dir=cli.workspace,
         governance=cli.governance(),
     )
-    resumed = any(
-        isinstance(m.get("content"), str) and m["content"].startswith(PRELOAD_PREFIX)
-        for m in bot.short_memory.conversation_history
-    )
+    resumed = bot.short_memory.preloaded
     click.echo(
         f"Chatting with {agent} ({model}); memory: {bot.memory_md_path}"
         + (" (resumed from earlier sessions)" if resumed else "")

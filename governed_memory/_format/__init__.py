@@ -1,8 +1,4 @@
-"""The MEMORY.md format: records (parse, render, escape), lineage of summaries, tokens.
-
-For the CLI (a documented internal name): ``PRELOAD_PREFIX``, by which
-``chat`` tells whether the agent resumed earlier memory.
-"""
+"""The MEMORY.md format: records (parse, render, escape), lineage of summaries, tokens."""
 
 from __future__ import annotations
 

@@ -260,6 +260,14 @@ class Conversation:
         """The store behind :attr:`memory_md_path` (None when not persisting)."""
         return self._store
 
+    @property
+    def preloaded(self) -> bool:
+        """Whether the history holds memory resumed from an earlier session (the preload message)."""
+        return any(
+            isinstance(content := m.get("content"), str) and content.startswith(PRELOAD_PREFIX)
+            for m in self.conversation_history
+        )
+
     def _preload(self, store: AgentStore, at: int | None = None) -> None:
         text = store.read_memory()
         if text is None or not has_records(text):

@@ -64,10 +64,6 @@ INTERNAL: dict[tuple[str, str], str] = {
         "a type alias only: annotates the lazy store factory the CLI passes to the public "
         "list_agents and agent_records"
     ),
-    ("_format", "PRELOAD_PREFIX"): (
-        "chat says whether the agent resumed earlier memory by finding the preload message "
-        "Conversation wrote; no public attribute reports a preload"
-    ),
     ("_memory", "SUMMARY_PREFIX"): (
         "the demo compacts with the text ContextCompressor writes (its prefix and an "
         "extractive summary), through the _demo_summary seam the demo tests patch"

@@ -811,3 +811,15 @@ TestConversationMachine.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+def test_preloaded_says_whether_earlier_memory_was_resumed(tmp_path: Path) -> None:
+    path = memory_md_path("Resumed", tmp_path)
+    first = Conversation(name="c", memory_md_path=path)
+    assert first.preloaded is False  # nothing to resume yet
+    first.add("Human", "remember the blue door")
+    first.memory_md_path = None
+    again = Conversation(name="c", memory_md_path=path)
+    assert again.preloaded is True
+    assert "blue door" in again.conversation_history[-1]["content"]
+    assert Conversation(name="c").preloaded is False  # not persisting: nothing to resume
