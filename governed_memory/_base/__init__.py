@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         remove_stale_temps,
         write_all,
     )
-    from ._lock import FileLock, FolderLock
+    from ._lock import FileLock, FolderLock, held_if_any
     from ._names import validate_agent_name
     from ._version import VERSION
     from ._workspace import (
@@ -78,6 +78,7 @@ __all__ = [
     "ensure_private_dir",
     "format_duration",
     "fsync_dir",
+    "held_if_any",
     "iso_now",
     "lazy_attributes",
     "link_exclusive",
@@ -105,6 +106,7 @@ _LAZY: dict[str, str] = {
     "FileLock": "._lock",
     "FixedClock": "._clock",
     "FolderLock": "._lock",
+    "held_if_any": "._lock",
     "GOVERNANCE_DIR": "._workspace",
     "MEMORY_FILE": "._workspace",
     "OptionalDuration": "._duration",

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ._fsutil import ensure_private_dir, open_private
 
-__all__ = ["FileLock", "FolderLock"]
+__all__ = ["FileLock", "FolderLock", "held_if_any"]
 
 
 class FolderLock:
@@ -228,3 +228,13 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+@contextmanager
+def held_if_any(lock: FileLock | None) -> Iterator[None]:
+    """Hold ``lock`` for a block; None holds nothing (the owner serialises writers itself)."""
+    if lock is None:
+        yield
+        return
+    with lock.held():
+        yield

@@ -24,12 +24,10 @@ purge or erasure runs, as the memory migration asks.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._base import TMP_PREFIX, FileLock, atomic_write
+from .._base import TMP_PREFIX, FileLock, atomic_write, held_if_any
 from .._crypto import (
     CONSENT_PURPOSE,
     ERASURE_PURPOSE,
@@ -118,7 +116,7 @@ def _convert_all(
 ) -> list[Path]:
     changed = []
     for item in governance_files(governance_dir):
-        with holding(item.lock):
+        with held_if_any(item.lock):  # None: a file written once, by no writer
             try:
                 raw = item.path.read_bytes()
             except FileNotFoundError:
@@ -135,16 +133,6 @@ def _convert_all(
                     ) from exc
                 changed.append(item.path)
     return changed
-
-
-@contextmanager
-def holding(lock: FileLock | None) -> Iterator[None]:
-    """Hold ``lock`` for a block; None (a file written once, by no writer) holds nothing."""
-    if lock is None:
-        yield
-        return
-    with lock.held():
-        yield
 
 
 class _Converter:

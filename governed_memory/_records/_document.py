@@ -18,17 +18,17 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._base import FileLock, atomic_write, ensure_private_dir, fsync_dir
+from .._base import FileLock, atomic_write, ensure_private_dir, fsync_dir, held_if_any
 from .._crypto import RecordSealing, open_file, seal_file
 from .._errors import GovernedMemoryError, StorageError
 from ._version import check_version
 
-__all__ = ["Encoder", "JsonDocument", "holding", "replace_file"]
+__all__ = ["Encoder", "JsonDocument", "replace_file"]
 
 Encoder = Callable[[dict[str, Any]], str]
 """Turns a document into its JSON text (each registry keeps its own layout)."""
@@ -36,16 +36,6 @@ Encoder = Callable[[dict[str, Any]], str]
 
 def _compact(document: dict[str, Any]) -> str:
     return json.dumps(document)
-
-
-@contextmanager
-def holding(lock: FileLock | None) -> Iterator[None]:
-    """Hold ``lock`` for a block; None holds nothing (the owner serialises writers)."""
-    if lock is None:
-        yield
-        return
-    with lock.held():
-        yield
 
 
 def replace_file(path: Path, data: bytes, what: str) -> None:
@@ -154,7 +144,7 @@ class JsonDocument:
 
     def locked(self) -> AbstractContextManager[None]:
         """Hold the writers' lock for a block (nothing when the owner serialises writers)."""
-        return holding(self.lock)
+        return held_if_any(self.lock)
 
     def write(self, body: Mapping[str, Any]) -> None:
         """Replace the document by ``body`` (with ``"v"`` first), without taking the lock.

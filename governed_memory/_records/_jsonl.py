@@ -36,10 +36,17 @@ from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Generic, TypeVar
 
-from .._base import FileLock, ensure_private_dir, fsync_dir, open_private, write_all
+from .._base import (
+    FileLock,
+    ensure_private_dir,
+    fsync_dir,
+    held_if_any,
+    open_private,
+    write_all,
+)
 from .._crypto import RecordSealing, open_record, seal_record
 from .._errors import StorageError
-from ._document import holding, replace_file
+from ._document import replace_file
 from ._version import check_version
 
 __all__ = ["JsonlLog", "encode_line"]
@@ -210,7 +217,7 @@ class JsonlLog(Generic[Record]):
 
     def locked(self) -> AbstractContextManager[None]:
         """Hold the writers' lock for a block (nothing when the owner serialises writers)."""
-        return holding(self.lock)
+        return held_if_any(self.lock)
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Append ``record`` (with ``"v"`` when versioned) durably: fsynced before returning.
