@@ -51,7 +51,7 @@ from .._format import (
 )
 from .._protocols import CONFIGURED, Configured, ConsentGate, ErasureWatch, resolve_governance
 from .._stores import AgentStore, BlockAppender, PlaintextAgentStore, StoreFactory
-from ._erasures import erasure_marks, filter_history
+from ._erasures import erasure_marks, filter_history, is_preload
 
 __all__ = ["Conversation", "bounded_preload_text", "newest_records"]
 
@@ -263,10 +263,7 @@ class Conversation:
     @property
     def preloaded(self) -> bool:
         """Whether the history holds memory resumed from an earlier session (the preload message)."""
-        return any(
-            isinstance(content := m.get("content"), str) and content.startswith(PRELOAD_PREFIX)
-            for m in self.conversation_history
-        )
+        return any(is_preload(m) for m in self.conversation_history)
 
     def _preload(self, store: AgentStore, at: int | None = None) -> None:
         text = store.read_memory()
