@@ -45,6 +45,16 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def open_umask() -> Iterator[None]:
+    """A umask of 0, which would leave new files world-readable (tests of 0600/0700 modes)."""
+    old = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+@pytest.fixture
 def clock() -> FixedClock:
     """A clock at 2026-11-30 10:00 that ticks 1 ms per reading."""
     return FixedClock(dt.datetime(2026, 11, 30, 10, 0, 0), tick=dt.timedelta(milliseconds=1))

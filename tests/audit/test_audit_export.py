@@ -6,7 +6,6 @@ import datetime as dt
 import errno
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +36,6 @@ def log_folder(tmp_path: Path) -> Path:
     finally:
         log.close()
     return folder
-
-
-@pytest.fixture
-def open_umask() -> Iterator[None]:
-    old = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 # -- audit_log_exists ---------------------------------------------------------

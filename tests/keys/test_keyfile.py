@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,16 +11,6 @@ import pytest
 
 from governed_memory import ConfigurationError, LocalKeyProvider, StorageError, generate_master_key
 from governed_memory._keys import write_key_file
-
-
-@pytest.fixture
-def open_umask() -> Iterator[None]:
-    """A umask that would leave new files world-readable."""
-    old = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 def _failing_open(monkeypatch: pytest.MonkeyPatch, target: Path, error: OSError) -> None:

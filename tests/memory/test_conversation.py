@@ -6,7 +6,7 @@ import datetime as dt
 import json
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,15 +59,6 @@ def make(path: Path, clock: FixedClock) -> Callable[..., Conversation]:
         return Conversation(**kwargs)
 
     return factory
-
-
-@pytest.fixture
-def umask0() -> Iterator[None]:
-    old = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 # -- construction (A2, A3, A6, B8, B9) ---------------------------------------
@@ -561,7 +552,7 @@ def test_bad_summary_role_is_refused_before_anything_changes(
 
 
 def test_folders_are_0700_and_files_0600_whatever_the_umask(
-    make: Callable[..., Conversation], path: Path, workspace: Path, umask0: None
+    make: Callable[..., Conversation], path: Path, workspace: Path, open_umask: None
 ) -> None:
     conv = make()
     conv.add("Human", "x")
@@ -613,7 +604,7 @@ def test_export_helpers() -> None:
     assert conv.to_json(indent=2).startswith("[\n  {")
 
 
-def test_export_json_writes_a_private_file_atomically(tmp_path: Path, umask0: None) -> None:
+def test_export_json_writes_a_private_file_atomically(tmp_path: Path, open_umask: None) -> None:
     conv = Conversation(system_prompt="s")
     target = tmp_path / "export.json"
     conv.export_json(target)
