@@ -454,3 +454,19 @@ def test_an_os_error_from_the_callers_block_is_not_reported_as_a_lock_failure(
         raise FileNotFoundError(2, "raised by the caller", "x")
     with store.lock():  # and the lock was released
         pass
+
+
+def test_delete_finishes_a_deletion_a_crash_left_half_done(store: AgentStore) -> None:
+    """kill -9 inside delete() leaves part of the folder; the resumed erasure deletes again."""
+    store.append(_block(1))
+    archive = store.compact(_block(2))
+    assert archive is not None
+    shutil.rmtree(
+        store.archive_dir
+    )  # what a killed rmtree may leave: the archives gone, the rest not
+    with store.lock():
+        store.delete()
+    assert not store.folder.exists()
+    assert store.read_memory() is None and store.list_archives() == []
+    store.append(_block(3))  # a new, empty memory
+    assert _contents(store.read_memory()) == ["m3"]
