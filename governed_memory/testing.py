@@ -35,7 +35,7 @@ from ._base import ARCHIVE_DIR, Clock, SystemClock, lazy_attributes
 from ._errors import StorageError
 from ._format import has_records
 from ._protocols import StoredInfo
-from ._stores import archive_names
+from ._stores import SUBJECTS_DIR, archive_names, plain_partition_name
 
 if TYPE_CHECKING:
     from ._base import FixedClock
@@ -128,6 +128,7 @@ class _Folder:
         self.archives: dict[str, str] = {}  # archive id -> text
         self.changed: dict[str | None, float] = {}  # memory (None) or archive id -> time
         self.lock = threading.RLock()
+        self.partitions: dict[str, _Folder] = {}  # subject folder name -> its memory
 
 
 class InMemoryAgentStore:
@@ -152,15 +153,53 @@ class InMemoryAgentStore:
         *,
         clock: Clock | None = None,
         folder: _Folder | None = None,
+        partition: str | None = None,
     ) -> None:
         self._memory_path = Path(memory_path)
         self._header = header
         self._clock: Clock = clock or SystemClock()
         self._state = folder or _Folder()
+        self._partition = partition
 
     @property
     def agent(self) -> str:
+        if self._partition is not None:
+            return self._memory_path.parent.parent.parent.name
         return self._memory_path.parent.name
+
+    @property
+    def partition(self) -> str | None:
+        return self._partition
+
+    def subject_store(self, subject_id: str) -> InMemoryAgentStore:
+        if self._partition is not None:
+            raise StorageError(
+                f"subject_store({subject_id!r}) called on a subject's memory of agent "
+                f"{self.agent!r}; ask the agent's own store"
+            )
+        if not isinstance(subject_id, str) or not subject_id:
+            raise StorageError(f"subject id {subject_id!r} must be a non-empty string")
+        name = plain_partition_name(subject_id)
+        with self._state.lock:
+            folder = self._state.partitions.setdefault(name, _Folder())
+        return self._open_partition(name, folder)
+
+    def _open_partition(self, name: str, folder: _Folder) -> InMemoryAgentStore:
+        path = self._memory_path.parent / SUBJECTS_DIR / name / self._memory_path.name
+        return InMemoryAgentStore(
+            path, self._header, clock=self._clock, folder=folder, partition=name
+        )
+
+    def subject_stores(self) -> list[InMemoryAgentStore]:
+        if self._partition is not None:
+            return []
+        with self._state.lock:
+            found = sorted(
+                (name, folder)
+                for name, folder in self._state.partitions.items()
+                if folder.memory is not None or folder.archives
+            )
+        return [self._open_partition(name, folder) for name, folder in found]
 
     def _touch(self, item: str | None) -> None:
         self._state.changed[item] = time.time()
@@ -243,15 +282,21 @@ class InMemoryAgentStore:
             return StoredInfo(len(text.encode("utf-8")), self._state.changed.get(archive_id, 0.0))
 
     def source(self, archive_id: str | None = None) -> str:
+        within = "" if self._partition is None else f"{SUBJECTS_DIR}/{self._partition}/"
         if archive_id is None:
-            return self._memory_path.name
-        return f"{ARCHIVE_DIR}/{archive_id}.md"
+            return within + self._memory_path.name
+        return f"{within}{ARCHIVE_DIR}/{archive_id}.md"
 
     def delete(self) -> None:
         with self._state.lock:
             self._state.memory = None
             self._state.archives.clear()
             self._state.changed.clear()
+            for partition in self._state.partitions.values():
+                with partition.lock:
+                    partition.memory = None
+                    partition.archives.clear()
+                    partition.changed.clear()
 
     @contextmanager
     def lock(self) -> Iterator[None]:

@@ -313,10 +313,16 @@ class Keyring:
             self._index_key = self._unwrap(meta["index_key"], ctx, self.folder / META_FILE)
         return self._index_key
 
-    def ref(self, kind: str, name: str) -> bytes:
-        """The pseudonymous reference of an agent's or subject's key (an HMAC, not the name)."""
+    def ref(self, kind: str, name: str, *, create: bool = False) -> bytes:
+        """The pseudonymous reference of an agent's or subject's key (an HMAC, not the name).
+
+        ``create``: make the keyring first when the workspace has none yet
+        (a writer about to store data under the reference).
+        """
         ref = self._refs.get((kind, name))
         if ref is None:
+            if create and self._index_key is None:
+                self._meta(create=True)
             message = kind.encode("ascii") + b"\x00" + name.encode("utf-8", "surrogatepass")
             ref = hmac.new(self._index(), message, hashlib.sha256).digest()[:REF_BYTES]
             if len(self._refs) < _MAX_CACHED:

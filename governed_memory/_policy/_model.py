@@ -45,6 +45,8 @@ __all__ = [
     "AuditPolicy",
     "ConsentPolicy",
     "EncryptionPolicy",
+    "Isolation",
+    "MemoryPolicy",
     "MissingConsent",
     "Policy",
     "PolicyError",
@@ -137,6 +139,19 @@ class ConsentPolicy(_Section):
                 "or remove erase_grace"
             )
         return self
+
+
+class Isolation(StrEnum):
+    """``memory.isolation``: which records a conversation sees and compacts."""
+
+    AGENT = "agent"  # the reference: one memory per agent, every conversation sees all of it
+    SUBJECT = "subject"  # one memory per data subject: a conversation sees its subject's only
+
+
+class MemoryPolicy(_Section):
+    """``[memory]``: how an agent's memory is divided between the people it serves."""
+
+    isolation: Isolation = Isolation.AGENT
 
 
 class EncryptionPolicy(_Section):
@@ -288,6 +303,7 @@ class Policy(_Section):
 
     policy: PolicyMeta = PolicyMeta()
     consent: ConsentPolicy = ConsentPolicy()
+    memory: MemoryPolicy = MemoryPolicy()
     encryption: EncryptionPolicy = EncryptionPolicy()
     summarization: SummarizationPolicy = SummarizationPolicy()
     retention: RetentionPolicy = RetentionPolicy()

@@ -73,6 +73,34 @@ class AgentStore(Protocol):
         """The agent's name."""
         ...
 
+    @property
+    def partition(self) -> str | None:
+        """None for the agent's own memory; the subject folder's name for one subject's memory.
+
+        Under ``[memory] isolation = "subject"`` each data subject's records
+        live in a memory of their own (:meth:`subject_store`), named by a
+        (keyed) hash of the subject id, never by the id itself.
+        """
+        ...
+
+    def subject_store(self, subject_id: str) -> AgentStore:
+        """The memory of ``subject_id`` on this agent (same kind of store; opening creates nothing).
+
+        Only the agent's own store has subject stores; asked of a subject's
+        store it raises :class:`StorageError`. Its :attr:`agent` is this
+        store's, and :meth:`source` names it relative to the agent
+        (``subjects/<name>/MEMORY.md`` in the file backend).
+        """
+        ...
+
+    def subject_stores(self) -> Sequence[AgentStore]:
+        """Every subject memory this agent has, in a stable order (none for a subject's store).
+
+        What export, erasure, retention and inspection walk besides the
+        agent's own memory; :meth:`delete` of the agent removes them too.
+        """
+        ...
+
     def ensure(self) -> None:
         """Create the agent and an active memory with a fresh header if missing."""
         ...

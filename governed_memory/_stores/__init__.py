@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING
 
 from .._base import lazy_attributes
 from ._base import AgentStore, StoreFactory
-from ._files import AgentFolderStore
+from ._files import SUBJECTS_DIR, AgentFolderStore, is_partition_name, plain_partition_name
 from ._plaintext import PlaintextAgentStore, archive_names
 
 __all__ = [
     "ENCRYPTED_MEMORY",
     "ENCRYPTED_SUFFIX",
+    "SUBJECTS_DIR",
     "AgentFolderStore",
     "AgentStore",
     "BlockAppender",
@@ -32,6 +33,9 @@ __all__ = [
     "StoreFactory",
     "archive_names",
     "encrypted_store_factory",
+    "is_partition_name",
+    "isolate_subjects",
+    "plain_partition_name",
 ]
 
 # Names other layers use, imported on first use (PEP 562) so that importing this
@@ -45,10 +49,12 @@ if TYPE_CHECKING:
         EncryptedAgentStore,
         encrypted_store_factory,
     )
+    from ._isolation import isolate_subjects
 
 _LAZY: dict[str, str] = {
     "FileMemoryBackend": "._backend",
     "BlockAppender": "._base",
+    "isolate_subjects": "._isolation",
     "ENCRYPTED_MEMORY": "._encrypted",
     "ENCRYPTED_SUFFIX": "._encrypted",
     "EncryptedAgentStore": "._encrypted",

@@ -47,6 +47,7 @@ from .._crypto import (
     KIND_MEMORY,
     MAX_PLAINTEXT,
     NONCE_BYTES,
+    SUBJECT,
     AgentCodec,
     Decoded,
     FrameContext,
@@ -135,9 +136,11 @@ class EncryptedAgentStore(AgentFolderStore):
         clock: Clock | None = None,
         random: RandomSource = os.urandom,
         fsync_appends: bool = False,
+        partition: str | None = None,
     ) -> None:
         path = Path(memory_path)
         self._folder = path.parent
+        self._set_partition(partition)
         self._memory_path = self._folder / ENCRYPTED_MEMORY
         self._plain_path = self._folder / MEMORY_FILE
         self._header = header
@@ -145,7 +148,7 @@ class EncryptedAgentStore(AgentFolderStore):
         self._random = random
         self._fsync_appends = fsync_appends
         self.keyring = keyring
-        self.codec = AgentCodec(keyring, self._folder.name, random=random)
+        self.codec = AgentCodec(keyring, self.agent, random=random)
         self._lock = FolderLock(self._folder, on_drop=self._close_file)
         self._fd: int | None = None
         self._tail: _Tail | None = None
@@ -163,6 +166,26 @@ class EncryptedAgentStore(AgentFolderStore):
         self._heads: dict[int, bytes] = {}
 
     suffix = ENCRYPTED_SUFFIX
+
+    def partition_name(self, subject_id: str) -> str:
+        """The keyring's keyed reference of ``subject_id`` (the name of its key entry), in hex.
+
+        An HMAC under the workspace's index key: the folder name says nothing
+        about who the subject is to anyone without the master key, and it
+        survives master-key rotation (the index key is only re-wrapped).
+        """
+        return self.keyring.ref(SUBJECT, subject_id, create=True).hex()
+
+    def _open_partition(self, partition: str) -> EncryptedAgentStore:
+        return EncryptedAgentStore(
+            self._partition_path(partition),
+            self._header,
+            keyring=self.keyring,
+            clock=self._clock,
+            random=self._random,
+            fsync_appends=self._fsync_appends,
+            partition=partition,
+        )
 
     def _refuse_plaintext(self) -> None:
         # Also when both exist (a migration that stopped half-way, or a

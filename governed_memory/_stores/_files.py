@@ -14,20 +14,60 @@ retention's file scan).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Self
 
-from .._base import ARCHIVE_DIR, TMP_PREFIX, FolderLock, atomic_write, fsync_dir, remove_stale_temps
+from .._base import (
+    ARCHIVE_DIR,
+    MEMORY_FILE,
+    TMP_PREFIX,
+    FolderLock,
+    atomic_write,
+    fsync_dir,
+    remove_stale_temps,
+)
 from .._errors import GovernedMemoryError, StorageError
 from .._protocols import StoredInfo
 
-__all__ = ["AgentFolderStore", "compacting", "holding", "list_archive_files", "rewrite_file"]
+__all__ = [
+    "SUBJECTS_DIR",
+    "AgentFolderStore",
+    "compacting",
+    "holding",
+    "is_partition_name",
+    "list_archive_files",
+    "plain_partition_name",
+    "rewrite_file",
+]
 
 ARCHIVE_PREFIX = "history_"
+SUBJECTS_DIR = "subjects"
+"""The folder of an agent that holds one sub-folder per data subject (isolation = "subject")."""
+
+_PARTITION_CHARS = frozenset("0123456789abcdef")
+_PARTITION_LEN = 32
+
+
+def plain_partition_name(subject_id: str) -> str:
+    """The folder name of ``subject_id``'s memory in a plaintext workspace.
+
+    The first 32 hex digits of SHA-256 over ``subject\\0<id>``: stable and
+    free of path characters, but not keyed (the plaintext files name the
+    subject in their metadata anyway). The encrypted store names the folder
+    by the keyring's keyed reference instead.
+    """
+    digest = hashlib.sha256(b"subject\x00" + subject_id.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:_PARTITION_LEN]
+
+
+def is_partition_name(name: str) -> bool:
+    """Whether ``name`` is a subject folder's name (32 lower-case hex digits)."""
+    return len(name) == _PARTITION_LEN and set(name) <= _PARTITION_CHARS
 
 
 @contextmanager
@@ -134,10 +174,74 @@ class AgentFolderStore:
     _folder: Path
     _memory_path: Path
     _lock: FolderLock
+    _partition: str | None = None
+    """The subject folder's name when this store is one subject's memory of the agent."""
 
     @property
     def agent(self) -> str:
+        if self._partition is not None:
+            return self._folder.parent.parent.name
         return self._folder.name
+
+    @property
+    def partition(self) -> str | None:
+        return self._partition
+
+    @property
+    def agent_folder(self) -> Path:
+        """The agent's folder (the store's own folder unless it is a subject's partition)."""
+        return self._folder.parent.parent if self._partition is not None else self._folder
+
+    # -- subject partitions (isolation = "subject") --------------------------
+
+    def _set_partition(self, partition: str | None) -> None:
+        """Make this store the partition ``partition`` of its agent (its folder is the partition's)."""
+        if partition is not None:
+            if not is_partition_name(partition) or self._folder.name != partition:
+                raise StorageError(
+                    f"subject folder {self._folder} refused: a subject's memory lives in "
+                    f"<agent>/{SUBJECTS_DIR}/<32 hex digits>/, as subject_store() names it"
+                )
+            if self._folder.parent.name != SUBJECTS_DIR:
+                raise StorageError(
+                    f"subject folder {self._folder} is not inside an agent's {SUBJECTS_DIR}/ folder"
+                )
+        self._partition = partition
+
+    def partition_name(self, subject_id: str) -> str:
+        """The name of ``subject_id``'s subject folder (the plaintext store's unkeyed hash)."""
+        return plain_partition_name(subject_id)
+
+    def _open_partition(self, partition: str) -> Self:
+        """A store of the same kind on ``<agent>/subjects/<partition>/`` (creates nothing)."""
+        raise NotImplementedError
+
+    def subject_store(self, subject_id: str) -> Self:
+        if self._partition is not None:
+            raise StorageError(
+                f"subject_store({subject_id!r}) called on subject folder {self._folder}; "
+                "ask the agent's own store"
+            )
+        if not isinstance(subject_id, str) or not subject_id:
+            raise StorageError(f"subject id {subject_id!r} must be a non-empty string")
+        return self._open_partition(self.partition_name(subject_id))
+
+    def subject_stores(self) -> list[Self]:
+        if self._partition is not None:
+            return []
+        folder = self._folder / SUBJECTS_DIR
+        try:
+            entries = list(os.scandir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return [
+            self._open_partition(entry.name)
+            for entry in sorted(entries, key=lambda e: e.name)
+            if is_partition_name(entry.name) and entry.is_dir(follow_symlinks=False)
+        ]
+
+    def _partition_path(self, partition: str) -> Path:
+        return self._folder / SUBJECTS_DIR / partition / MEMORY_FILE
 
     @property
     def folder(self) -> Path:
@@ -244,10 +348,14 @@ class AgentFolderStore:
         return StoredInfo(st.st_size, st.st_mtime)
 
     def source(self, archive_id: str | None = None) -> str:
-        return self._file(archive_id).relative_to(self._folder).as_posix()
+        return self._file(archive_id).relative_to(self.agent_folder).as_posix()
 
     def delete(self) -> None:
-        """Remove the agent folder (hold :meth:`lock`: a waiting writer then starts a new one)."""
+        """Remove the agent folder, its subject folders with it (hold :meth:`lock`).
+
+        A subject's partition removes only its own folder. A writer waiting
+        on the lock then starts a new, empty memory.
+        """
         try:
             shutil.rmtree(self._folder)
             fsync_dir(self._folder.parent)

@@ -93,9 +93,11 @@ class PlaintextAgentStore(AgentFolderStore):
         *,
         clock: Clock | None = None,
         fsync_appends: bool = False,
+        partition: str | None = None,
     ) -> None:
         self._memory_path = Path(memory_path)
         self._folder = self._memory_path.parent
+        self._set_partition(partition)
         self._folder_str = os.fspath(self._folder)
         self._memory_name = self._memory_path.name
         self._header = header
@@ -114,6 +116,15 @@ class PlaintextAgentStore(AgentFolderStore):
         self._arm_failed = False  # for the open file: do not retry on every append
 
     suffix = ".md"
+
+    def _open_partition(self, partition: str) -> PlaintextAgentStore:
+        return PlaintextAgentStore(
+            self._partition_path(partition),
+            self._header,
+            clock=self._clock,
+            fsync_appends=self._fsync_appends,
+            partition=partition,
+        )
 
     def _locked(self, mode: int = fcntl.LOCK_EX) -> AbstractContextManager[int]:
         return self._lock.held(mode)
