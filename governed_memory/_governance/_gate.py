@@ -121,6 +121,11 @@ class PolicyGate:
         """The watch a live Conversation of ``agent`` keeps on erasures (None: none to keep)."""
         return self._erasure_watch(agent)
 
+    @property
+    def isolates_subjects(self) -> bool:
+        """Whether the policy gives each data subject a memory of their own (``memory.isolation``)."""
+        return self.policy.memory.isolation == "subject"
+
     # -- the decision ----------------------------------------------------
 
     def check(

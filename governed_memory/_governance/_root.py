@@ -155,6 +155,11 @@ class Governance:
         self.gate.policy = value
 
     @property
+    def isolates_subjects(self) -> bool:
+        """Whether the policy gives each data subject a memory of their own (``memory.isolation``)."""
+        return self.gate.isolates_subjects
+
+    @property
     def workspace(self) -> Path:
         """The governed workspace."""
         return self.gate.workspace

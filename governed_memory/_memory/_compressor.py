@@ -312,14 +312,22 @@ class ContextCompressor:
         drop_erased = getattr(memory, "drop_erased", None)
         if callable(drop_erased):
             drop_erased()  # governed mode: never summarize what an erasure removed
-        history = memory.return_history_as_string()
-        if not history.strip():
+        # A governed_memory Conversation says what a summary may be built from
+        # (under subject isolation: its subject's own turns, not the agent's
+        # shared records nor other subjects' messages); any other memory: all of it.
+        transcript_of = getattr(memory, "compaction_transcript", None)
+        turns: Sequence[Mapping[str, Any]]
+        if callable(transcript_of):
+            history, turns = transcript_of()
+        else:
+            history = memory.return_history_as_string()
+            messages = getattr(memory, "conversation_history", None)
+            turns = (
+                messages[_static_count(memory, messages) :] if isinstance(messages, list) else ()
+            )
+        if not history.strip() or (callable(transcript_of) and not turns):
             return None
         agent_name = str(getattr(agent, "agent_name", "agent"))
-        messages = getattr(memory, "conversation_history", None)
-        turns: Sequence[Mapping[str, Any]] = (
-            messages[_static_count(memory, messages) :] if isinstance(messages, list) else ()
-        )
         summarizer = self._governed(self._summarizer(agent), memory, turns, agent_name)
         if summarizer is None:
             return None
@@ -346,7 +354,12 @@ class ContextCompressor:
                 f"summarizer {summarizer.model!r} returned an empty summary for '{agent_name}'; "
                 "the history was kept. Check the summarizer, or use 'local/extractive'"
             )
-        memory.compact(summary=SUMMARY_PREFIX + summary, summary_role="System")
+        if callable(transcript_of):
+            memory.compact(
+                summary=SUMMARY_PREFIX + summary, summary_role="System", keep_other_subjects=True
+            )
+        else:
+            memory.compact(summary=SUMMARY_PREFIX + summary, summary_role="System")
         logger.info(
             "[ContextCompressor] compressed '%s': %d -> %d tokens",
             agent_name,

@@ -41,6 +41,7 @@ from .._format import (
     full_count,
     has_records,
     history_lineage,
+    message_subjects,
     parse_memory,
     record_offsets,
     record_offsets_newest_first,
@@ -50,7 +51,7 @@ from .._format import (
     to_disk_text,
 )
 from .._protocols import CONFIGURED, Configured, ConsentGate, ErasureWatch, resolve_governance
-from .._stores import AgentStore, BlockAppender, PlaintextAgentStore, StoreFactory
+from .._stores import AgentStore, BlockAppender, PlaintextAgentStore, StoreFactory, isolate_subjects
 from ._erasures import erasure_marks, filter_history, is_preload
 
 __all__ = ["Conversation", "bounded_preload_text", "newest_records"]
@@ -112,6 +113,17 @@ def newest_records(preamble: str, records: list[Record], max_chars: int | None) 
         first -= 1
         budget -= len(records[first].raw)
     return records[first:]
+
+
+def _history_string(messages: list[Message]) -> str:
+    parts = []
+    for message in messages:
+        timestamp = message.get("timestamp")
+        if timestamp:
+            parts.append(f"[{timestamp}] {message['role']}: {message['content']}")
+        else:
+            parts.append(f"{message['role']}: {message['content']}")
+    return "\n\n".join(parts)
 
 
 class Conversation:
@@ -208,6 +220,15 @@ class Conversation:
         self._erasure_watch: ErasureWatch | None = None
         self._preload_subjects: set[str] = set()
         self._last_erased: set[str] = set()
+        # Subject isolation (the policy's memory.isolation = "subject"): the
+        # agent's own memory (subject-free records), the subject the store is
+        # bound to, other subjects' memories written to, the preloaded
+        # subject-free records (kept, not summarised, by a compaction).
+        self._isolated = governance is not None and governance.isolates_subjects
+        self._agent_store: AgentStore | None = None
+        self._bound: str | None = None
+        self._others: dict[str, AgentStore] = {}
+        self._shared_preload: Message | None = None
 
         self.conversation_history: list[Message] = self._static_messages(timestamps=time_enabled)
         if memory_md_path is not None:
@@ -218,8 +239,16 @@ class Conversation:
                 self._erasure_watch = governance.erasure_watch(self._store.agent)
                 if self._erasure_watch is not None:
                     self._erasure_watch.on_open()
-            self._store.ensure()
-            self._preload(self._store)
+            if self._agent_store is not None:
+                # Memory written before the policy isolated subjects holds every
+                # subject's records in the agent's own memory: move them first.
+                # The subject's own memory is created by its first stored record.
+                isolate_subjects(self._agent_store)
+                self._agent_store.ensure()
+                self._preload_isolated()
+            else:
+                self._store.ensure()
+                self._preload(self._store)
 
     # -- persistence ---------------------------------------------------
 
@@ -247,13 +276,37 @@ class Conversation:
 
     @memory_md_path.setter
     def memory_md_path(self, value: str | os.PathLike[str] | None) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store, self._utf8_store = None, False
+        for opened in {
+            id(s): s
+            for s in (self._store, self._agent_store, *self._others.values())
+            if s is not None
+        }.values():
+            opened.close()
+        self._store, self._utf8_store = None, False
+        self._agent_store, self._others = None, {}
         self._memory_md_path = value
         if value is not None and str(value) != "":
-            self._store = self._store_factory(Path(value), self._header)
+            store = self._store_factory(Path(value), self._header)
+            if self._isolated:
+                # The agent's memory keeps subject-free records; the subject's
+                # own memory everything of the conversation's subject.
+                self._agent_store, self._bound = store, self.subject_id
+                if self.subject_id is not None:
+                    store = store.subject_store(self.subject_id)
+            self._store = store
             self._utf8_store = getattr(type(self._store), "accepts_utf8_blocks", False) is True
+
+    def _store_for(self, subject: str | None) -> AgentStore | None:
+        """Where a message of ``subject`` is stored: under isolation, that subject's own memory."""
+        store = self._store
+        if self._agent_store is None or subject == self._bound or store is None:
+            return store
+        if subject is None:
+            return self._agent_store
+        other = self._others.get(subject)
+        if other is None:
+            other = self._others[subject] = self._agent_store.subject_store(subject)
+        return other
 
     @property
     def store(self) -> AgentStore | None:
@@ -297,6 +350,67 @@ class Conversation:
         self.conversation_history.insert(
             len(self.conversation_history) if at is None else at, message
         )
+
+    def _preload_isolated(self, at: int | None = None) -> None:
+        """Preload under subject isolation: the agent's subject-free records, then the subject's own.
+
+        Two messages, so a compaction can keep the first (records every
+        subject of the agent shares) and summarise only the second. A record
+        is shown only when every subject it holds (its own and its lineage)
+        is the conversation's subject: nothing of anyone else, wherever it
+        was stored.
+        """
+        assert self._agent_store is not None and self.governance is not None
+        wanted = set() if self._bound is None else {self._bound}
+        parts: list[tuple[str, list[Record]]] = []
+        stores = (
+            [self._agent_store]
+            if self._store is self._agent_store
+            else [
+                self._agent_store,
+                self._store,
+            ]
+        )
+        for i, store in enumerate(stores):
+            text = store.read_memory() if store is not None else None
+            if text is None or not has_records(text):
+                parts.append(("", []))
+                continue
+            parsed = parse_memory(text)
+            allowed = set() if i == 0 else wanted
+            records = [r for r in parsed.records if record_subjects(r) <= allowed]
+            records = self.governance.preload_records(records, agent=self._agent_store.agent)
+            parts.append((parsed.preamble, records))
+        if self.preload_max_chars is not None:
+            # One bound over both, the newest records kept (each part has its preamble).
+            budget = self.preload_max_chars - sum(len(p) for p, records in parts if records)
+            combined = [(i, r) for i, (_, records) in enumerate(parts) for r in records]
+            kept = combined
+            if sum(len(r.raw) for _, r in combined) > budget:
+                first = len(combined)
+                while first and len(combined[first - 1][1].raw) <= budget:
+                    first -= 1
+                    budget -= len(combined[first][1].raw)
+                kept = combined[first:]
+            parts = [(p, [r for j, r in kept if j == i]) for i, (p, _) in enumerate(parts)]
+        messages: list[Message] = []
+        self._shared_preload = None
+        self._preload_subjects = set()
+        for i, (preamble, records) in enumerate(parts):
+            if not records:
+                continue
+            text = preamble + "".join(record.raw for record in records)
+            if "\r" in text:
+                text = text.replace("\r\n", "\n").replace("\r", "\n")
+            message: Message = {"role": "System", "content": PRELOAD_PREFIX + text}
+            if i == 0 and len(stores) > 1:
+                self._shared_preload = message
+            else:
+                for record in records:
+                    self._preload_subjects |= record_subjects(record)
+            messages.append(message)
+        where = len(self.conversation_history) if at is None else at
+        self.conversation_history[where:where] = messages
 
     # -- building messages ---------------------------------------------
 
@@ -388,7 +502,7 @@ class Conversation:
             message["metadata"] = metadata
         if subject is not None:
             message["subject_id"] = subject
-        store = self._store
+        store = self._store if self._agent_store is None else self._store_for(subject)
         if store is None:
             pass
         elif (
@@ -429,7 +543,9 @@ class Conversation:
         self.conversation_history.append(message)
         return message
 
-    def compact(self, summary: str, summary_role: str = "System") -> None:
+    def compact(
+        self, summary: str, summary_role: str = "System", *, keep_other_subjects: bool = False
+    ) -> None:
         """Replace the history with the static context plus ``summary`` (B12).
 
         On disk: MEMORY.md is archived to ``archive/history_<ts>.md`` (durably),
@@ -439,8 +555,20 @@ class Conversation:
         preloaded records it was built from) in its metadata, so erasing one
         of them removes it; see docs/subject-requests.md.
 
+        Under subject isolation (the policy's ``memory.isolation = "subject"``)
+        only the conversation's own memory is archived and replaced, and the
+        summary's lineage is the conversation's subject alone: it stands for
+        the turns :meth:`compaction_transcript` returns. The agent's shared
+        records stay in the history as they were preloaded, and so do other
+        subjects' messages when ``keep_other_subjects`` says the summary was
+        built without them (the ContextCompressor does).
+
         Raises:
             EmptySummaryError: ``summary`` is None, empty or blank; nothing changed.
+            ConfigurationError: under subject isolation, the history holds
+                another subject's messages and ``keep_other_subjects`` is not
+                set: the summary could hold their words under this subject's
+                name. Nothing changed.
             ErasedDuringCompactionError: a subject whose messages the summary
                 was built from has been erased since; their messages are now
                 dropped, nothing was written: summarise again. Governed, the
@@ -459,7 +587,10 @@ class Conversation:
         while True:
             if self.drop_erased():
                 raise ErasedDuringCompactionError(sorted(self._last_erased))
-            lineage = history_lineage(self.conversation_history, self._preload_subjects)
+            shared, own, others = self._compaction_parts()
+            if others and not keep_other_subjects:
+                self._refuse_mixed(others)
+            lineage = history_lineage(own, self._preload_subjects)
             timestamp = self._clock.now().isoformat()
             message = self._message(summary_role, summary, timestamp, None, None)
             if lineage:
@@ -467,7 +598,8 @@ class Conversation:
             store = self._store
             if store is not None and self.governance is not None:
                 # Governed: the summary is attributed to the conversation's subject.
-                block = self._block(summary_role, summary, timestamp, self.subject_id, lineage)
+                subject = self._bound if self._agent_store is not None else self.subject_id
+                block = self._block(summary_role, summary, timestamp, subject, lineage)
                 with store.lock():
                     # Checked again under the agent's lock: an erasure that
                     # wrote its tombstone since the check above may have
@@ -475,18 +607,81 @@ class Conversation:
                     # strip the summary after this write (its lineage).
                     fresh = self._erasure_marks()
                     if not fresh - marks:
-                        self.governance.compact(
-                            store, block, agent=store.agent, subject_id=self.subject_id
-                        )
+                        self.governance.compact(store, block, agent=store.agent, subject_id=subject)
                         break
                 marks = fresh  # look again, the lock released (completing may wait for it)
                 continue
             if store is not None:
                 store.compact(self._block(summary_role, summary, timestamp, None, lineage))
             break
-        self.conversation_history = [*self._static_messages(timestamps=False), message]
+        self.conversation_history = [
+            *self._static_messages(timestamps=False),
+            *shared,
+            message,
+            *others,
+        ]
         self._preload_subjects = set()
         self._reset_tokens()
+
+    def _compaction_parts(self) -> tuple[list[Message], list[Message], list[Message]]:
+        """The turns after the static context as (kept shared preload, summarised, other subjects').
+
+        Without subject isolation every turn is summarised. Under it, the
+        preloaded subject-free records of the agent are kept as they are, and
+        a message holding any subject but the conversation's own is another
+        subject's.
+        """
+        turns = self.conversation_history[self._static_prefix() :]
+        if self._agent_store is None:
+            return [], turns, []
+        mine = set() if self._bound is None else {self._bound}
+        shared: list[Message] = []
+        own: list[Message] = []
+        others: list[Message] = []
+        for message in turns:
+            if message is self._shared_preload:
+                shared.append(message)
+            elif message_subjects(message) <= mine:
+                own.append(message)
+            else:
+                others.append(message)
+        return shared, own, others
+
+    def compaction_transcript(self) -> tuple[str, list[Message]]:
+        """What a summary for :meth:`compact` may be built from: (the text, the turns).
+
+        The text is :meth:`return_history_as_string` of the static context and
+        the turns; the turns are the messages after the static context. Under
+        subject isolation they are the conversation's subject's own (and
+        subject-free) turns only: pass ``keep_other_subjects=True`` to
+        :meth:`compact` with a summary of them.
+        """
+        _, own, _ = self._compaction_parts()
+        static = self.conversation_history[: self._static_prefix()]
+        return _history_string([*static, *own]), own
+
+    def _static_prefix(self) -> int:
+        """How many leading messages are the static context (none after :meth:`clear`)."""
+        n = 0
+        history = self.conversation_history
+        for message in self._static_messages(timestamps=False):
+            if n < len(history) and history[n].get("content") == message["content"]:
+                n += 1
+            else:
+                break
+        return n
+
+    def _refuse_mixed(self, others: list[Message]) -> None:
+        subjects = sorted(set().union(*(message_subjects(m) for m in others)) - {self._bound})
+        refer = getattr(self.governance, "subject_ref", None)
+        named = ", ".join(refer(s) if callable(refer) else "<subject>" for s in subjects)
+        raise ConfigurationError(
+            f"compact() refused: under the policy's memory.isolation = 'subject' this "
+            f"conversation's summary may hold only its own subject's turns, but the history "
+            f"also holds {len(others)} message(s) of other subjects ({named}); build the "
+            "summary from compaction_transcript() and call compact(summary, "
+            "keep_other_subjects=True), or compact each subject's own conversation"
+        )
 
     def _erasure_marks(self) -> frozenset[str]:
         """The erasures of the workspace as names (none without an erasure watch)."""
@@ -519,20 +714,17 @@ class Conversation:
             self._last_erased = set(erased.subjects) or {"<agent>"}
             if preload_at is not None and self._store is not None:
                 self._preload_subjects = set()
-                self._preload(self._store, at=preload_at)
+                if self._agent_store is not None:
+                    self._shared_preload = None
+                    self._preload_isolated(at=preload_at)
+                else:
+                    self._preload(self._store, at=preload_at)
             self._reset_tokens()
         return dropped
 
     def return_history_as_string(self) -> str:
         """Each message as ``[{timestamp}] {role}: {content}`` (or without the stamp), joined by blank lines."""
-        parts = []
-        for message in self.conversation_history:
-            timestamp = message.get("timestamp")
-            if timestamp:
-                parts.append(f"[{timestamp}] {message['role']}: {message['content']}")
-            else:
-                parts.append(f"{message['role']}: {message['content']}")
-        return "\n\n".join(parts)
+        return _history_string(self.conversation_history)
 
     def get_str(self) -> str:
         """Alias of :meth:`return_history_as_string`."""

@@ -198,6 +198,16 @@ class ConsentGate(Protocol[StoreT]):
         """The governed workspace; an Agent keeps its MEMORY.md there."""
         ...
 
+    @property
+    def isolates_subjects(self) -> bool:
+        """Whether each data subject has a memory of their own (``[memory] isolation = "subject"``).
+
+        Then a Conversation for subject S reads and writes S's memory
+        (``AgentStore.subject_store``) and the agent's subject-free records
+        only, and compacts S's records only.
+        """
+        ...
+
     def store_factory(self, memory_path: Path, header: Callable[[], str]) -> StoreT:
         """Build the store for one agent's MEMORY.md (encrypted when the policy says so)."""
         ...

@@ -91,8 +91,13 @@ def test_reference_code_under_regulated_env_encrypts_consented_words(regulated: 
     assert (folder / ENCRYPTED_MEMORY).exists()
     assert not (folder / "MEMORY.md").exists()
     assert SECRET.encode() not in _bytes_under(regulated)
-    again = Conversation(name="teller", memory_md_path=memory_md_path("Teller", regulated))
+    # regulated isolates subjects: alice's words come back to alice's conversation only.
+    again = Conversation(
+        name="teller", subject_id="alice", memory_md_path=memory_md_path("Teller", regulated)
+    )
     assert SECRET in again.conversation_history[-1]["content"]  # decrypted on preload
+    someone_else = Conversation(name="teller", memory_md_path=memory_md_path("Teller", regulated))
+    assert SECRET not in someone_else.get_str()
 
 
 def test_a_policy_override_alone_configures_a_policy(
