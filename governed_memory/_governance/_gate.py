@@ -185,7 +185,17 @@ class PolicyGate:
                 purpose=purpose,
                 operation=op.value,
             )
-        self._warn_once(agent, subject_id, purpose, why)
+        # Logs leave the governed workspace (aggregators, support tickets): the
+        # warning names the subject by its keyed hash, as the audit trail does.
+        self._warn_once(
+            agent,
+            subject_id,
+            purpose,
+            why
+            if subject_id is None
+            else f"subject {self.subject_ref(subject_id)} has not granted (or has withdrawn) "
+            f"'{purpose}' consent",
+        )
         return self._decision(op, Outcome.MEMORY_ONLY, agent, subject_id, purpose, why)
 
     @contextmanager
