@@ -339,8 +339,25 @@ def test_any_single_edit_of_a_log_is_detected(mutation: tuple[object, ...]) -> N
             line[pos] ^= 0x01
             lines[i] = bytes(line)
         if kind == "truncate":
+            # At least one byte of an entry goes: the final newline alone is no edit of
+            # the record (the writer itself restores it, see the test after this one).
             data = segment.read_bytes()
-            segment.write_bytes(data[: len(data) - int(mutation[1]) % len(data) - 1])  # type: ignore[call-overload]
+            segment.write_bytes(data[: len(data) - int(mutation[1]) % (len(data) - 1) - 2])  # type: ignore[call-overload]
         else:
             write(segment, lines)
         assert not verify_log(folder, KEY).ok, mutation
+
+
+def test_a_log_that_lost_only_its_final_newline_verifies_and_the_writer_restores_it(
+    tmp_path: Path,
+) -> None:
+    segment = build(tmp_path)
+    data = segment.read_bytes()
+    segment.write_bytes(data[:-1])
+    report = verify_log(tmp_path, KEY)
+    assert report.ok and report.entries == 6  # every entry is whole and MAC-checked
+    log = AuditLog(tmp_path, KEY, clock=FixedClock(dt.datetime(2026, 11, 30, 11, tzinfo=dt.UTC)))
+    log.append("persist", {"outcome": "ok", "i": 99})
+    log.close()
+    assert segment.read_bytes().startswith(data)
+    assert verify_log(tmp_path, KEY).ok
