@@ -121,6 +121,21 @@ class PolicyGate:
         """The watch a live Conversation of ``agent`` keeps on erasures (None: none to keep)."""
         return self._erasure_watch(agent)
 
+    def left_out(self, subjects: Iterable[str]) -> set[str]:
+        """Which of ``subjects`` a summary must leave out: those without ``persist`` consent.
+
+        Only under ``summarization.without_consent = "leave_out"`` (else none:
+        ``consent.on_missing`` decides about the whole compaction). Their
+        turns stay in the history, unsummarised, and never reach disk.
+        """
+        purpose = Operation.COMPACT.purpose
+        if (
+            self.policy.summarization.without_consent != "leave_out"
+            or purpose not in self.policy.consent.required_for
+        ):
+            return set()
+        return {s for s in subjects if not self.consent.is_granted(s, purpose)}
+
     @property
     def isolates_subjects(self) -> bool:
         """Whether the policy gives each data subject a memory of their own (``memory.isolation``)."""

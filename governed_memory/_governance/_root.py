@@ -154,6 +154,10 @@ class Governance:
     def policy(self, value: Policy) -> None:
         self.gate.policy = value
 
+    def left_out(self, subjects: Iterable[str]) -> set[str]:
+        """Which of ``subjects`` a summary must leave out (``summarization.without_consent``)."""
+        return self.gate.left_out(subjects)
+
     @property
     def isolates_subjects(self) -> bool:
         """Whether the policy gives each data subject a memory of their own (``memory.isolation``)."""

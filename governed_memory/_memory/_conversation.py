@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -113,6 +114,16 @@ def newest_records(preamble: str, records: list[Record], max_chars: int | None) 
         first -= 1
         budget -= len(records[first].raw)
     return records[first:]
+
+
+@dataclass
+class _Parts:
+    """The turns of a history as a compaction sorts them (see ``Conversation._compaction_parts``)."""
+
+    shared: list[Message] = field(default_factory=list)  # the agent's shared preload: kept
+    own: list[Message] = field(default_factory=list)  # summarised
+    others: list[Message] = field(default_factory=list)  # other subjects' (isolation): kept
+    left_out: list[Message] = field(default_factory=list)  # without consent: kept when left out
 
 
 def _history_string(messages: list[Message]) -> str:
@@ -587,10 +598,18 @@ class Conversation:
         while True:
             if self.drop_erased():
                 raise ErasedDuringCompactionError(sorted(self._last_erased))
-            shared, own, others = self._compaction_parts()
-            if others and not keep_other_subjects:
-                self._refuse_mixed(others)
-            lineage = history_lineage(own, self._preload_subjects)
+            parts = self._compaction_parts()
+            if parts.others and not keep_other_subjects:
+                self._refuse_mixed(parts.others)
+            shared, own, others = parts.shared, parts.own, parts.others
+            if keep_other_subjects:
+                others = [*others, *parts.left_out]  # kept in memory, unsummarised
+            else:
+                own = [*own, *parts.left_out]  # in the summary: the gate decides (lineage)
+            # The preloaded records count unless their message is kept out of the summary.
+            kept_out = any(is_preload(m) for m in others)
+            preloaded = () if kept_out else self._preload_subjects
+            lineage = history_lineage(own, preloaded)
             timestamp = self._clock.now().isoformat()
             message = self._message(summary_role, summary, timestamp, None, None)
             if lineage:
@@ -623,29 +642,39 @@ class Conversation:
         self._preload_subjects = set()
         self._reset_tokens()
 
-    def _compaction_parts(self) -> tuple[list[Message], list[Message], list[Message]]:
-        """The turns after the static context as (kept shared preload, summarised, other subjects').
+    def _compaction_parts(self) -> _Parts:
+        """The turns after the static context, sorted by what a compaction does with them.
 
-        Without subject isolation every turn is summarised. Under it, the
-        preloaded subject-free records of the agent are kept as they are, and
-        a message holding any subject but the conversation's own is another
-        subject's.
+        Without subject isolation every turn is the conversation's own. Under
+        it, the preloaded subject-free records of the agent are kept as they
+        are, and a message holding any subject but the conversation's own is
+        another subject's. Turns holding a subject the gate says a summary
+        must leave out (``summarization.without_consent = "leave_out"``) are
+        set apart as well.
         """
+        parts = _Parts()
         turns = self.conversation_history[self._static_prefix() :]
-        if self._agent_store is None:
-            return [], turns, []
+        isolated = self._agent_store is not None
         mine = set() if self._bound is None else {self._bound}
-        shared: list[Message] = []
-        own: list[Message] = []
-        others: list[Message] = []
+        left: set[str] = set()
+        if self.governance is not None:
+            subjects: set[str] = set(self._preload_subjects)
+            for message in turns:
+                subjects |= message_subjects(message)
+            own_subject = self._bound if isolated else self.subject_id
+            left = self.governance.left_out(subjects - {own_subject} if own_subject else subjects)
         for message in turns:
-            if message is self._shared_preload:
-                shared.append(message)
-            elif message_subjects(message) <= mine:
-                own.append(message)
+            if isolated and message is self._shared_preload:
+                parts.shared.append(message)
+                continue
+            held = self._preload_subjects if is_preload(message) else message_subjects(message)
+            if isolated and not held <= mine:
+                parts.others.append(message)
+            elif held & left:
+                parts.left_out.append(message)
             else:
-                others.append(message)
-        return shared, own, others
+                parts.own.append(message)
+        return parts
 
     def compaction_transcript(self) -> tuple[str, list[Message]]:
         """What a summary for :meth:`compact` may be built from: (the text, the turns).
@@ -656,7 +685,7 @@ class Conversation:
         subject-free) turns only: pass ``keep_other_subjects=True`` to
         :meth:`compact` with a summary of them.
         """
-        _, own, _ = self._compaction_parts()
+        own = self._compaction_parts().own
         static = self.conversation_history[: self._static_prefix()]
         return _history_string([*static, *own]), own
 

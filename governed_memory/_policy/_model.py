@@ -56,6 +56,7 @@ __all__ = [
     "SummarizationFallback",
     "SummarizationPolicy",
     "WithdrawalAction",
+    "WithoutConsent",
     "find_policy",
     "load_policy",
     "resolve_policy",
@@ -84,6 +85,17 @@ class SummarizationFallback(StrEnum):
 
     LOCAL = "local"
     SKIP = "skip"
+
+
+class WithoutConsent(StrEnum):
+    """``summarization.without_consent``: a summary over turns of subjects without ``persist`` consent."""
+
+    ON_MISSING = (
+        "on_missing"  # consent.on_missing decides: the compaction stays in memory, or is refused
+    )
+    LEAVE_OUT = (
+        "leave_out"  # their turns are left out of the summary and kept, unsummarised, in memory
+    )
 
 
 _Purpose = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,63}$")]
@@ -166,6 +178,7 @@ class SummarizationPolicy(_Section):
     external_allowed: bool = True
     allowed_models: tuple[_ModelPattern, ...] = ("*",)
     fallback: SummarizationFallback = SummarizationFallback.LOCAL
+    without_consent: WithoutConsent = WithoutConsent.ON_MISSING
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

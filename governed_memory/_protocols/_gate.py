@@ -198,6 +198,14 @@ class ConsentGate(Protocol[StoreT]):
         """The governed workspace; an Agent keeps its MEMORY.md there."""
         ...
 
+    def left_out(self, subjects: Iterable[str]) -> set[str]:
+        """Which of ``subjects`` a summary must leave out (no ``persist`` consent, and the policy says so).
+
+        Their turns stay in the history unsummarised; the summary of the rest
+        may reach disk (``[summarization] without_consent = "leave_out"``).
+        """
+        ...
+
     @property
     def isolates_subjects(self) -> bool:
         """Whether each data subject has a memory of their own (``[memory] isolation = "subject"``).

@@ -167,3 +167,82 @@ def test_an_earlier_summary_brings_its_lineage_to_the_summarize_decision(
     ContextCompressor(summarizer=external).compress(agent)
     assert external.calls == 0
     assert sink.outcomes("summarize") == ["use_local"]
+
+
+# -- summarization.without_consent = "leave_out": summarise the rest, keep theirs in memory -----
+
+
+def leave_out_policy() -> Policy:
+    return Policy.model_validate(
+        {
+            "policy": {"id": "lineage", "version": "3"},
+            "consent": {"required_for": ["persist"], "on_missing": "memory_only"},
+            "summarization": {"without_consent": "leave_out"},
+        }
+    )
+
+
+def leave_out_setup(
+    workspace: Path, clock: FixedClock, kind: str, b_state: str
+) -> tuple[Governance, RecordingAuditSink, Conversation]:
+    gov = governance(workspace, clock, leave_out_policy(), kind=kind)
+    sink = RecordingAuditSink()
+    gov.audit = sink
+    gov.grant("A-1", "persist", actor="dpo")
+    if b_state == "withdrawn":
+        gov.grant("B-2", "persist", actor="dpo")
+    conv = Conversation(
+        name="teller",
+        memory_md_path=memory_md_path("Teller", workspace),
+        governance=gov,
+        subject_id="A-1",
+    )
+    conv.add("Human", "A-1 asks about the opening hours.")
+    conv.add("Human", SECRET, subject_id="B-2")
+    if b_state == "withdrawn":
+        gov.withdraw("B-2", "persist", actor="B-2")
+    return gov, sink, conv
+
+
+@pytest.mark.parametrize("b_state", ["never", "withdrawn"])
+def test_leave_out_summarises_the_consented_turns_and_keeps_the_others_in_memory(
+    workspace: Path, clock: FixedClock, kind: str, b_state: str
+) -> None:
+    gov, sink, conv = leave_out_setup(workspace, clock, kind, b_state)
+    text, turns = conv.compaction_transcript()
+    assert "opening hours" in text and "B-SECRET" not in text
+    assert [m.get("subject_id") for m in turns] == ["A-1"]
+    agent = SimpleNamespace(short_memory=conv, context_length=100, model_name="local/extractive")
+    summary = ContextCompressor(summarizer_model="local/extractive").compress(agent)
+    assert summary is not None and "B-SECRET" not in summary
+    from governed_memory import parse_memory
+
+    (record,) = parse_memory(memory_text(gov, "Teller")).records
+    assert record.meta.get("lineage") == ["A-1"]  # the summary is A-1's alone, and on disk
+    assert "B-SECRET" not in record.content
+    assert sink.outcomes("compact") == ["ok"]
+    assert conv.conversation_history[-1]["content"] == SECRET  # B-2's turn: memory only
+    if b_state == "never":
+        assert "B-SECRET" not in readable_text(gov)
+
+
+def test_leave_out_does_not_rescue_a_manual_summary_that_may_quote_them(
+    workspace: Path, clock: FixedClock, kind: str
+) -> None:
+    """A summary passed to compact() without keep_other_subjects may hold anything: lineage decides."""
+    gov, sink, conv = leave_out_setup(workspace, clock, kind, "never")
+    before = all_bytes(workspace / "agents")
+    conv.compact(f"[Compressed Memory Summary] {SECRET}")
+    assert all_bytes(workspace / "agents") == before
+    assert "memory_only" in sink.outcomes("compact")
+    gov.grant("B-2", "persist", actor="dpo")  # once B-2 consents, their turns are summarised too
+    conv.add("Human", "B-2 is back", subject_id="B-2")
+    _, turns = conv.compaction_transcript()
+    assert any(m.get("subject_id") == "B-2" for m in turns)
+
+
+def test_the_shipped_regulated_policy_leaves_unconsented_turns_out() -> None:
+    from governed_memory._policy import load_policy
+
+    assert load_policy("regulated").summarization.without_consent == "leave_out"
+    assert load_policy("default").summarization.without_consent == "on_missing"
