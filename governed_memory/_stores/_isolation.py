@@ -12,8 +12,9 @@ preloaded, and export, erasure and retention read them where they are.
 Crash safety: each subject's memory is replaced atomically by its old text
 plus the moved records, then the agent's memory atomically by what stays. A
 crash between the two leaves the moved records in both places; the next run
-finds them already at the end of the subject's memory and does not copy them
-again. Nothing is ever only in flight. Backend-neutral: it uses the storage
+finds them already in the subject's memory, in one piece, and does not copy
+them again (records carry their timestamp to the microsecond, so a run of the
+same blocks is a copy, not new words). Nothing is ever only in flight. Backend-neutral: it uses the storage
 seam's methods only.
 """
 
@@ -54,7 +55,9 @@ def isolate_subjects(store: AgentStore) -> int:
                 with target.lock():
                     target.ensure()
                     current = target.read_memory() or ""
-                    if not current.endswith(moved):  # else: copied by a run a crash stopped
+                    # Already there, in one piece: copied by a run a crash stopped before
+                    # it rewrote the agent's memory (the subject may have written since).
+                    if moved not in current:
                         target.rewrite_memory(current + moved)
             finally:
                 target.close()

@@ -155,3 +155,17 @@ def test_isolate_subjects_of_an_agent_without_subjects_writes_nothing(backend: B
     before = agent.stat()
     assert isolate_subjects(agent) == 0
     assert agent.stat() == before
+
+
+def test_isolate_subjects_after_a_crash_and_a_later_write_still_does_not_duplicate(
+    backend: Backend,
+) -> None:
+    agent = backend.open("A")
+    agent.append(_block("alice one", "alice"))
+    alice = agent.subject_store("alice")
+    alice.ensure()
+    alice.rewrite_memory((alice.read_memory() or "") + _block("alice one", "alice"))
+    alice.append(_block("alice later", "alice"))  # written after the crashed run
+    assert isolate_subjects(agent) == 1
+    assert _contents(alice.read_memory()) == ["alice one", "alice later"]
+    assert _contents(agent.read_memory()) == []
