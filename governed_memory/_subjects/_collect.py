@@ -67,6 +67,9 @@ def _summary(
     entry = _record(agent, file, kind, record)
     entry.update(
         {
+            # A summary another subject's conversation wrote is attributed to
+            # them: in a subject export, that would name them.
+            "subject": record.subject_id if subject in (None, record.subject_id) else None,
             "content": None if withhold else record.content,
             "withheld_reason": WITHHELD if withhold else None,
             "other_subjects": others,
