@@ -222,10 +222,13 @@ def aggregate_files(entries: list[dict[str, Any]]) -> tuple[FileRemoval, ...]:
 
 
 def aggregate_blocked(entries: list[dict[str, Any]]) -> tuple[HeldSummaries, ...]:
-    """What a hold still keeps, per memory, as the last run through each memory saw it."""
+    """What a hold still keeps, per memory, as the last run through each memory saw it.
+
+    A line without ``blocked`` was written when no other subject was held:
+    nothing is kept there any more (a hold released before a resumed run).
+    """
     latest: dict[tuple[str, str], list[HeldSummaries]] = {}
     for entry in entries:
-        if "blocked" in entry:
-            key = (str(entry["agent"]), str(entry.get("partition") or ""))
-            latest[key] = [HeldSummaries.from_dict(b) for b in entry["blocked"]]
+        key = (str(entry["agent"]), str(entry.get("partition") or ""))
+        latest[key] = [HeldSummaries.from_dict(b) for b in entry.get("blocked", [])]
     return tuple(b for key in sorted(latest) for b in latest[key])
