@@ -429,7 +429,9 @@ def _erase_in_child_and_kill(gov: Governance, function: str, nth: int) -> None:
 
 @pytest.mark.parametrize(
     ("function", "nth"),
-    [("fsync", n) for n in range(2, 14, 2)] + [("unlink", n) for n in (1, 2)] + [("rmdir", 1)],
+    [("fsync", n) for n in range(1, 15)]
+    + [("unlink", n) for n in (1, 2, 3)]  # inside the deletion of A's, then B's, alice folder
+    + [("rmdir", n) for n in (1, 2, 3)],
 )
 def test_kill_9_during_an_erasure_of_subject_memories_then_resume(
     workspace: Path, clock: FixedClock, function: str, nth: int, kind: str
