@@ -63,7 +63,13 @@ def erase_in_agent(
 
 
 def _partition_of(store: AgentStore, subject: str) -> str | None:
-    memory = store.subject_store(subject)  # opening creates nothing
+    """The name of ``subject``'s memory on the agent.
+
+    Asked only once the agent has subject memories: an encrypted workspace
+    then has its keyring, so naming the folder (a keyed reference) writes
+    nothing, and opening the store creates nothing.
+    """
+    memory = store.subject_store(subject)
     try:
         return memory.partition
     finally:
