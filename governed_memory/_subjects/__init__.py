@@ -4,9 +4,10 @@ Modules, one concept each:
 
 * ``_context``    what a request needs from a workspace (Governance or path)
 * ``_redact``     a memory file's text without one subject (pure)
-* ``_tombstones`` durable erasure state: tombstones, progress, schedules
-* ``_receipt``    the erasure receipt (counts, never content)
+* (``_records``) durable erasure state (tombstones, progress, schedules) and
+  the erasure receipt (counts, never content)
 * ``_erasure``    erase, resume, schedule, run due erasures
+* ``_removal``    what an erasure does in one agent, memory by memory (subject memories too)
 * ``_guard``      what a live governed Conversation does about erasures
 * ``_collect``    what a workspace holds about a subject, as plain data
 * ``_markdown``   the readable rendering of an export

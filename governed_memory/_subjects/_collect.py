@@ -3,7 +3,8 @@
 Pure reading: every file is read through its agent's store (so encrypted
 files are decrypted in memory, never staged on disk), each agent under its
 folder lock so a concurrent compaction cannot make a record appear twice or
-not at all.
+not at all. An agent's subject memories (``isolation = "subject"``) are read
+with it, each under its own lock too.
 
 Summaries built from several subjects' records are a third party's data too
 (GDPR Art. 15(4)): in a subject export their content is withheld unless the
@@ -30,12 +31,18 @@ WITHHELD = (
 
 
 def _files(ctx: SubjectContext, store: AgentStore) -> list[tuple[str, str, str | None]]:
-    """(source, kind, text) of the agent's archives, oldest first, then of its active memory."""
-    with store.lock():
-        found: list[tuple[str, str, str | None]] = [
-            (ctx.source(store, a), "archive", store.read_archive(a)) for a in store.list_archives()
+    """(source, kind, text) of every memory of the agent: archives oldest first, then the memory.
+
+    The agent's own memory first, then each subject memory (``subjects/<p>/``):
+    a subject's records may be in any of them.
+    """
+    found: list[tuple[str, str, str | None]] = []
+    for memory in ctx.memories_of(store):
+        found += [
+            (ctx.source(memory, a), "archive", memory.read_archive(a))
+            for a in memory.list_archives()
         ]
-        found.append((ctx.source(store), "memory", store.read_memory()))
+        found.append((ctx.source(memory), "memory", memory.read_memory()))
     return found
 
 
@@ -67,6 +74,9 @@ def _summary(
     entry = _record(agent, file, kind, record)
     entry.update(
         {
+            # A summary another subject's conversation wrote is attributed to
+            # them: in a subject export, that would name them.
+            "subject": record.subject_id if subject in (None, record.subject_id) else None,
             "content": None if withhold else record.content,
             "withheld_reason": WITHHELD if withhold else None,
             "other_subjects": others,

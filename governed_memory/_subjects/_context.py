@@ -108,6 +108,27 @@ class SubjectContext:
             finally:
                 store.close()
 
+    def memories_of(self, store: AgentStore) -> Iterator[AgentStore]:
+        """The agent's own ``store``, then each of its subject memories, each under its lock.
+
+        A subject's records may be in any of them: the agent's memory and
+        archives from before isolation, the subject's own memory, another
+        subject's summary whose lineage names them. The agent's lock is held
+        throughout and each subject's is taken inside it (the order
+        ``isolate_subjects`` keeps), so a record moved from the agent's memory
+        to a subject's meanwhile is neither seen twice nor missed, and no
+        erasure deletes a subject folder under the walk (it holds the agent's
+        lock to do so). Each subject store is closed after its turn.
+        """
+        with store.lock():
+            yield store
+            for memory in store.subject_stores():
+                try:
+                    with memory.lock():
+                        yield memory
+                finally:
+                    memory.close()
+
     def _now(self) -> str:
         return self.clock.now().isoformat()
 
@@ -115,7 +136,9 @@ class SubjectContext:
         """Where the store keeps its memory (None) or an archive, relative to the workspace.
 
         As receipts and exports cite it: ``agents/<name>/MEMORY.md``,
-        ``agents/<name>/archive/history_<ts>.md`` in the file backend.
+        ``agents/<name>/archive/history_<ts>.md`` in the file backend; a
+        subject memory's ``agents/<name>/subjects/<p>/MEMORY.md`` (``<p>`` a
+        hash of the subject id, keyed in an encrypted workspace).
         """
         return f"{AGENTS_DIR}/{store.agent}/{store.source(archive_id)}"
 

@@ -4,8 +4,10 @@ The steps of one erasure, each durable before the next::
 
     1. legal holds are checked              -> ErasureBlockedError, nothing written
     2. a tombstone is written (pending)     <governance>/tombstones/<id>.json
-    3. per agent, under the folder's lock:  plan logged (counts, fsynced), then each
-                                            affected file rewritten atomically
+    3. per agent, under the folder's lock:  per memory (the agent's own, then each
+                                            subject memory): plan logged (counts,
+                                            fsynced), then each affected file
+                                            rewritten atomically (see ``_removal``)
     4. data keys destroyed (encrypted workspaces: crypto-shredding)
     5. the tombstone becomes the receipt    state complete, counts per agent and file
 
@@ -23,8 +25,15 @@ proceeds, and the receipt lists the kept summaries with the hold ids
 (``state`` ``partial``, audit outcome ``partial``). The subject's keys are
 not shredded then (a kept summary may be sealed under them). Run the erasure
 again once the hold is released to remove them and shred the keys. With ``agent``
-alone, the whole agent folder. With both, the subject's data in that agent
-only (keys are then kept: they also protect the subject's data elsewhere).
+alone, the whole agent folder, its subject memories with it. With both, the
+subject's data in that agent only (keys are then kept: they also protect the
+subject's data elsewhere).
+
+Subject memories (``isolation = "subject"``): the subject's own memory in an
+agent is deleted as a whole, folder and all, once nothing but erasure markers
+would be left in it; a summary kept by a hold keeps it. Every other memory
+(the agent's, another subject's) is rewritten as above, and left byte for
+byte as it was when it holds nothing of the subject.
 """
 
 from __future__ import annotations
@@ -47,19 +56,15 @@ from .._records import (
     COMPLETE,
     ErasureReceipt,
     ErasureScope,
-    FileRemoval,
-    HeldSummaries,
     Hold,
     ScheduledErasure,
     Tombstone,
-    TombstoneStore,
     new_erasure_id,
     validate_subject_id,
 )
-from .._stores import AgentStore
 from ._context import SubjectContext, subject_context
 from ._errors import ErasureBlockedError
-from ._redact import count_records, strip_subject
+from ._removal import aggregate_blocked, aggregate_files, erase_in_agent
 
 if TYPE_CHECKING:
     from .._governance import Governance
@@ -102,7 +107,8 @@ def blocking_holds(ctx: SubjectContext, scope: ErasureScope) -> list[Hold]:
     A hold on the subject always blocks. A hold on an agent blocks when the
     erasure would delete something in it: the whole agent, or the subject's
     records there. A hold on another subject blocks a whole-agent erasure of
-    an agent holding that subject's records.
+    an agent holding that subject's records. "In an agent" includes its
+    subject memories.
     """
     registry = ctx.holds
     if registry is None:
@@ -128,13 +134,15 @@ def blocking_holds(ctx: SubjectContext, scope: ErasureScope) -> list[Hold]:
 
 
 def _agent_subjects(ctx: SubjectContext, agent: str) -> set[str]:
+    """Every subject with a record or summary anywhere in ``agent``, its subject memories too."""
     subjects: set[str] = set()
     for _name, store in ctx.stores(only=agent):
-        with store.lock():
-            texts = [store.read_memory()] + [store.read_archive(a) for a in store.list_archives()]
-        for text in texts:
-            if text is not None:
-                subjects |= subjects_in_text(text)
+        for memory in ctx.memories_of(store):
+            texts = [memory.read_memory()]
+            texts += [memory.read_archive(a) for a in memory.list_archives()]
+            for text in texts:
+                if text is not None:
+                    subjects |= subjects_in_text(text)
     return subjects
 
 
@@ -238,11 +246,11 @@ def complete_tombstone(
         names = ctx.agent_names() if current.scope.agent is None else [current.scope.agent]
         for done, name in enumerate(names, start=1):
             for _name, store in ctx.stores(only=name):
-                _erase_in_agent(ctx, tombs, current, name, store, day, held)
+                erase_in_agent(ctx, tombs, current, name, store, day, held)
             if progress is not None:
                 progress(name, done, len(names))
         progress_log = tombs.progress(current.id)
-        blocked = _aggregate_blocked(progress_log)
+        blocked = aggregate_blocked(progress_log)
         # A held summary attributed to the subject is sealed under their keys:
         # shredding waits until nothing of theirs is held (the next erasure).
         shredded = _shred(ctx, current.scope) if not blocked else ()
@@ -255,7 +263,7 @@ def complete_tombstone(
             completed_at=_aware_now(ctx).isoformat(),
             policy_id=current.policy_id,
             policy_version=current.policy_version,
-            files=_aggregate(progress_log),
+            files=aggregate_files(progress_log),
             keys_shredded=shredded,
             resumed=resumed,
             blocked=blocked,
@@ -299,101 +307,6 @@ def _held_others(ctx: SubjectContext, subject: str | None) -> dict[str, tuple[st
     return {s: ids for s, ids in active.subjects.items() if s != subject}
 
 
-def _erase_in_agent(
-    ctx: SubjectContext,
-    tombs: TombstoneStore,
-    tombstone: Tombstone,
-    name: str,
-    store: AgentStore,
-    day: _dt.date,
-    held: dict[str, tuple[str, ...]],
-) -> None:
-    subject = tombstone.scope.subject
-    with store.lock():
-        # (archive id, or None for the active memory; its text)
-        sources: list[tuple[str | None, str | None]] = [(None, store.read_memory())]
-        sources += [(a, store.read_archive(a)) for a in store.list_archives()]
-        if subject is None:
-            _delete_agent(ctx, tombs, tombstone, name, store, sources)
-            return
-        edits = []
-        blocked = []
-        for item, text in sources:
-            if text is None:
-                continue
-            edit = strip_subject(text, subject, erasure_id=tombstone.id, day=day, held=held)
-            if edit is None:
-                continue
-            if edit.held_summaries:
-                blocked.append(
-                    HeldSummaries(
-                        agent=name,
-                        file=ctx.source(store, item),
-                        summaries=edit.held_summaries,
-                        holds=edit.holds,
-                    )
-                )
-            if edit.changed:
-                edits.append((item, edit))
-        if not edits and not blocked:
-            return
-        files = [
-            FileRemoval(
-                agent=name,
-                file=ctx.source(store, item),
-                records=edit.records,
-                summaries=edit.summaries,
-                bytes_removed=edit.bytes_removed,
-                bytes_written=len(edit.text.encode("utf-8")),
-            )
-            for item, edit in edits
-        ]
-        # "blocked" is this run's view of the agent: a later run (resumed, after a
-        # release) replaces it, so the receipt never lists a summary it removed.
-        # Without holds on other subjects the line is as it always was.
-        tombs.log_progress(
-            tombstone.id,
-            {"agent": name, "files": [f.to_dict() for f in files]}
-            | ({"blocked": [b.to_dict() for b in blocked]} if held else {}),
-        )
-        for item, edit in edits:
-            if item is None:
-                store.rewrite_memory(edit.text)
-            else:
-                store.rewrite_archive(item, edit.text)
-
-
-def _delete_agent(
-    ctx: SubjectContext,
-    tombs: TombstoneStore,
-    tombstone: Tombstone,
-    name: str,
-    store: AgentStore,
-    sources: list[tuple[str | None, str | None]],
-) -> None:
-    files = []
-    for item, text in sources:
-        if text is None:
-            continue
-        records, summaries, size = count_records(text)
-        files.append(
-            FileRemoval(
-                agent=name,
-                file=ctx.source(store, item),
-                records=records,
-                summaries=summaries,
-                bytes_removed=size,
-                bytes_written=0,
-                deleted=True,
-            )
-        )
-    if files:
-        tombs.log_progress(tombstone.id, {"agent": name, "files": [f.to_dict() for f in files]})
-    # Still under the agent's lock: a waiting writer finds the agent gone
-    # and starts a new, empty one (see PlaintextAgentStore locking).
-    store.delete()
-
-
 def _shred(ctx: SubjectContext, scope: ErasureScope) -> tuple[str, ...]:
     if ctx.keys is None:
         return ()
@@ -404,26 +317,6 @@ def _shred(ctx: SubjectContext, scope: ErasureScope) -> tuple[str, ...]:
         ctx.keys.shred_agent(scope.agent)
         return ("agent",)
     return ()
-
-
-def _aggregate(entries: list[dict[str, Any]]) -> tuple[FileRemoval, ...]:
-    # The last plan for a file wins: a resumed run re-plans only what the
-    # interrupted run had not rewritten yet.
-    latest: dict[tuple[str, str], FileRemoval] = {}
-    for entry in entries:
-        for item in entry.get("files", []):
-            removal = FileRemoval.from_dict(item)
-            latest[(removal.agent, removal.file)] = removal
-    return tuple(latest[k] for k in sorted(latest))
-
-
-def _aggregate_blocked(entries: list[dict[str, Any]]) -> tuple[HeldSummaries, ...]:
-    # The last run through an agent says what a hold still keeps there.
-    latest: dict[str, list[HeldSummaries]] = {}
-    for entry in entries:
-        if "blocked" in entry:
-            latest[str(entry["agent"])] = [HeldSummaries.from_dict(b) for b in entry["blocked"]]
-    return tuple(b for agent in sorted(latest) for b in latest[agent])
 
 
 # -- resuming and scheduling ------------------------------------------------

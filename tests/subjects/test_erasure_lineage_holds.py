@@ -137,6 +137,38 @@ def test_an_interrupted_erasure_with_a_held_summary_resumes_with_exact_counts(
         assert [r.content for r in parse_memory(memory_text(gov, agent)).records] == [SUMMARY]
 
 
+def test_a_hold_released_before_the_resume_leaves_nothing_blocked(
+    workspace: Path, clock: FixedClock, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """The resumed run removes the summary the first run kept: the receipt must not list it."""
+    from governed_memory._stores import AgentFolderStore
+
+    gov = governance(workspace, clock, kind=kind)
+    _mixed(gov, "A")
+    _mixed(gov, "B")
+    registry = _holds(gov)
+    hold = registry.place(subject="H", reason="case", actor="legal")
+    real = AgentFolderStore.rewrite_memory
+    calls = {"n": 0}
+
+    def flaky(self: AgentFolderStore, text: str) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:  # B's memory: A's plan (with its kept summary) is logged
+            raise StorageError("disk full (injected)")
+        real(self, text)
+
+    monkeypatch.setattr(AgentFolderStore, "rewrite_memory", flaky)
+    with pytest.raises(StorageError, match="injected"):
+        erase(gov, subject="T-1")
+    monkeypatch.undo()
+    registry.release(hold_id=hold.id, actor="legal", reason="closed")
+    [receipt] = resume_erasures(gov)
+    assert receipt.state == "complete" and receipt.blocked == ()
+    assert receipt.summaries == 2
+    assert receipt.keys_shredded == (("subject",) if kind == "encrypted" else ())
+    assert SUMMARY not in readable_text(gov)
+
+
 def test_a_partial_erasure_is_audited_as_partial_with_the_hold(
     workspace: Path, clock: FixedClock
 ) -> None:

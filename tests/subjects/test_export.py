@@ -85,6 +85,26 @@ def test_summaries_shared_with_others_are_withheld_unless_asked(
     assert "[Compressed Memory Summary] loan and bob" in [s["content"] for s in full]
 
 
+def test_a_summary_another_subjects_conversation_wrote_does_not_name_them(
+    workspace: Path, clock: FixedClock, tmp_path: Path
+) -> None:
+    """bob's conversation compacted alice's words too: alice's export counts bob, never names him."""
+    gov = governance(workspace, clock)
+    conv = conversation(gov, "A", subject_id="bob")
+    conv.add("Human", "alice's question", subject_id="alice")
+    conv.add("Human", "bob's answer")
+    conv.compact("[Compressed Memory Summary] the two of them")
+    export_subject(gov, "alice", tmp_path / "out")
+    [summary] = _validate(tmp_path / "out")["summaries"]
+    assert summary["other_subjects"] == 1 and summary["content"] is None
+    assert summary["subject"] is None
+    for name in ("export.json", "export.md", "manifest.json"):
+        assert "bob" not in (tmp_path / "out" / name).read_text(), name
+    export_subject(gov, "bob", tmp_path / "bob")
+    [own] = _validate(tmp_path / "bob")["summaries"]
+    assert own["subject"] == "bob"
+
+
 def test_manifest_lists_the_sha256_of_each_file(
     workspace: Path, clock: FixedClock, tmp_path: Path
 ) -> None:
