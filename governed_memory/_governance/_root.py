@@ -154,6 +154,10 @@ class Governance:
     def policy(self, value: Policy) -> None:
         self.gate.policy = value
 
+    def subject_ref(self, subject_id: str) -> str:
+        """How warnings and refusals name ``subject_id``: its keyed hash (see ``PolicyGate.subject_ref``)."""
+        return self.gate.subject_ref(subject_id)
+
     def left_out(self, subjects: Iterable[str]) -> set[str]:
         """Which of ``subjects`` a summary must leave out (``summarization.without_consent``)."""
         return self.gate.left_out(subjects)

@@ -140,6 +140,13 @@ class Settings(BaseSettings):
         return result
 
 
+_FIXED_SECTIONS = {
+    "memory": "says how the files of every agent are laid out, so every process must agree "
+    "(docs/policies.md, [memory])",
+}
+"""Policy sections an override may not change, and why."""
+
+
 def _refuse_unknown_variables(environ: Mapping[str, str], fields: set[str]) -> None:
     """A misspelt ``GOVERNED_MEMORY_*`` variable must not be ignored silently."""
     known = {f"{ENV_PREFIX}{name}".upper() for name in fields if name != "workspace_dir"}
@@ -150,6 +157,12 @@ def _refuse_unknown_variables(environ: Mapping[str, str], fields: set[str]) -> N
         section, sep, key = upper[len(ENV_PREFIX) :].partition("__")
         if sep and key and section.lower() in OVERRIDABLE_SECTIONS:
             continue  # a policy override; the policy validates the key
+        if sep and section.lower() in _FIXED_SECTIONS:
+            raise ConfigurationError(
+                f"environment variable {variable} would override [{section.lower()}] of the "
+                f"policy, which {_FIXED_SECTIONS[section.lower()]}; set it in your copy of the "
+                "policy file (and bump its version), then unset the variable"
+            )
         close = difflib.get_close_matches(upper, sorted(known), n=1)
         hint = f"did you mean {close[0]}? " if close else ""
         raise ConfigurationError(

@@ -169,6 +169,7 @@ def test_another_subjects_message_is_stored_in_their_memory_and_kept_out_of_the_
     with pytest.raises(ConfigurationError, match="keep_other_subjects=True") as refused:
         alice.compact("a summary that may quote bob")
     assert "bob" not in str(refused.value)  # named by a hash, not the raw id
+    assert gov.subject_ref("bob") in str(refused.value)
     assert BOB in alice.get_str()  # nothing changed
     text, turns = alice.compaction_transcript()
     assert IBAN in text and BOB not in text

@@ -154,6 +154,18 @@ def test_a_misspelt_variable_is_refused_not_ignored(
     assert variable in str(info.value) and f"did you mean {suggestion}?" in str(info.value)
 
 
+def test_an_override_of_memory_isolation_is_refused_with_the_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every process must lay out and read the files alike: [memory] lives in the policy file."""
+    monkeypatch.setenv("GOVERNED_MEMORY_MEMORY__ISOLATION", "agent")
+    with pytest.raises(ConfigurationError) as info:
+        Settings()
+    message = str(info.value)
+    assert "GOVERNED_MEMORY_MEMORY__ISOLATION" in message and "[memory]" in message
+    assert "policy file" in message and "did you mean" not in message
+
+
 def test_a_misspelt_variable_fails_the_cli_with_exit_1(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GOVERNED_MEMORY_SERVICENAME", "x")
     result = CliRunner().invoke(main, ["policy", "show"])
