@@ -5,10 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import StoreMaker
-
-from governed_memory import AgentStore, FixedClock, agent_records, list_agents, memory_md_path
+from governed_memory import (
+    AgentStore,
+    Clock,
+    FixedClock,
+    agent_records,
+    list_agents,
+    memory_md_path,
+)
 from governed_memory._format import render_block, render_header
+
+StoreMaker = Callable[[Path, Callable[[], str], Clock], AgentStore]
+"""The ``store_factory`` fixture's type (tests/conftest.py): plaintext, then encrypted."""
 
 
 def _block(text: str, subject: str | None = None) -> str:
