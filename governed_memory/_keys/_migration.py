@@ -184,6 +184,8 @@ def _run(workspace: Path, keyring: Keyring, direction: str, progress: Progress) 
         outcome="ok",
         converted=report.converted,
         already_done=report.already_done,
+        subject_memories=report.subjects,
+        renamed=report.renamed,
     )
     return report
 
