@@ -63,6 +63,8 @@ class AuditEvent(StrEnum):
     """A subject's or agent's records were erased."""
     EXPORT = "export"
     """A subject's or agent's records were exported."""
+    ISOLATE = "memory.isolate"
+    """An agent's records that name a subject were moved to the subjects' own memories."""
     CONSENT_GRANT = "consent.grant"
     CONSENT_WITHDRAW = "consent.withdraw"
     HOLD_PLACE = "hold.place"

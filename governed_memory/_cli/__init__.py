@@ -57,9 +57,20 @@ def main(ctx: click.Context, workspace: Path | None, policy_path: Path | None) -
 
 def _register() -> None:
     # One import per command module; each defines ``commands``.
-    from . import _audit, _chat, _consent, _keys, _memory, _policy, _retention, _subjects
+    from . import (
+        _audit,
+        _chat,
+        _consent,
+        _isolate,
+        _keys,
+        _memory,
+        _policy,
+        _retention,
+        _subjects,
+    )
 
-    for module in (_memory, _policy, _consent, _subjects, _retention, _keys, _chat, _audit):
+    modules = (_memory, _isolate, _policy, _consent, _subjects, _retention, _keys, _chat, _audit)
+    for module in modules:
         for command in module.commands:
             main.add_command(command)
 

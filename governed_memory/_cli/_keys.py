@@ -196,7 +196,8 @@ def _migrate(cli: CliContext, direction: str, as_json: bool) -> None:
         emit_json(report.as_dict())
         return
     click.echo(
-        f"{direction}ed {report.converted} file(s) in {report.agents} agent(s); "
+        f"{direction}ed {report.converted} file(s) in {report.agents} agent(s) "
+        f"({report.subjects} subject memories, {report.renamed} subject folders renamed); "
         f"{report.already_done} finished by an earlier run"
     )
 
@@ -207,7 +208,8 @@ def _migrate(cli: CliContext, direction: str, as_json: bool) -> None:
 def encrypt_workspace(cli: CliContext, as_json: bool) -> None:
     """Encrypt every plaintext MEMORY.md and archive of the workspace (idempotent, crash-safe).
 
-    Stop the agents first. Each plaintext file is removed only after its
+    Subject memories (agents/<agent>/subjects/<p>/) are encrypted too and
+    their folders renamed to the keyed name. Stop the agents first. Each plaintext file is removed only after its
     encrypted copy was read back and found identical. The consent log, the
     holds file and the erasure records are sealed too.
     """

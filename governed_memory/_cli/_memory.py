@@ -81,7 +81,12 @@ def _when(value: _dt.datetime | None) -> str:
 @json_option
 @click.pass_obj
 def agents(cli: CliContext, as_json: bool) -> None:
-    """List the agents in the workspace with message and archive counts, size and last activity."""
+    """List the agents in the workspace with message and archive counts, size and last activity.
+
+    Subject memories (isolation = "subject") count with their agent: the
+    last column says how many it has, and their messages, archives and
+    bytes are in the agent's totals.
+    """
     workspace = cli.workspace.absolute()
     found = list_agents(workspace, store_factory=_lazy_store_factory(cli))
     if as_json:
@@ -96,9 +101,16 @@ def agents(cli: CliContext, as_json: bool) -> None:
         return
     emit_table(
         f"Agents in {workspace}",
-        ["agent", "messages", "archives", "size", "last activity"],
+        ["agent", "messages", "archives", "size", "last activity", "subject memories"],
         [
-            [i.name, i.messages, i.archives, human_size(i.size_bytes), _when(i.last_activity)]
+            [
+                i.name,
+                i.messages,
+                i.archives,
+                human_size(i.size_bytes),
+                _when(i.last_activity),
+                i.subject_memories,
+            ]
             for i in found
         ],
     )
@@ -112,13 +124,24 @@ def agents(cli: CliContext, as_json: bool) -> None:
 @click.option(
     "--archives", is_flag=True, help="Also list the records of every archive, oldest first."
 )
+@click.option(
+    "--subject",
+    default=None,
+    help="Only this data subject's records: its subject memory, and the agent memory's records naming it.",
+)
 @json_option
 @click.pass_obj
-def show(cli: CliContext, agent: str, archives: bool, as_json: bool) -> None:
-    """Print AGENT's memory as records (role, timestamp, content)."""
+def show(cli: CliContext, agent: str, archives: bool, subject: str | None, as_json: bool) -> None:
+    """Print AGENT's memory as records (role, timestamp, content).
+
+    The agent's own memory first, then each subject memory's (isolation =
+    "subject"), each under the file it comes from.
+    """
     workspace = cli.workspace.absolute()
     factory = _lazy_store_factory(cli)
-    records = agent_records(workspace, agent, include_archives=archives, store_factory=factory)
+    records = agent_records(
+        workspace, agent, include_archives=archives, store_factory=factory, subject_id=subject
+    )
     if as_json:
         emit_json(
             {
@@ -140,7 +163,9 @@ def show(cli: CliContext, agent: str, archives: bool, as_json: bool) -> None:
     for number, record in enumerate(records, 1):
         if record.source != source:  # one heading per file
             source = record.source
-            console.rule(Text(source), align="left")
+            # A subject memory's file by its path in the workspace (agents/A/subjects/<p>/...).
+            heading = f"agents/{agent}/{source}" if source.startswith("subjects/") else source
+            console.rule(Text(heading), align="left")
         head = Text(f"#{number}  ")
         head.append(record.role, style="bold")
         head.append(f"  {record.timestamp}", style="dim")

@@ -10,6 +10,18 @@ idempotent and crash-safe: after a crash, running them again finishes the job
 (a target that already holds exactly the source's text is accepted; one that
 differs stops the run, naming both files, and nothing is removed).
 
+Subject memories (``agents/<agent>/subjects/<p>/``, ``isolation = "subject"``)
+are converted the same way, file by file under the subject folder's lock
+(taken inside the agent's, the order every writer uses). The folder's name
+differs by mode: plaintext names it by the unkeyed ``plain_partition_name(S)``,
+encrypted by the keyring's keyed reference of S. So once a subject folder's
+files are converted it is renamed (one atomic ``os.rename``) to the name the
+new mode gives its subject, the ``subject`` of its records. A folder whose
+records name no subject keeps its name; one whose records name two subjects
+stops the run before anything in it changes. A crash before the rename
+leaves converted files under the old name; the rerun finds nothing left to
+convert there, reads the subject again and renames.
+
 Removing a plaintext file unlinks it; the filesystem may keep its blocks
 until they are reused (see SECURITY.md).
 """
@@ -28,9 +40,17 @@ from .._base import (
     fsync_dir,
     remove_stale_temps,
 )
-from .._crypto import KIND_ARCHIVE, KIND_MEMORY, Keyring
+from .._crypto import KIND_ARCHIVE, KIND_MEMORY, SUBJECT, Keyring
 from .._errors import GovernedMemoryError, StorageError
-from .._stores import ENCRYPTED_MEMORY, ENCRYPTED_SUFFIX, EncryptedAgentStore
+from .._format import META_OPEN, parse_memory
+from .._stores import (
+    ENCRYPTED_MEMORY,
+    ENCRYPTED_SUFFIX,
+    SUBJECTS_DIR,
+    EncryptedAgentStore,
+    is_partition_name,
+    plain_partition_name,
+)
 from ._rotation import Progress, agent_folders, no_progress
 
 __all__ = ["MigrationReport", "decrypt_workspace", "encrypt_workspace"]
@@ -42,6 +62,10 @@ class MigrationReport:
 
     direction: str
     agents: int = 0
+    subjects: int = 0
+    """Subject memories whose files were converted or whose folder was renamed."""
+    renamed: int = 0
+    """Subject folders renamed to the new mode's name."""
     converted: int = 0
     already_done: int = 0
     files: list[str] = field(default_factory=list)
@@ -131,18 +155,12 @@ def _run(workspace: Path, keyring: Keyring, direction: str, progress: Progress) 
             store = EncryptedAgentStore(folder / MEMORY_FILE, lambda: "", keyring=keyring)
             try:
                 with store.lock():
-                    # A crashed writer's temp file may hold plaintext.
-                    remove_stale_temps(folder)
-                    remove_stale_temps(store.archive_dir)
-                    pairs = _pairs(store, direction)
-                    for source, target, kind in pairs:
-                        convert = _encrypt_file if direction == "encrypt" else _decrypt_file
-                        if convert(store, source, target, kind):
-                            report.converted += 1
-                        else:
-                            report.already_done += 1
-                        report.files.append(str(target))
-                    report.agents += 1 if pairs else 0
+                    changed = _convert_store(store, direction, report)
+                    for partition in _subject_folders(folder):
+                        if _convert_subject(store, partition, direction, report):
+                            report.subjects += 1
+                            changed = True
+                    report.agents += 1 if changed else 0
             finally:
                 store.close()
             progress(direction, done, len(folders))
@@ -166,8 +184,111 @@ def _run(workspace: Path, keyring: Keyring, direction: str, progress: Progress) 
         outcome="ok",
         converted=report.converted,
         already_done=report.already_done,
+        subject_memories=report.subjects,
+        renamed=report.renamed,
     )
     return report
+
+
+def _convert_store(store: EncryptedAgentStore, direction: str, report: MigrationReport) -> bool:
+    """Convert the memory and archives of ``store`` (its lock held); whether it had any."""
+    # A crashed writer's temp file may hold plaintext.
+    remove_stale_temps(store.folder)
+    remove_stale_temps(store.archive_dir)
+    pairs = _pairs(store, direction)
+    convert = _encrypt_file if direction == "encrypt" else _decrypt_file
+    for source, target, kind in pairs:
+        if convert(store, source, target, kind):
+            report.converted += 1
+        else:
+            report.already_done += 1
+        report.files.append(str(target))
+    return bool(pairs)
+
+
+def _subject_folders(agent_folder: Path) -> list[str]:
+    """The names of the agent's subject folders (``subjects/<32 hex>/``), sorted."""
+    try:
+        entries = list(os.scandir(agent_folder / SUBJECTS_DIR))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(
+        e.name for e in entries if is_partition_name(e.name) and e.is_dir(follow_symlinks=False)
+    )
+
+
+def _convert_subject(
+    agent: EncryptedAgentStore, partition: str, direction: str, report: MigrationReport
+) -> bool:
+    """Convert one subject memory, then give its folder the new mode's name (agent lock held).
+
+    Whether anything changed (files converted, or the folder renamed).
+    """
+    folder = agent.folder / SUBJECTS_DIR / partition
+    store = EncryptedAgentStore(
+        folder / MEMORY_FILE, lambda: "", keyring=agent.keyring, partition=partition
+    )
+    try:
+        with store.lock():
+            subject = _subject_of(store)  # before converting: a refusal changes nothing
+            converted = _convert_store(store, direction, report)
+    finally:
+        store.close()
+    if subject is None:
+        return converted
+    wanted = (
+        agent.keyring.ref(SUBJECT, subject, create=True).hex()
+        if direction == "encrypt"
+        else plain_partition_name(subject)
+    )
+    if wanted == partition:
+        return converted
+    _rename_folder(folder, folder.with_name(wanted))
+    report.renamed += 1
+    return True
+
+
+def _subject_of(store: EncryptedAgentStore) -> str | None:
+    """The one subject the records of a subject folder name, in whichever form each file is.
+
+    None when no record names one. Two subjects in one folder stop the run:
+    the folder could carry only one of their names.
+    """
+    folder = store.folder
+    texts: list[tuple[Path, str]] = []
+    for path in _plain_archives(store):
+        texts.append((path, _read_text(path)))
+    if (folder / MEMORY_FILE).exists():
+        texts.append((folder / MEMORY_FILE, _read_text(folder / MEMORY_FILE)))
+    for path in store.archive_files():
+        texts.append((path, _decrypted(store, path, KIND_ARCHIVE)))
+    if store.memory_path.exists():
+        texts.append((store.memory_path, _decrypted(store, store.memory_path, KIND_MEMORY)))
+    found: set[str] = set()
+    for _path, text in texts:
+        if META_OPEN in text:
+            found.update(r.subject_id for r in parse_memory(text).records if r.subject_id)
+    if len(found) > 1:
+        raise StorageError(
+            f"subject folder {folder} holds records of {len(found)} data subjects; a subject "
+            "memory holds one subject's records, so it cannot be named for its subject. "
+            "Nothing in it was converted. Move the other subjects' records out of its "
+            "MEMORY.md (or erase them) and run the command again"
+        )
+    return next(iter(found), None)
+
+
+def _rename_folder(source: Path, target: Path) -> None:
+    """Rename a subject folder atomically; refuse when a folder of that name holds data."""
+    try:
+        os.rename(source, target)  # replaces an empty target folder, never a full one
+    except OSError as exc:
+        raise StorageError(
+            f"cannot rename subject folder {source} to {target.name}: {exc.strerror}. When "
+            f"{target} exists, both hold memory of the same subject: move its files into "
+            f"{source} (or remove the one you do not need) and run the command again"
+        ) from exc
+    fsync_dir(source.parent)
 
 
 def _governance_records(workspace: Path, keyring: Keyring, direction: str) -> list[Path]:

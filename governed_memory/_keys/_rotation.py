@@ -7,8 +7,9 @@ replaces the old. Re-encryption (``reencrypt=True``) runs in three phases:
 
 1. record the plan in ``reencrypt.json`` and give every live data key a new
    generation (new data is written under it from then on);
-2. under each agent's lock, re-encrypt every file that still has frames under
-   an older generation (one atomic replace per file); then re-seal the
+2. under each agent's lock, re-encrypt every file of the agent and of its
+   subject memories (each under its subject folder's lock too) that still has
+   frames under an older generation (one atomic replace per file); then re-seal the
    governance records (consent, holds, erasure records) sealed under an older
    generation of their purpose key, under their registry's lock;
 3. destroy the old generations and remove the plan.
@@ -186,44 +187,58 @@ def reencrypt(
 
 
 def _reencrypt_agent(folder: Path, keyring: Keyring, report: RotationReport) -> None:
+    """Re-encrypt the agent's own memory and archives, then each subject memory's.
+
+    The agent's lock is held throughout, and each subject folder's lock while
+    its files are replaced (the order every writer takes them in).
+    """
     store = EncryptedAgentStore(folder / MEMORY_FILE, lambda: "", keyring=keyring)
     try:
         with store.lock():
-            files = [store.memory_path] if store.memory_path.exists() else []
-            files += store.archive_files()
-            if not files:
-                return
-            agent_gen = keyring.current(AGENT, store.agent).gen
-            for path in files:
-                if path == store.memory_path:
-                    decoded = store.decode_memory()
-                else:
-                    decoded = store.decode_archive(path)
-                if decoded is None:
-                    continue
-                current: dict[bytes, int] = {}
-                stale = decoded.skipped > 0 or decoded.torn > 0
-                frames: list[Plain] = []
-                for plain in decoded.frames:
-                    key = plain.key
-                    subject_gen = 0
-                    if key.has_subject:
-                        if key.subject_ref not in current:
-                            entry = keyring.entry(key.subject_ref)
-                            current[key.subject_ref] = entry.current if entry else key.subject_gen
-                        subject_gen = current[key.subject_ref]
-                    fresh = FrameKey(agent_gen, key.subject_ref, subject_gen)
-                    stale = stale or fresh != key
-                    frames.append(Plain(plain.data, fresh))
-                stale = stale or any(k.agent_gen != agent_gen for k in decoded.raw_keys)
-                if not stale:
-                    continue
-                store.replace_file(path, frames)
-                report.files_reencrypted += 1
-                report.frames_reencrypted += len(frames)
-                report.frames_dropped += decoded.skipped
+            _reencrypt_store(store, keyring, report)
+            for subject in store.subject_stores():
+                try:
+                    with subject.lock():
+                        _reencrypt_store(subject, keyring, report)
+                finally:
+                    subject.close()
     finally:
         store.close()
+
+
+def _reencrypt_store(store: EncryptedAgentStore, keyring: Keyring, report: RotationReport) -> None:
+    """Re-encrypt every file of ``store`` with frames under an older generation (lock held)."""
+    files = [store.memory_path] if store.memory_path.exists() else []
+    files += store.archive_files()
+    if not files:
+        return
+    agent_gen = keyring.current(AGENT, store.agent).gen
+    for path in files:
+        own = path == store.memory_path
+        decoded = store.decode_memory() if own else store.decode_archive(path)
+        if decoded is None:
+            continue
+        current: dict[bytes, int] = {}
+        stale = decoded.skipped > 0 or decoded.torn > 0
+        frames: list[Plain] = []
+        for plain in decoded.frames:
+            key = plain.key
+            subject_gen = 0
+            if key.has_subject:
+                if key.subject_ref not in current:
+                    entry = keyring.entry(key.subject_ref)
+                    current[key.subject_ref] = entry.current if entry else key.subject_gen
+                subject_gen = current[key.subject_ref]
+            fresh = FrameKey(agent_gen, key.subject_ref, subject_gen)
+            stale = stale or fresh != key
+            frames.append(Plain(plain.data, fresh))
+        stale = stale or any(k.agent_gen != agent_gen for k in decoded.raw_keys)
+        if not stale:
+            continue
+        store.replace_file(path, frames)
+        report.files_reencrypted += 1
+        report.frames_reencrypted += len(frames)
+        report.frames_dropped += decoded.skipped
 
 
 def rotate(

@@ -10,20 +10,26 @@ agent folder it locks to 0700, as every governed_memory access does.)
 
 An agent is a folder ``<workspace>/agents/<name>`` whose name is a valid
 agent name and does not start with ``.``; symbolic links are not followed.
+
+Subject memories (``isolation = "subject"``: one memory per data subject
+inside the agent folder, ``AgentStore.subject_stores()``) belong to their
+agent: :func:`list_agents` counts them and adds their records, archives and
+bytes to the agent's totals; :func:`agent_records` lists their records after
+the agent's own, each with its source (``subjects/<p>/MEMORY.md``).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from .._base import AGENTS_DIR, MEMORY_FILE, resolve_workspace, validate_agent_name
 from .._errors import NotFoundError, StorageError
-from .._format import Record, parse_memory
+from .._format import Record, parse_memory, record_subjects
 from .._stores import AgentStore, FileMemoryBackend, PlaintextAgentStore, StoreFactory
 
 __all__ = ["AgentInfo", "StoredRecord", "agent_info", "agent_names", "agent_records", "list_agents"]
@@ -38,13 +44,16 @@ class AgentInfo:
     Attributes:
         name: the agent name (the folder name).
         folder: ``<workspace>/agents/<name>``.
-        messages: message blocks in the active memory (MEMORY.md).
-        archives: archive files (one per compaction).
-        size_bytes: bytes on disk of the active memory plus every archive.
-        last_activity: the newest record's timestamp in the active memory,
-            else the newest modification time of the memory or an archive;
+        messages: message blocks in the active memories: the agent's own
+            MEMORY.md and each subject memory's.
+        archives: archive files (one per compaction), the subject memories' included.
+        size_bytes: bytes on disk of the active memories plus every archive.
+        last_activity: the newest record's timestamp in an active memory,
+            else the newest modification time of a memory or an archive;
             None when the folder holds neither. Naive local time, like the
             timestamps in MEMORY.md.
+        subject_memories: how many subject memories the agent has
+            (``agents/<name>/subjects/<p>/``, ``isolation = "subject"``).
     """
 
     name: str
@@ -53,6 +62,7 @@ class AgentInfo:
     archives: int
     size_bytes: int
     last_activity: _dt.datetime | None
+    subject_memories: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form (paths and times as strings)."""
@@ -63,6 +73,7 @@ class AgentInfo:
             "archives": self.archives,
             "size_bytes": self.size_bytes,
             "last_activity": self.last_activity.isoformat() if self.last_activity else None,
+            "subject_memories": self.subject_memories,
         }
 
 
@@ -73,7 +84,9 @@ class StoredRecord:
     Attributes:
         record: the parsed block (role, timestamp, content, metadata).
         source: the file it came from, relative to the agent folder:
-            ``MEMORY.md`` or ``archive/history_<ts>.md``.
+            ``MEMORY.md`` or ``archive/history_<ts>.md``, and for a subject
+            memory's records ``subjects/<p>/MEMORY.md`` or
+            ``subjects/<p>/archive/history_<ts>.md``.
         archived: whether it came from an archive.
     """
 
@@ -164,11 +177,21 @@ def _newest_timestamp(records: list[Record]) -> _dt.datetime | None:
 
 
 def _info(name: str, folder: Path, factory: StoreFactory | None) -> AgentInfo:
-    with _open(folder, factory) as store:
-        text = store.read_memory()
-        archives = store.list_archives()
-        records = parse_memory(text).records if text is not None else []
-        files = [store.stat(), *(store.stat(a) for a in archives)]
+    records: list[Record] = []
+    archives = 0
+    files = []
+    with _open(folder, factory) as agent:
+        stores = _memories(agent)
+        try:
+            for store in stores:
+                text = store.read_memory()
+                names = store.list_archives()
+                records += parse_memory(text).records if text is not None else []
+                archives += len(names)
+                files += [store.stat(), *(store.stat(a) for a in names)]
+        finally:
+            for store in stores[1:]:
+                store.close()
     present = [f for f in files if f is not None]
     last = _newest_timestamp(records)
     if last is None and present:
@@ -177,10 +200,16 @@ def _info(name: str, folder: Path, factory: StoreFactory | None) -> AgentInfo:
         name=name,
         folder=folder,
         messages=len(records),
-        archives=len(archives),
+        archives=archives,
         size_bytes=sum(f.size for f in present),
         last_activity=last,
+        subject_memories=len(stores) - 1,
     )
+
+
+def _memories(agent: AgentStore) -> list[AgentStore]:
+    """The agent's own store, then each of its subject memories (close those)."""
+    return [agent, *agent.subject_stores()]
 
 
 def list_agents(
@@ -219,8 +248,9 @@ def agent_records(
     *,
     include_archives: bool = False,
     store_factory: StoreFactory | None = None,
+    subject_id: str | None = None,
 ) -> list[StoredRecord]:
-    """The records of one agent's memory, oldest first.
+    """The records of one agent's memory, oldest first, then each subject memory's.
 
     Args:
         workspace: the workspace folder (None: ``$WORKSPACE_DIR``, else
@@ -228,8 +258,11 @@ def agent_records(
         agent_name: the agent.
         include_archives: also return the records of every archive, each
             archive's before the active memory's (archives are named by
-            compaction time, so this is chronological).
+            compaction time, so this is chronological per memory).
         store_factory: how memory files are read (default: plaintext).
+        subject_id: only this subject's records: its subject memory's, and
+            the records of the agent's own memory that name it (as their
+            subject or in a summary's lineage).
 
     Raises:
         InvalidAgentNameError: ``agent_name`` is not a valid folder name.
@@ -238,16 +271,47 @@ def agent_records(
     """
     folder = _agent_folder(workspace, agent_name)
     found: list[StoredRecord] = []
-    with _open(folder, store_factory) as store:
-        if include_archives:
-            for archive in store.list_archives():
-                source = store.source(archive)
-                for record in parse_memory(store.read_archive(archive)).records:
-                    found.append(StoredRecord(record, source, archived=True))
-        text = store.read_memory()
-        if text is not None:
-            source = store.source()
-            found.extend(
-                StoredRecord(r, source, archived=False) for r in parse_memory(text).records
-            )
+    with _open(folder, store_factory) as agent:
+        subjects = agent.subject_stores()
+        try:
+            if subject_id is not None:
+                mine = _subject_memory(agent, subjects, subject_id)
+                own = _records(agent, include_archives)
+                found += [r for r in own if subject_id in record_subjects(r.record)]
+                if mine is not None:
+                    found += _records(mine, include_archives)
+                return found
+            for store in [agent, *subjects]:
+                found += _records(store, include_archives)
+        finally:
+            for store in subjects:
+                store.close()
+    return found
+
+
+def _subject_memory(
+    agent: AgentStore, subjects: Sequence[AgentStore], subject_id: str
+) -> AgentStore | None:
+    """``subject_id``'s memory among the agent's ``subjects`` (None: it has none)."""
+    if not subjects or not subject_id:
+        return None  # no subject memory at all: naming one could create a keyring
+    wanted = agent.subject_store(subject_id)
+    try:
+        return next((s for s in subjects if s.partition == wanted.partition), None)
+    finally:
+        wanted.close()
+
+
+def _records(store: AgentStore, include_archives: bool) -> list[StoredRecord]:
+    """The records of one memory (its archives' first, when asked), with their sources."""
+    found: list[StoredRecord] = []
+    if include_archives:
+        for archive in store.list_archives():
+            source = store.source(archive)
+            for record in parse_memory(store.read_archive(archive)).records:
+                found.append(StoredRecord(record, source, archived=True))
+    text = store.read_memory()
+    if text is not None:
+        source = store.source()
+        found.extend(StoredRecord(r, source, archived=False) for r in parse_memory(text).records)
     return found

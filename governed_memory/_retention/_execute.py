@@ -10,7 +10,9 @@ Before deleting an entry it checks, at that moment:
 
 Files in an agent folder are deleted while holding that folder's store lock
 (the ``flock`` every writer of the agent takes), so a purge never races an
-append or a compaction. Consent records are removed by one atomic rewrite of
+append or a compaction; files of a subject memory
+(``agents/<agent>/subjects/<p>/``) while holding that subject folder's lock,
+the one its writers take. Consent records are removed by one atomic rewrite of
 the consent log under its own lock. All deletions are made durable by one
 ``sync`` before the purge reports completion.
 """
@@ -47,9 +49,9 @@ from .._base import (
 from .._crypto import RecordSealing
 from .._errors import GovernedMemoryError, InvalidAgentNameError
 from .._records import ConsentRegistry, HoldRegistry, HoldSet
-from .._stores import AgentStore, StoreFactory
+from .._stores import SUBJECTS_DIR, AgentStore, StoreFactory, is_partition_name
 from ._journal import Entry, Journal, JournalError
-from ._scan import agent_store, artefact_subjects
+from ._scan import agent_store, artefact_subjects, subject_memories
 
 __all__ = ["Executor", "Tally"]
 
@@ -235,10 +237,26 @@ class Executor:
         folder = self.workspace / AGENTS_DIR / agent
         targets = [self._agent_path(entry, agent) for entry in batch]  # refuse before locking
         outcomes = bytearray()
+        # One memory at a time (the agent's own, or one subject's), under its folder's lock.
+        groups = itertools.groupby(zip(batch, targets, strict=True), key=lambda pair: pair[1][3])
+        for partition, group in groups:
+            outcomes += self._memory(agent, folder, partition, list(group), holds)
+        return bytes(outcomes)
+
+    def _memory(
+        self,
+        agent: str,
+        folder: Path,
+        partition: str | None,
+        group: list[tuple[Entry, tuple[str, str, FileKind, str | None]]],
+        holds: HoldSet,
+    ) -> bytes:
+        """The outcomes of entries in one memory's folder, deleted under its lock."""
+        outcomes = bytearray()
         folders: dict[str, int] = {}  # parent folder -> descriptor, for *at() calls
         try:
-            with self._locked(folder, holds.has_subject_holds) as store:
-                for entry, (parent, name, kind) in zip(batch, targets, strict=True):
+            with self._locked(folder, partition, holds.has_subject_holds) as store:
+                for entry, (parent, name, kind, _partition) in group:
                     fd = folders.get(parent)
                     if fd is None:
                         fd = folders[parent] = _open_folder(os.path.join(self._root, parent))
@@ -256,7 +274,7 @@ class Executor:
                         outcome = b"h" if held else _unlink(name, fd)
                     outcomes += outcome
         except FileNotFoundError:
-            return b"g" * len(batch)  # the agent folder is gone (erased meanwhile)
+            return b"g" * len(group)  # the folder is gone (erased meanwhile)
         finally:
             for fd in folders.values():
                 if fd >= 0:
@@ -264,43 +282,64 @@ class Executor:
         return bytes(outcomes)
 
     @contextmanager
-    def _locked(self, folder: Path, read_subjects: bool) -> Iterator[AgentStore | None]:
-        """Hold the agent folder's lock, the one every store of the agent takes.
+    def _locked(
+        self, folder: Path, partition: str | None, read_subjects: bool
+    ) -> Iterator[AgentStore | None]:
+        """Hold the lock every store of the memory takes: the agent folder's, or the subject's.
 
-        When files must be read for their subjects, the agent's store takes it
+        When files must be read for their subjects, the memory's store takes it
         (it decrypts encrypted files under its own lock); otherwise the bare
         folder lock does, without building a store per agent.
         """
+        own = folder if partition is None else folder / SUBJECTS_DIR / partition
         if read_subjects:
-            if not folder.is_dir():
-                raise FileNotFoundError(folder)
+            if not own.is_dir():
+                raise FileNotFoundError(own)
             store = agent_store(folder, self.store_factory)
             try:
+                if partition is not None:
+                    subs = subject_memories(store)
+                    mine = subs.pop(partition, None)
+                    for other in subs.values():
+                        other.close()
+                    if mine is None:
+                        raise FileNotFoundError(own)
+                    store.close()
+                    store = mine
                 with store.lock():
                     yield store
             finally:
                 store.close()
             return
-        lock = FolderLock(folder)
+        lock = FolderLock(own)
         try:
             with lock.held(create=False):
                 yield None
         finally:
             lock.drop()
 
-    def _agent_path(self, entry: Entry, agent: str) -> tuple[str, str, FileKind]:
-        """``(parent folder, file name, kind)`` of a journaled agent file, or JournalError."""
+    def _agent_path(self, entry: Entry, agent: str) -> tuple[str, str, FileKind, str | None]:
+        """``(parent folder, file name, kind, subject folder)`` of a journaled agent file.
+
+        The subject folder is None for the agent's own files. Anything else
+        than a memory file or archive of the agent or of one of its subject
+        memories raises JournalError.
+        """
         parts = entry.path.split("/")
         kind: FileKind | None = None
+        partition: str | None = None
         if parts[:2] == [AGENTS_DIR, agent]:
-            if entry.kind is ArtefactKind.MEMORY and len(parts) == 3:
-                kind = classify_agent_file(parts[2])
-            elif entry.kind is ArtefactKind.ARCHIVE and len(parts) == 4 and parts[2] == ARCHIVE_DIR:
-                kind = archive_kind(parts[3])
+            rest = parts[2:]
+            if len(rest) >= 3 and rest[0] == SUBJECTS_DIR and is_partition_name(rest[1]):
+                partition, rest = rest[1], rest[2:]
+            if entry.kind is ArtefactKind.MEMORY and len(rest) == 1:
+                kind = classify_agent_file(rest[0])
+            elif entry.kind is ArtefactKind.ARCHIVE and len(rest) == 2 and rest[0] == ARCHIVE_DIR:
+                kind = archive_kind(rest[1])
         if kind is None or kind.kind is not entry.kind:
             raise _not_purgeable(entry)
         parent, _, name = entry.path.rpartition("/")
-        return parent, name, kind
+        return parent, name, kind, partition
 
     # -- governance data -------------------------------------------------
 

@@ -8,8 +8,10 @@ hands both in. Rules, one per kind of artefact (``forever`` disables one):
 rule                    deletes
 ======================  ========================================================
 archives_max_age        archives older than the age
-archives_max_count      archives beyond the newest N of each agent
-idle_memory_max_age     an agent's active memory not written for longer
+archives_max_count      archives beyond the newest N of each memory (an agent's
+                        own, and each of its subject memories)
+idle_memory_max_age     an active memory (an agent's own, or a subject memory)
+                        not written for longer
 exports_max_age         exports older than the age
 audit_max_age           whole audit segments whose newest entry is older
 consent_records_max_age consent records older than the age and no longer in
@@ -29,7 +31,7 @@ the time in its name (archives: ``history_<ts>``; consent records and
 tombstones: their recorded time) and falls back to its mtime. Artefacts
 marked ``current`` are never deleted by age.
 
-Holds: an artefact in a held agent's folder, or holding a record of a held
+Holds: an artefact in a held agent's folder (its subject memories included), or holding a record of a held
 subject or a summary whose lineage names one, is listed as held (with the hold ids) instead of deleted. When a
 subject hold exists and an artefact's subjects are unknown (not read, or
 encrypted without a reader) it is held: a hold errs on the side of keeping.

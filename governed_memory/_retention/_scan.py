@@ -5,6 +5,13 @@ name, so plans are reproducible), and nothing but names and ``stat`` results
 is kept. File contents are read only when a subject hold exists, since only
 then does it matter whose records a file holds.
 
+Subject memories (``agents/<agent>/subjects/<p>/``, ``isolation = "subject"``)
+are scanned like the agent's own folder, each as an :class:`AgentState` of its
+agent with its ``partition`` set; their artefacts are named by their
+workspace-relative paths (``agents/A/subjects/<p>/archive/history_...``). Only
+folders under ``subjects/`` with a subject folder's name are memories; the
+scan never takes one for an agent.
+
 Times: an archive's age comes from the timestamp in its name
 (``history_<ts>``), which survives copies and restores from backup; a file
 whose name carries no valid time falls back to its mtime. Active memory is
@@ -39,7 +46,13 @@ from .._crypto import RecordSealing
 from .._errors import GovernedMemoryError
 from .._format import subjects_in_text
 from .._records import ConsentRegistry, HoldSet, TombstoneStore
-from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
+from .._stores import (
+    SUBJECTS_DIR,
+    AgentStore,
+    PlaintextAgentStore,
+    StoreFactory,
+    is_partition_name,
+)
 from ._state import AgentState, Artefact, WorkspaceState
 
 if TYPE_CHECKING:
@@ -50,6 +63,7 @@ __all__ = [
     "artefact_subjects",
     "local_time",
     "scan_workspace",
+    "subject_memories",
 ]
 
 
@@ -75,6 +89,21 @@ def agent_store(folder: Path, factory: StoreFactory | None) -> AgentStore:
     return factory(folder / MEMORY_FILE, _no_header)
 
 
+def subject_memories(store: AgentStore) -> dict[str, AgentStore]:
+    """The subject memories of the agent ``store``, by subject folder name (close each).
+
+    The storage seam opens a subject's memory by subject id, which a scan of
+    folder names does not know; ``subject_stores()`` lists them all at once.
+    """
+    return {str(s.partition): s for s in store.subject_stores()}
+
+
+def _named_by(store: AgentStore, path: Path, archive_id: str | None) -> bool:
+    """Whether ``path`` is the file ``store.source(archive_id)`` names (its last parts)."""
+    source = store.source(archive_id).split("/")
+    return list(path.parts[-len(source) :]) == source
+
+
 def artefact_subjects(
     path: Path, kind: FileKind, store: AgentStore | None
 ) -> frozenset[str] | None:
@@ -90,13 +119,13 @@ def artefact_subjects(
         elif store is None or not _reads_encrypted(store):
             return None
         elif kind.kind is ArtefactKind.MEMORY:
-            if store.source() != path.name:
+            if not _named_by(store, path, None):
                 return None
             text = store.read_memory() or ""
         else:
             archive_id = Path(path.name).stem  # classify_archive checked the name
-            if store.source(archive_id) != f"{ARCHIVE_DIR}/{path.name}":
-                return None  # not a file of this store's kind
+            if not _named_by(store, path, archive_id):
+                return None  # not a file of this store's kind, or of another memory
             text = store.read_archive(archive_id)
     except FileNotFoundError:
         return frozenset()
@@ -110,7 +139,7 @@ def artefact_subjects(
 
 def _reads_encrypted(store: AgentStore) -> bool:
     """Whether ``store`` is an encrypted store (its own memory file is of an encrypted kind)."""
-    own = classify_agent_file(store.source())
+    own = classify_agent_file(store.source().rsplit("/", 1)[-1])  # a subject's: subjects/<p>/...
     return own is not None and own.encrypted
 
 
@@ -179,63 +208,90 @@ def _agents(
     root = workspace / AGENTS_DIR
     for entry in _entries(root, hidden=True):
         if entry.is_dir(follow_symlinks=False):
-            yield _agent(Path(entry.path), entry.name, read_subjects, factory)
+            yield from _agent(Path(entry.path), entry.name, read_subjects, factory)
 
 
 def _agent(
     folder: Path, name: str, read_subjects: bool, factory: StoreFactory | None
-) -> AgentState:
+) -> Iterator[AgentState]:
+    """The agent's own memory, then each of its subject memories (by folder name)."""
     base = f"{AGENTS_DIR}/{name}/"
     store = agent_store(folder, factory) if read_subjects else None
+    subs: dict[str, AgentStore] = {}
+    try:
+        yield _memory(folder, base, name, None, store)
+        entries = _entries(folder / SUBJECTS_DIR)
+        if store is not None and entries:
+            subs = subject_memories(store)
+        for entry in entries:
+            if not is_partition_name(entry.name) or not entry.is_dir(follow_symlinks=False):
+                continue  # not a subject memory: never an artefact
+            partition = entry.name
+            sub = subs.pop(partition, None)
+            if store is not None and sub is None:
+                continue  # removed since listed (an erasure)
+            try:
+                where = f"{base}{SUBJECTS_DIR}/{partition}/"
+                yield _memory(Path(entry.path), where, name, partition, sub)
+            finally:
+                if sub is not None:
+                    sub.close()
+    finally:
+        for sub in subs.values():
+            sub.close()
+        if store is not None:
+            store.close()
+
+
+def _memory(
+    folder: Path, base: str, name: str, partition: str | None, store: AgentStore | None
+) -> AgentState:
+    """The memory file(s) and archives in ``folder`` (the agent's, or one subject's)."""
     subjects: Callable[[str, FileKind], frozenset[str] | None] = (
         (lambda p, k: artefact_subjects(Path(p), k, store))
-        if read_subjects
+        if store is not None
         else (lambda p, k: None)  # no subject hold: no file is read
     )
     memory: list[Artefact] = []
     archives: list[Artefact] = []
-    try:
-        for entry in _entries(folder):
-            if entry.name == ARCHIVE_DIR and entry.is_dir(follow_symlinks=False):
-                for item in _entries(entry.path):
-                    found = classify_archive(item.name)
-                    if found is None or not item.is_file(follow_symlinks=False):
-                        continue
-                    kind, named_at = found
-                    st = item.stat(follow_symlinks=False)
-                    archives.append(
-                        Artefact(
-                            ArtefactKind.ARCHIVE,
-                            f"{base}{ARCHIVE_DIR}/{item.name}",
-                            st.st_size,
-                            local_time(st.st_mtime),
-                            named_at,
-                            name,
-                            subjects(item.path, kind),
-                            ident=(st.st_ino, st.st_mtime_ns),
-                        )
+    for entry in _entries(folder):
+        if entry.name == ARCHIVE_DIR and entry.is_dir(follow_symlinks=False):
+            for item in _entries(entry.path):
+                found = classify_archive(item.name)
+                if found is None or not item.is_file(follow_symlinks=False):
+                    continue
+                kind, named_at = found
+                st = item.stat(follow_symlinks=False)
+                archives.append(
+                    Artefact(
+                        ArtefactKind.ARCHIVE,
+                        f"{base}{ARCHIVE_DIR}/{item.name}",
+                        st.st_size,
+                        local_time(st.st_mtime),
+                        named_at,
+                        name,
+                        subjects(item.path, kind),
+                        ident=(st.st_ino, st.st_mtime_ns),
                     )
-                continue
-            file_kind = classify_agent_file(entry.name)
-            if file_kind is None or not entry.is_file(follow_symlinks=False):
-                continue
-            st = entry.stat(follow_symlinks=False)
-            memory.append(
-                Artefact(
-                    ArtefactKind.MEMORY,
-                    base + entry.name,
-                    st.st_size,
-                    local_time(st.st_mtime),
-                    None,
-                    name,
-                    subjects(entry.path, file_kind),
-                    ident=(st.st_ino, st.st_mtime_ns),
                 )
+            continue
+        file_kind = classify_agent_file(entry.name)
+        if file_kind is None or not entry.is_file(follow_symlinks=False):
+            continue
+        st = entry.stat(follow_symlinks=False)
+        memory.append(
+            Artefact(
+                ArtefactKind.MEMORY,
+                base + entry.name,
+                st.st_size,
+                local_time(st.st_mtime),
+                None,
+                name,
+                subjects(entry.path, file_kind),
+                ident=(st.st_ino, st.st_mtime_ns),
             )
-    finally:
-        if store is not None:
-            store.close()
-    return AgentState(name, tuple(memory), tuple(archives))
+        )
+    return AgentState(name, tuple(memory), tuple(archives), partition)
 
 
 def _others(

@@ -60,11 +60,19 @@ class Artefact:
 
 @dataclass(frozen=True, slots=True)
 class AgentState:
-    """One agent folder: its active memory file(s) and its archives."""
+    """One memory of an agent: its active memory file(s) and its archives.
+
+    The agent's own memory (``partition`` None: ``agents/<name>/``) or one
+    subject memory of it (``partition`` the subject folder's name:
+    ``agents/<name>/subjects/<partition>/``, ``isolation = "subject"``). A
+    subject memory belongs to its agent (``name``) for holds on the agent, and
+    is a memory of its own for the rules that count per memory.
+    """
 
     name: str
     memory: tuple[Artefact, ...] = ()
     archives: tuple[Artefact, ...] = ()
+    partition: str | None = None
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,10 @@ INTERNAL: dict[tuple[str, str], str] = {
         "a type alias only: annotates the lazy store factory the CLI passes to the public "
         "list_agents and agent_records"
     ),
+    ("_stores", "isolate_subjects"): (
+        "isolate-subjects runs the store layer's migration of an agent's shared memory to "
+        "subject memories over every agent; no public function does it for a workspace"
+    ),
     ("_memory", "SUMMARY_PREFIX"): (
         "the demo compacts with the text ContextCompressor writes (its prefix and an "
         "extractive summary), through the _demo_summary seam the demo tests patch"

@@ -189,3 +189,63 @@ def test_a_live_store_keeps_writing_readable_frames_across_a_reencryption(worksp
     assert _generations(workspace) == {(2, 0), (2, 2)}  # nothing under a retired generation
     fresh = _store(workspace, make_keyring(folder, NEW), "A")
     assert fresh.read_memory() == _header() + _block("before", "s") + _block("after", "s")
+
+
+def _subject_texts(workspace: Path, keyring: Keyring) -> dict[str, list[str]]:
+    store = _store(workspace, keyring, "A")
+    return {
+        str(s.partition): [s.read_memory() or ""] + [s.read_archive(a) for a in s.list_archives()]
+        for s in store.subject_stores()
+    }
+
+
+def test_reencrypt_moves_subject_memories_to_fresh_keys_too(workspace: Path) -> None:
+    folder = workspace / ".governed_memory" / "keyring"
+    keyring = make_keyring(folder, OLD)
+    agent = _store(workspace, keyring, "A")
+    agent.append(_block("shared"))
+    for subject in ("alice", "bob"):
+        mine = agent.subject_store(subject)
+        mine.append(_block(f"{subject} one", subject))
+        mine.compact(_block(f"{subject} summary", subject))
+        mine.close()
+    agent.close()
+    texts = _subject_texts(workspace, keyring)
+    assert len(texts) == 2
+    report = rotate(workspace, make_keyring(folder, KeyChain(NEW, OLD)), reencrypt_data=True)
+    assert report.files_reencrypted == 1 + 2 * 2  # the agent's memory; each subject's two files
+    assert _generations(workspace) == {(2, 0), (2, 2)}  # no frame left under a retired key
+    assert _subject_texts(workspace, make_keyring(folder, NEW)) == texts
+
+
+def test_a_reencryption_interrupted_inside_a_subject_memory_resumes(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import governed_memory._keys._rotation as rotation
+
+    folder = workspace / ".governed_memory" / "keyring"
+    keyring = make_keyring(folder, OLD)
+    agent = _store(workspace, keyring, "A")
+    agent.append(_block("shared"))
+    for subject in ("alice", "bob"):
+        mine = agent.subject_store(subject)
+        mine.append(_block(f"{subject} one", subject))
+        mine.close()
+    agent.close()
+    texts = _subject_texts(workspace, keyring)
+    real = rotation._reencrypt_store
+    calls = {"n": 0}
+
+    def crash_in_the_second_subject(*args: object, **kwargs: object) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:  # the agent's own, alice's or bob's first, then this one
+            raise KeyUnavailableError("interrupted")
+        real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rotation, "_reencrypt_store", crash_in_the_second_subject)
+    with pytest.raises(KeyUnavailableError):
+        rotate(workspace, make_keyring(folder, KeyChain(NEW, OLD)), reencrypt_data=True)
+    monkeypatch.setattr(rotation, "_reencrypt_store", real)
+    rotate(workspace, make_keyring(folder, NEW))  # the plan on disk resumes it
+    assert _generations(workspace) == {(2, 0), (2, 2)}
+    assert _subject_texts(workspace, make_keyring(folder, NEW)) == texts

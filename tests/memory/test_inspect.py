@@ -244,6 +244,9 @@ class _MemoryOnlyStore:
     def lock(self) -> AbstractContextManager[None]:
         return nullcontext()
 
+    def subject_stores(self) -> list[_MemoryOnlyStore]:
+        return []  # no subject memories (isolation = "agent")
+
     def close(self) -> None:
         self.closed = True
 
