@@ -79,6 +79,17 @@ def _life_cycle(tmp_path: Path, *, encrypted: bool) -> tuple[dict[str, str], lis
     conv.compact(c["summary"])  # archives the message
     conv.add("Human", c["message"] + " again")
     conv.add("Human", c["other-message"], subject_id=c["other-subject"])
+    # regulated isolates subjects: the other subject's message is in their own memory,
+    # and their own conversation's compaction archives it (the archive the purge below
+    # finds: the subject's erasure deletes the subject's whole memory, archives with it).
+    other = Conversation(
+        name=c["conversation"],
+        memory_md_path=memory_md_path("Teller", workspace),
+        governance=gov,
+        subject_id=c["other-subject"],
+    )
+    other.compact(c["summary"])
+    other.add("Human", c["other-message"] + " once more")  # stays in the active memory
 
     retention = Retention(gov)
     hold = retention.holds.place(
