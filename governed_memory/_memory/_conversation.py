@@ -53,7 +53,7 @@ from .._format import (
 )
 from .._protocols import CONFIGURED, Configured, ConsentGate, ErasureWatch, resolve_governance
 from .._stores import AgentStore, BlockAppender, PlaintextAgentStore, StoreFactory, isolate_subjects
-from ._erasures import erasure_marks, filter_history, is_preload
+from ._erasures import filter_history, is_preload
 
 __all__ = ["Conversation", "bounded_preload_text", "newest_records"]
 
@@ -714,9 +714,9 @@ class Conversation:
 
     def _erasure_marks(self) -> frozenset[str]:
         """The erasures of the workspace as names (none without an erasure watch)."""
-        if self._erasure_watch is None or self.governance is None:
+        if self._erasure_watch is None:
             return frozenset()
-        return erasure_marks(self.governance.workspace)
+        return self._erasure_watch.marks()
 
     def drop_erased(self) -> int:
         """Drop from the history what erasures since this conversation loaded removed from disk.

@@ -6,40 +6,23 @@ gate's :class:`~governed_memory._protocols.ErasureWatch` says which subjects
 (or the whole agent) were erased since; :func:`filter_history` is the pure
 step that removes their messages, so no later summary is built from them.
 
-:func:`erasure_marks` is what ``Conversation.compact`` reads again under the
+``Conversation.compact`` reads the watch's ``marks()`` again under the
 agent's lock: an erasure writes its tombstone before it takes any agent's
 lock, so a tombstone that is not there yet belongs to an erasure that has not
 reached this agent and will strip the summary (by its lineage) after the
-write. Listing names completes nothing, so it cannot wait on the erasure it
+write. Listing ids completes nothing, so it cannot wait on the erasure it
 finds (which may itself be waiting for the lock held).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from .._base import GOVERNANCE_DIR, TOMBSTONES_DIR
 from .._format import PRELOAD_PREFIX, message_subjects
 from .._protocols import Erased
 
-__all__ = ["erasure_marks", "filter_history", "is_preload"]
-
-
-def erasure_marks(workspace: Path) -> frozenset[str]:
-    """The names of the erasure tombstones of ``workspace`` (one directory listing).
-
-    Any erasure, pending or complete, of any agent: a new name only means
-    "look again" (``ErasureWatch.new_erasures`` says whether it covers the
-    agent, once no lock is held). A missing folder has none.
-    """
-    try:
-        names = os.listdir(Path(workspace) / GOVERNANCE_DIR / TOMBSTONES_DIR)
-    except FileNotFoundError:
-        return frozenset()
-    return frozenset(name for name in names if name.endswith(".json"))
+__all__ = ["filter_history", "is_preload"]
 
 
 def is_preload(message: Mapping[str, Any]) -> bool:

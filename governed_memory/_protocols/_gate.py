@@ -168,6 +168,16 @@ class ErasureWatch(Protocol):
         """Erasures covering the agent that appeared since the last call (completed first)."""
         ...
 
+    def marks(self) -> frozenset[str]:
+        """The ids of every erasure of the workspace, pending or complete; completes nothing.
+
+        What ``Conversation.compact`` reads again under the agent's lock: a
+        new id only means "look again" once the lock is released
+        (:meth:`new_erasures` says whether it covers the agent). It must not
+        wait on the erasure it finds, which may be waiting for that lock.
+        """
+        ...
+
 
 class SubjectRecord(Protocol):
     """A stored record as the preload gate sees it: whose data it is."""

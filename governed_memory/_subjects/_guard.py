@@ -56,6 +56,10 @@ class ErasureGuard:
                 complete_tombstone(self._ctx, tombstone, resumed=True)
         self._seen = set(ids)
 
+    def marks(self) -> frozenset[str]:
+        """Every tombstone id of the workspace (one listing; completes nothing)."""
+        return frozenset(self._tombs.ids())
+
     def new_erasures(self) -> Erased:
         """Erasures covering this agent that appeared since the last call (completed first)."""
         fresh = [i for i in self._tombs.ids() if i not in self._seen]

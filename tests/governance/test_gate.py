@@ -229,6 +229,9 @@ def test_the_erasure_watch_given_is_handed_to_the_conversation(workspace: Path) 
         def new_erasures(self) -> Erased:
             return Erased()
 
+        def marks(self) -> frozenset[str]:
+            return frozenset()
+
     g, _, _ = gate(workspace, erasure_watch=Watch)
     conversation(g)
     assert opened == ["Agent"]
