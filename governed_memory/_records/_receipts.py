@@ -15,8 +15,8 @@ class FileRemoval:
     """What one erasure removed from one file (sizes and counts only).
 
     ``file`` is relative to the workspace. ``deleted`` is true when the whole
-    file went (whole-agent erasure); ``bytes_written`` is the size of the
-    rewritten file (0 when deleted).
+    file went (whole-agent erasure, or a subject's memory that held nothing
+    else); ``bytes_written`` is the size of the rewritten file (0 when deleted).
     """
 
     agent: str
