@@ -73,10 +73,13 @@ class Governance(GovernanceRoot):
             else:
                 erase(self, subject=event.subject, reason=reason, actor=event.actor)
         except ErasureBlockedError as exc:
+            # Logs leave the workspace: the subject by its keyed hash, the holds by id.
             logger.warning(
-                "governed_memory: the withdrawal of %r is recorded, but its erasure is blocked: %s",
-                event.subject,
-                exc,
+                "governed_memory: the withdrawal of subject %s is recorded, but its erasure is "
+                "blocked by legal hold(s) %s; it runs once they are released (`governed-memory "
+                "hold list`)",
+                self.gate.subject_ref(event.subject),
+                ", ".join(h.id for h in exc.holds) or "?",
             )
 
 

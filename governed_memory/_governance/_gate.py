@@ -548,8 +548,10 @@ class PolicyGate:
                 }
             )
             if missing:
+                # The reason reaches logs (the compressor's): keyed hashes, never ids.
+                named = [s if s == "<no subject>" else self.subject_ref(s) for s in missing]
                 reason = (
-                    f"subjects {missing} have not granted 'summarize' consent "
+                    f"subjects {named} have not granted 'summarize' consent "
                     f"for external model {model!r}"
                 )
         result: SummarizerDecision

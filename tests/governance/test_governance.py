@@ -295,7 +295,8 @@ def test_external_summarizer_needs_summarize_consent(workspace: Path, clock: Fix
     gov, sink = make(workspace, clock)
     decision = gov.summarizer_decision("gpt-4o", ["alice"])
     assert isinstance(decision, UseLocal) and decision.model == "local/extractive"
-    assert "alice" in decision.reason
+    # The reason reaches logs: the subject by its keyed hash, never the raw id (issue 13, 7).
+    assert gov.subject_ref("alice") in decision.reason and "alice" not in decision.reason
     gov.grant("alice", "summarize", actor="dpo")
     assert gov.summarizer_decision("gpt-4o", ["alice"]) == Allowed("gpt-4o")
     assert isinstance(gov.summarizer_decision("gpt-4o", ["alice", None]), UseLocal)
@@ -377,6 +378,25 @@ def test_withdrawal_under_on_withdraw_erase_erases_the_subject(
     conv.add("Human", "bob's note", subject_id="bob")
     gov.withdraw("alice", "persist", actor="alice")
     assert body(gov) == ["bob's note"]
+
+
+def test_a_withdrawal_whose_erasure_is_held_warns_without_the_raw_id(
+    workspace: Path, clock: FixedClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    from governed_memory._records._holds import HoldRegistry
+
+    gov, _ = make(workspace, clock, consent_extra={"on_withdraw": "erase"})
+    gov.grant("alice", "persist", actor="dpo")
+    conversation(gov).add("Human", "alice's secret")
+    hold = HoldRegistry(gov.governance_dir, clock=clock).place(
+        subject="alice", reason="litigation", actor="legal"
+    )
+    with caplog.at_level(logging.WARNING, logger="governed_memory"):
+        gov.withdraw("alice", "persist", actor="alice")
+    (warning,) = [r.getMessage() for r in caplog.records if "blocked" in r.getMessage()]
+    assert gov.subject_ref("alice") in warning and hold.id in warning
+    assert "alice" not in warning.replace(gov.subject_ref("alice"), "")
+    assert body(gov) == ["alice's secret"]  # held: kept
 
 
 def test_withdrawal_with_erase_grace_schedules_the_erasure(
