@@ -53,10 +53,19 @@ def _fork(work: Callable[[int], None]) -> tuple[int, int]:
     return pid, read_end
 
 
-def _kill_after(pid: int, seconds: float) -> None:
-    time.sleep(seconds)
+def _kill_after_lines(pid: int, fd: int, lines: int, extra: float) -> bytes:
+    """SIGKILL ``pid`` once it has reported ``lines`` lines (or stopped), plus ``extra`` seconds."""
+    seen = b""
+    while seen.count(b"\n") < lines:
+        ready, _, _ = select.select([fd], [], [], 10)
+        chunk = os.read(fd, 4096) if ready else b""
+        if not chunk:
+            break
+        seen += chunk
+    time.sleep(extra)
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
+    return seen
 
 
 def _kill_after_steps(pid: int, fd: int, steps: int, extra: float) -> bytes:
@@ -113,8 +122,11 @@ def test_kill9_during_appends_and_compactions_loses_no_acknowledged_message(
                 os.write(fd, (text + "\n").encode())  # acknowledged only once append returned
 
         pid, read_end = _fork(work)
-        _kill_after(pid, rng.uniform(0.02, 0.12))
-        this_round = _drain(read_end).decode().split()
+        # Killed once it has acknowledged a random number of messages (plus a random
+        # moment), not after a fixed time: on a loaded machine a timer could fire before
+        # the writer got going, and the test would prove less than it says.
+        head = _kill_after_lines(pid, read_end, rng.randint(8, 40), rng.uniform(0.0, 0.02))
+        this_round = (head + _drain(read_end)).decode().split()
         acknowledged += this_round
         # As if the kill had landed inside a write. Only after a round whose writer
         # appended: its first append cut the previous round's torn tail, as every

@@ -1,10 +1,12 @@
 """kill -9 while an agent's shared memory is split into subject memories: nothing lost, nothing doubled.
 
-A forked child runs ``isolate_subjects`` over a memory of many subjects and is
-SIGKILLed at a random moment, many times over; after each kill a fresh run
-finishes the job. Every record must then be in exactly one place: subject-free
+A forked child runs ``isolate_subjects`` over a memory of many subjects and
+SIGKILLs itself after its k-th write (k drawn at random, from the first
+subject's copy to the agent's own rewrite), many times over; then a fresh run
+finishes the job. Every record must be in exactly one place: subject-free
 records in the agent's memory, each subject's records once in their own.
-Plaintext and encrypted.
+Plaintext and encrypted. The kill point is chosen by write count, not by a
+timer, so a loaded machine cannot make the test miss the window.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from __future__ import annotations
 import os
 import random
 import signal
-import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crypto_helpers import make_keyring
@@ -24,6 +26,7 @@ from governed_memory._format._records import render_block, render_header
 from governed_memory._protocols import AgentStore
 from governed_memory._stores import isolate_subjects
 from governed_memory._stores._encrypted import EncryptedAgentStore
+from governed_memory._stores._files import AgentFolderStore
 
 HEADER = render_header("crash", "2026-11-30T10:00:00")
 SUBJECTS = [f"s{n}" for n in range(12)]
@@ -37,14 +40,39 @@ def _open(kind: str, workspace: Path) -> AgentStore:
     return PlaintextAgentStore(path, lambda: HEADER)
 
 
-def _contents(store: AgentStore) -> list[str]:
-    return [r.content for r in parse_memory(store.read_memory() or "").records]
+def _killed_after(writes: int, kind: str, workspace: Path) -> bool:
+    """Run isolate_subjects in a child that SIGKILLs itself after ``writes`` memory rewrites.
+
+    Returns whether it was killed (a run with fewer writes left finishes).
+    """
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child never returns
+        try:
+            done = 0
+            real = AgentFolderStore.rewrite_memory
+
+            def rewrite(self: Any, text: str) -> None:
+                nonlocal done
+                real(self, text)
+                done += 1
+                if done == writes:
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+            AgentFolderStore.rewrite_memory = rewrite  # type: ignore[method-assign]
+            isolate_subjects(_open(kind, workspace))
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        assert os.WTERMSIG(status) == signal.SIGKILL
+        return True
+    assert os.WEXITSTATUS(status) == 0
+    return False
 
 
 @pytest.mark.parametrize("kind", ["plaintext", "encrypted"])
 def test_kill9_during_isolation_loses_and_doubles_nothing(kind: str, workspace: Path) -> None:
     rng = random.Random(4321)
-    interrupted = copied = 0
     for round_ in range(5):
         agent = _open(kind, workspace)
         expected: Counter[tuple[str | None, str]] = Counter()
@@ -52,26 +80,17 @@ def test_kill9_during_isolation_loses_and_doubles_nothing(kind: str, workspace: 
             subject = None if i % 5 == 0 else rng.choice(SUBJECTS)
             text = f"r{round_}-m{i}"
             meta = {"subject": subject} if subject else None
-            agent.append(
-                render_block("Human", f"2026-11-30T10:{i // 60:02d}:{i % 60:02d}", text, meta)
-            )
+            stamp = f"2026-11-30T10:{i // 60:02d}:{i % 60:02d}"
+            agent.append(render_block("Human", stamp, text, meta))
             expected[(subject, text)] += 1
         agent.close()
-        for _ in range(3):
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - the child never returns
-                try:
-                    isolate_subjects(_open(kind, workspace))
-                finally:
-                    os._exit(0)
-            time.sleep(rng.uniform(0.0, 0.05))
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+        subjects = len({s for s, _ in expected if s is not None})
+        # Killed after the k-th write: a subject's copy (k <= subjects) or the agent's
+        # own rewrite (k = subjects + 1, after which the run is complete); twice over,
+        # the second run killed while finishing the first.
+        assert _killed_after(rng.randint(1, subjects), kind, workspace)
+        _killed_after(rng.randint(1, subjects), kind, workspace)
         agent = _open(kind, workspace)
-        left = [r for r in parse_memory(agent.read_memory() or "").records if r.subject_id]
-        moved = sum(len(_contents(s)) for s in agent.subject_stores())
-        if left and moved > copied:
-            interrupted += 1  # a kill landed between the first copy and the last rewrite
         isolate_subjects(agent)  # finish what the killed runs left
         found: Counter[tuple[str | None, str]] = Counter()
         for record in parse_memory(agent.read_memory() or "").records:
@@ -84,6 +103,4 @@ def test_kill9_during_isolation_loses_and_doubles_nothing(kind: str, workspace: 
         this_round = Counter({k: v for k, v in found.items() if k[1].startswith(f"r{round_}-")})
         assert this_round == expected
         assert isolate_subjects(agent) == 0
-        copied = sum(len(_contents(s)) for s in agent.subject_stores())
         agent.close()
-    assert interrupted, "no kill landed inside a run: the test proved nothing"
