@@ -370,3 +370,31 @@ def test_compaction_and_rewrites_clear_stale_temps_in_the_folder_and_archive(
     _every_operation(store)[operation]()
     store.close()
     assert not any(p.exists() for p in planted)
+
+
+# -- through a Conversation ------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["plaintext", "encrypted"])
+@pytest.mark.parametrize("link", ["agent folder", "memory"])
+def test_a_conversation_on_a_link_neither_preloads_adds_nor_compacts(
+    workspace: Path, outside: Path, kind: str, link: str
+) -> None:
+    """agents/Evil -> /outside: the reference appends there and chmods it 0700."""
+    from subjects_helpers import conversation, governance
+
+    gov = governance(workspace, CLOCK, kind=kind)
+    agent = workspace / "agents" / "Evil"
+    if link == "agent folder":
+        agent.parent.mkdir()
+        agent.symlink_to(outside)
+    else:
+        agent.mkdir(parents=True)
+        name = "MEMORY.md.gmenc" if kind == "encrypted" else "MEMORY.md"
+        (agent / name).symlink_to(outside / "secret.txt")
+    before = _snapshot(outside)
+    with pytest.raises(UnsafePathError):
+        conv = conversation(gov, "Evil")
+        conv.add("Human", "hello")
+        conv.compact("summary")
+    assert _snapshot(outside) == before
