@@ -16,14 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import StoreMaker
 
-from governed_memory import AgentStore, FixedClock, StorageError
+from governed_memory import AgentStore, Clock, FixedClock, StorageError
 from governed_memory._errors import UnsafePathError
 from governed_memory._format import render_block, render_header
 
 CLOCK = FixedClock(dt.datetime(2026, 11, 30, 10))  # archives: history_2026-11-30_10-00-00
 SECRET = b"outside the workspace: never touched\n"
+StoreMaker = Callable[[Path, Callable[[], str], Clock], AgentStore]  # the store_factory fixture's
 
 
 def _header() -> str:
