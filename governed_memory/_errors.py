@@ -19,6 +19,7 @@ for the reference (``except ValueError``) keeps working::
     │   ├── FormatVersionError                a file written by a newer version
     │   ├── AuditWriteError                   the audit log could not be appended to
     │   ├── JournalError                      the purge journal is damaged
+    │   ├── UnsafePathError                   a symbolic link inside an agent folder (never followed)
     │   └── DecryptionError                   encrypted data fails to decrypt (detail-free)
     │       ├── IntegrityError                an encrypted file's structure is damaged
     │       └── KeyUnavailableError (LookupError)  the master or data key is not available
@@ -75,6 +76,7 @@ __all__ = [
     "SealedRecordError",
     "StorageError",
     "TokenizerError",
+    "UnsafePathError",
 ]
 
 
@@ -116,6 +118,28 @@ class FormatVersionError(StorageError):
 
 class JournalError(StorageError):
     """The purge journal is damaged or names something that is not purgeable."""
+
+
+class UnsafePathError(StorageError):
+    """A path inside an agent's folder tree is a symbolic link, which governed_memory never follows.
+
+    Everything under ``<workspace>/agents/<agent>/`` is the library's own, and
+    it never makes a link there: a link could lead outside the workspace (and
+    so make a write, a chmod, a deletion or a print happen elsewhere). The
+    workspace folder and ``agents/`` themselves may be links an operator made.
+    Nothing was read or written through the link.
+
+    Attributes:
+        path: the link.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], what: str = "file or folder") -> None:
+        self.path = Path(path)
+        super().__init__(
+            f"{path} is a symbolic link, and governed_memory never follows a link inside an "
+            f"agent's folder (it could lead outside the workspace); nothing was read or written "
+            f"through it. Replace it by the {what} it points to, or remove it"
+        )
 
 
 class NotFoundError(GovernedMemoryError, LookupError):

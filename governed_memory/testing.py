@@ -287,6 +287,10 @@ class InMemoryAgentStore:
             return within + self._memory_path.name
         return f"{within}{ARCHIVE_DIR}/{archive_id}.md"
 
+    def remove_temps(self) -> int:
+        """Nothing to remove: an in-memory change is never left half-made."""
+        return 0
+
     def delete(self) -> None:
         with self._state.lock:
             self._state.memory = None

@@ -39,6 +39,19 @@ if TYPE_CHECKING:
     )
     from ._lock import FileLock, FolderLock, held_if_any
     from ._names import validate_agent_name
+    from ._nofollow import (
+        atomic_write_at,
+        exists_at,
+        link_exclusive_at,
+        lstat_at,
+        open_beneath,
+        open_dir_at,
+        open_file_at,
+        open_read_at,
+        read_at,
+        remove_temps_at,
+        write_temp_at,
+    )
     from ._version import VERSION
     from ._workspace import (
         AGENTS_DIR,
@@ -73,22 +86,33 @@ __all__ = [
     "SystemClock",
     "archive_kind",
     "atomic_write",
+    "atomic_write_at",
     "classify_agent_file",
     "classify_archive",
     "ensure_private_dir",
+    "exists_at",
     "format_duration",
     "fsync_dir",
     "held_if_any",
     "iso_now",
     "lazy_attributes",
     "link_exclusive",
+    "link_exclusive_at",
+    "lstat_at",
     "memory_md_path",
+    "open_beneath",
+    "open_dir_at",
+    "open_file_at",
     "open_private",
+    "open_read_at",
     "parse_duration",
+    "read_at",
     "remove_stale_temps",
+    "remove_temps_at",
     "resolve_workspace",
     "validate_agent_name",
     "write_all",
+    "write_temp_at",
 ]
 
 _LAZY: dict[str, str] = {
@@ -130,6 +154,17 @@ _LAZY: dict[str, str] = {
     "resolve_workspace": "._workspace",
     "validate_agent_name": "._names",
     "write_all": "._fsutil",
+    "atomic_write_at": "._nofollow",
+    "exists_at": "._nofollow",
+    "link_exclusive_at": "._nofollow",
+    "lstat_at": "._nofollow",
+    "open_beneath": "._nofollow",
+    "open_dir_at": "._nofollow",
+    "open_file_at": "._nofollow",
+    "open_read_at": "._nofollow",
+    "read_at": "._nofollow",
+    "remove_temps_at": "._nofollow",
+    "write_temp_at": "._nofollow",
 }
 
 if not TYPE_CHECKING:  # type checkers read the imports above

@@ -6,6 +6,10 @@ through a temporary file in the same folder, fsync, rename and an fsync of the
 folder, so a crash leaves either the old or the new file, never a torn one.
 Temporary files start with ``.gm-tmp-`` and are ignored by readers.
 
+The same operations relative to an open folder, refusing symbolic links
+(an agent folder's tree), are :mod:`._nofollow`'s; the path-based ones here
+apply them to the folder they are given, which may be a link.
+
 POSIX only (fcntl, directory fsync). Not safe on network filesystems whose
 rename or flock semantics are weaker than a local disk's (NFS, SMB).
 """
@@ -15,9 +19,19 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+from ._nofollow import (
+    DIR_MODE,
+    FILE_MODE,
+    TMP_PREFIX,
+    atomic_write_at,
+    link_exclusive_at,
+    remove_temps_at,
+    write_all,
+    write_temp_at,
+)
 
 __all__ = [
     "DIR_MODE",
@@ -32,10 +46,6 @@ __all__ = [
     "write_all",
     "write_temp",
 ]
-
-DIR_MODE = 0o700
-FILE_MODE = 0o600
-TMP_PREFIX = ".gm-tmp-"
 
 
 def ensure_private_dir(path: Path) -> None:
@@ -73,14 +83,6 @@ def open_private(path: Path, flags: int) -> int:
     return fd
 
 
-def write_all(fd: int, data: bytes) -> None:
-    """Write every byte of ``data`` (``os.write`` may write less)."""
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
 def fsync_dir(path: Path) -> None:
     """Make a rename or link inside ``path`` durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -90,30 +92,25 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+@contextlib.contextmanager
+def _folder(path: Path) -> Iterator[int]:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def write_temp(folder: Path, data: bytes) -> Path:
     """Write ``data`` to a new fsynced 0600 temporary file in ``folder``."""
-    tmp = folder / f"{TMP_PREFIX}{secrets.token_hex(8)}"
-    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-    try:
-        write_all(fd, data)
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    return tmp
+    with _folder(folder) as fd:
+        return folder / write_temp_at(fd, data)
 
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically and durably."""
-    tmp = write_temp(path.parent, data)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
+    with _folder(path.parent) as fd:
+        atomic_write_at(fd, path.name, data)
 
 
 def link_exclusive(folder: Path, data: bytes, names: Iterable[str]) -> Path:
@@ -123,31 +120,8 @@ def link_exclusive(folder: Path, data: bytes, names: Iterable[str]) -> Path:
     claimed with ``link``, which fails when the name exists, so two writers
     (threads or processes) never overwrite each other's file.
     """
-    tmp = write_temp(folder, data)
-    try:
-        for name in names:
-            target = folder / name
-            try:
-                os.link(tmp, target)
-            except FileExistsError:
-                continue
-            except OSError as exc:  # filesystems without hard links
-                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
-                    raise
-                # Claim the name with an empty placeholder, then rename the
-                # complete file over it: a crash leaves an empty file or the
-                # whole one, never a torn archive, and never overwrites a
-                # file another writer claimed.
-                try:
-                    os.close(open_private(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
-                except FileExistsError:
-                    continue
-                os.replace(tmp, target)
-            fsync_dir(folder)
-            return target
-        raise FileExistsError(f"no free name left in {folder}")
-    finally:
-        tmp.unlink(missing_ok=True)
+    with _folder(folder) as fd:
+        return folder / link_exclusive_at(fd, data, names, folder)
 
 
 def remove_stale_temps(folder: Path) -> int:
@@ -156,13 +130,8 @@ def remove_stale_temps(folder: Path) -> int:
     Only call this while holding the folder's lock, so no live writer's
     temporary file is removed.
     """
-    removed = 0
     try:
-        entries = list(os.scandir(folder))
-    except FileNotFoundError:
+        with _folder(folder) as fd:
+            return remove_temps_at(fd)
+    except (FileNotFoundError, NotADirectoryError):
         return 0
-    for entry in entries:
-        if entry.name.startswith(TMP_PREFIX):
-            Path(entry.path).unlink(missing_ok=True)
-            removed += 1
-    return removed

@@ -29,6 +29,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ._fsutil import ensure_private_dir, open_private
+from ._nofollow import open_beneath
 
 __all__ = ["FileLock", "FolderLock", "held_if_any"]
 
@@ -41,12 +42,22 @@ class FolderLock:
         on_drop: called when the descriptor is dropped because the folder
             was removed or replaced while waiting, so the owner can drop the
             descriptors it holds into the old folder.
+        nofollow: how many of the folder's last path components are the
+            library's own and must not be symbolic links (an agent folder: 1;
+            a subject's, ``<agent>/subjects/<p>``: 3). They are opened one by
+            one with ``O_NOFOLLOW | O_DIRECTORY`` (:func:`._nofollow.open_beneath`),
+            so a link there raises :class:`UnsafePathError`; the folders above
+            may be links. 0 (the keyring's folder, which an operator may point
+            anywhere): the path is opened as given.
     """
 
-    def __init__(self, folder: Path, on_drop: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, folder: Path, on_drop: Callable[[], None] | None = None, *, nofollow: int = 0
+    ) -> None:
         self.folder = Path(folder)
         self._folder_str = os.fspath(self.folder)
         self._on_drop = on_drop
+        self._nofollow = nofollow
         self.mutex = threading.RLock()
         self.depth = 0
         self.dirfd: int | None = None
@@ -55,17 +66,30 @@ class FolderLock:
 
     def _open(self, create: bool) -> int:
         if self.dirfd is None:
-            if create:
-                ensure_private_dir(self.folder)
-            fd = os.open(self._folder_str, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fd = self.open_folder(create=create)
             st = os.fstat(fd)
             self.dirfd, self._ident = fd, (st.st_dev, st.st_ino)
         return self.dirfd
 
+    def open_folder(self, *, create: bool = False) -> int:
+        """A new descriptor of the folder, opened as :meth:`acquire` opens it (close it).
+
+        For a look without the lock (listing archives): with ``nofollow`` no
+        link among the library's own components is followed.
+        """
+        own = self._nofollow
+        if own:
+            folder = self.folder if len(self.folder.parts) > own else self.folder.absolute()
+            return open_beneath(folder.parents[own - 1], folder.parts[-own:], create=create)
+        if create:
+            ensure_private_dir(self.folder)
+        return os.open(self._folder_str, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
     def current(self) -> bool:
         """Whether the locked folder is still the one at the path (descriptor open)."""
         try:
-            st = os.stat(self._folder_str)
+            # A link put in the folder's place is not the folder (nofollow).
+            st = os.stat(self._folder_str, follow_symlinks=not self._nofollow)
         except FileNotFoundError:
             return False
         # A removed folder keeps its descriptor but has no links; a new folder

@@ -32,14 +32,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._base import (
-    GOVERNANCE_DIR,
-    MEMORY_FILE,
-    TMP_PREFIX,
-    atomic_write,
-    fsync_dir,
-    remove_stale_temps,
-)
+from .._base import GOVERNANCE_DIR, MEMORY_FILE, open_beneath
 from .._crypto import KIND_ARCHIVE, KIND_MEMORY, SUBJECT, Keyring
 from .._errors import GovernedMemoryError, StorageError
 from .._format import META_OPEN, parse_memory
@@ -48,7 +41,6 @@ from .._stores import (
     ENCRYPTED_SUFFIX,
     SUBJECTS_DIR,
     EncryptedAgentStore,
-    is_partition_name,
     plain_partition_name,
 )
 from ._rotation import Progress, agent_folders, no_progress
@@ -75,20 +67,13 @@ class MigrationReport:
 
 
 def _plain_archives(store: EncryptedAgentStore) -> list[Path]:
-    try:
-        names = os.listdir(store.archive_dir)
-    except FileNotFoundError:
-        return []
-    return [
-        store.archive_dir / n
-        for n in sorted(names)
-        if n.startswith("history_") and n.endswith(".md") and not n.startswith(TMP_PREFIX)
-    ]
+    return store.archive_files(".md")
 
 
-def _read_text(path: Path) -> str:
+def _read_text(store: EncryptedAgentStore, path: Path) -> str:
+    """The text of a plaintext file of ``store`` (never read through a link)."""
     try:
-        return path.read_bytes().decode("utf-8")
+        return store.read_file(path).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise StorageError(
             f"{path} is not valid UTF-8 at byte {exc.start}; it was not written by "
@@ -105,19 +90,18 @@ def _conflict(source: Path, target: Path) -> StorageError:
 
 def _encrypt_file(store: EncryptedAgentStore, source: Path, target: Path, kind: int) -> bool:
     """Encrypt ``source`` into ``target``, verify, remove ``source``. False when already done."""
-    text = _read_text(source)
+    text = _read_text(store, source)
     done = False
-    if target.exists():
+    if store.has_file(target):
         if _decrypted(store, target, kind) != text:
             raise _conflict(source, target)
         done = True
     else:
-        atomic_write(target, store.codec.encode_text(kind, target.name, text))
+        store.write_file(target, store.codec.encode_text(kind, target.name, text))
         if _decrypted(store, target, kind) != text:  # never remove the only good copy
-            target.unlink()
+            store.remove_file(target)
             raise StorageError(f"{target} did not read back as {source}; {source} was kept")
-    source.unlink()
-    fsync_dir(source.parent)
+    store.remove_file(source)
     return not done
 
 
@@ -133,17 +117,16 @@ def _decrypt_file(store: EncryptedAgentStore, source: Path, target: Path, kind: 
     """Decrypt ``source`` into ``target``, verify, remove ``source``. False when already done."""
     text = _decrypted(store, source, kind)
     done = False
-    if target.exists():
-        if _read_text(target) != text:
+    if store.has_file(target):
+        if _read_text(store, target) != text:
             raise _conflict(source, target)
         done = True
     else:
-        atomic_write(target, text.encode("utf-8"))
-        if _read_text(target) != text:
-            target.unlink()
+        store.write_file(target, text.encode("utf-8"))
+        if _read_text(store, target) != text:
+            store.remove_file(target)
             raise StorageError(f"{target} did not read back as {source}; {source} was kept")
-    source.unlink()
-    fsync_dir(source.parent)
+    store.remove_file(source)
     return not done
 
 
@@ -156,7 +139,7 @@ def _run(workspace: Path, keyring: Keyring, direction: str, progress: Progress) 
             try:
                 with store.lock():
                     changed = _convert_store(store, direction, report)
-                    for partition in _subject_folders(folder):
+                    for partition in _subject_folders(store):
                         if _convert_subject(store, partition, direction, report):
                             report.subjects += 1
                             changed = True
@@ -192,9 +175,9 @@ def _run(workspace: Path, keyring: Keyring, direction: str, progress: Progress) 
 
 def _convert_store(store: EncryptedAgentStore, direction: str, report: MigrationReport) -> bool:
     """Convert the memory and archives of ``store`` (its lock held); whether it had any."""
-    # A crashed writer's temp file may hold plaintext.
-    remove_stale_temps(store.folder)
-    remove_stale_temps(store.archive_dir)
+    # A crashed writer's temp file may hold plaintext (the agent's store: its
+    # subject folders' too, each under its lock).
+    store.remove_temps()
     pairs = _pairs(store, direction)
     convert = _encrypt_file if direction == "encrypt" else _decrypt_file
     for source, target, kind in pairs:
@@ -206,15 +189,17 @@ def _convert_store(store: EncryptedAgentStore, direction: str, report: Migration
     return bool(pairs)
 
 
-def _subject_folders(agent_folder: Path) -> list[str]:
-    """The names of the agent's subject folders (``subjects/<32 hex>/``), sorted."""
-    try:
-        entries = list(os.scandir(agent_folder / SUBJECTS_DIR))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return sorted(
-        e.name for e in entries if is_partition_name(e.name) and e.is_dir(follow_symlinks=False)
-    )
+def _subject_folders(store: EncryptedAgentStore) -> list[str]:
+    """The names of the agent's subject folders (``subjects/<32 hex>/``), sorted.
+
+    A symbolic link among them stops the run (``UnsafePathError``): skipping
+    it would leave a subject's memory unconverted.
+    """
+    names = []
+    for subject in store.subject_stores():
+        names.append(str(subject.partition))
+        subject.close()
+    return names
 
 
 def _convert_subject(
@@ -243,7 +228,7 @@ def _convert_subject(
     )
     if wanted == partition:
         return converted
-    _rename_folder(folder, folder.with_name(wanted))
+    _rename_folder(agent.folder, partition, wanted)
     report.renamed += 1
     return True
 
@@ -257,12 +242,12 @@ def _subject_of(store: EncryptedAgentStore) -> str | None:
     folder = store.folder
     texts: list[tuple[Path, str]] = []
     for path in _plain_archives(store):
-        texts.append((path, _read_text(path)))
-    if (folder / MEMORY_FILE).exists():
-        texts.append((folder / MEMORY_FILE, _read_text(folder / MEMORY_FILE)))
+        texts.append((path, _read_text(store, path)))
+    if store.has_file(folder / MEMORY_FILE):
+        texts.append((folder / MEMORY_FILE, _read_text(store, folder / MEMORY_FILE)))
     for path in store.archive_files():
         texts.append((path, _decrypted(store, path, KIND_ARCHIVE)))
-    if store.memory_path.exists():
+    if store.has_file(store.memory_path):
         texts.append((store.memory_path, _decrypted(store, store.memory_path, KIND_MEMORY)))
     found: set[str] = set()
     for _path, text in texts:
@@ -278,17 +263,27 @@ def _subject_of(store: EncryptedAgentStore) -> str | None:
     return next(iter(found), None)
 
 
-def _rename_folder(source: Path, target: Path) -> None:
-    """Rename a subject folder atomically; refuse when a folder of that name holds data."""
+def _rename_folder(agent_folder: Path, old: str, new: str) -> None:
+    """Rename subject folder ``old`` to ``new`` atomically; refuse when ``new`` holds data.
+
+    Relative to the descriptor of ``subjects/``, opened without following a
+    link (nor is the agent folder followed).
+    """
+    source = agent_folder / SUBJECTS_DIR / old
+    target = source.with_name(new)
+    subjects = open_beneath(agent_folder.parent, [agent_folder.name, SUBJECTS_DIR])
     try:
-        os.rename(source, target)  # replaces an empty target folder, never a full one
+        # Replaces an empty target folder, never a full one; a link is not a folder.
+        os.rename(old, new, src_dir_fd=subjects, dst_dir_fd=subjects)
+        os.fsync(subjects)
     except OSError as exc:
         raise StorageError(
-            f"cannot rename subject folder {source} to {target.name}: {exc.strerror}. When "
+            f"cannot rename subject folder {source} to {new}: {exc.strerror}. When "
             f"{target} exists, both hold memory of the same subject: move its files into "
             f"{source} (or remove the one you do not need) and run the command again"
         ) from exc
-    fsync_dir(source.parent)
+    finally:
+        os.close(subjects)
 
 
 def _governance_records(workspace: Path, keyring: Keyring, direction: str) -> list[Path]:
@@ -310,14 +305,14 @@ def _pairs(store: EncryptedAgentStore, direction: str) -> list[tuple[Path, Path,
             pairs.append(
                 (path, path.with_name(path.name[: -len(".md")] + ENCRYPTED_SUFFIX), KIND_ARCHIVE)
             )
-        if (folder / MEMORY_FILE).exists():
+        if store.has_file(folder / MEMORY_FILE):
             pairs.append((folder / MEMORY_FILE, folder / ENCRYPTED_MEMORY, KIND_MEMORY))
     else:
         for path in store.archive_files():
             pairs.append(
                 (path, path.with_name(path.name[: -len(ENCRYPTED_SUFFIX)] + ".md"), KIND_ARCHIVE)
             )
-        if store.memory_path.exists():
+        if store.has_file(store.memory_path):
             pairs.append((store.memory_path, folder / MEMORY_FILE, KIND_MEMORY))
     return pairs
 

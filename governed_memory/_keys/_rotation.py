@@ -71,10 +71,20 @@ class RotationReport:
 
 
 def agent_folders(workspace: Path) -> list[Path]:
-    """Agent folders of ``workspace``, by name (hidden entries skipped)."""
+    """Agent folders of ``workspace``, by name (hidden entries skipped).
+
+    A symbolic link with an agent's place is listed too: opening its store
+    refuses it (``UnsafePathError``), which stops the run with its name,
+    rather than leave that agent's files behind unconverted (a re-encryption
+    then retires the old keys).
+    """
     root = Path(workspace) / AGENTS_DIR
     try:
-        return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        return sorted(
+            p
+            for p in root.iterdir()
+            if (p.is_symlink() or p.is_dir()) and not p.name.startswith(".")
+        )
     except FileNotFoundError:
         return []
 
@@ -208,7 +218,7 @@ def _reencrypt_agent(folder: Path, keyring: Keyring, report: RotationReport) -> 
 
 def _reencrypt_store(store: EncryptedAgentStore, keyring: Keyring, report: RotationReport) -> None:
     """Re-encrypt every file of ``store`` with frames under an older generation (lock held)."""
-    files = [store.memory_path] if store.memory_path.exists() else []
+    files = [store.memory_path] if store.has_file(store.memory_path) else []
     files += store.archive_files()
     if not files:
         return

@@ -10,6 +10,10 @@ agent folder it locks to 0700, as every governed_memory access does.)
 
 An agent is a folder ``<workspace>/agents/<name>`` whose name is a valid
 agent name and does not start with ``.``; symbolic links are not followed.
+Asked for by name, a symbolic link in an agent's place, or one anywhere in
+its folder (memory file, ``archive/``, an archive, ``subjects/``, a subject
+folder), is refused with :class:`~governed_memory._errors.UnsafePathError`
+naming it: nothing is read or printed through it.
 
 Subject memories (``isolation = "subject"``: one memory per data subject
 inside the agent folder, ``AgentStore.subject_stores()``) belong to their
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._base import AGENTS_DIR, MEMORY_FILE, resolve_workspace, validate_agent_name
-from .._errors import NotFoundError, StorageError
+from .._errors import NotFoundError, StorageError, UnsafePathError
 from .._format import Record, parse_memory, record_subjects
 from .._stores import AgentStore, FileMemoryBackend, PlaintextAgentStore, StoreFactory
 
@@ -152,7 +156,9 @@ def agent_names(workspace: PathLike | None = None) -> list[str]:
 def _agent_folder(workspace: PathLike | None, agent_name: str) -> Path:
     name = validate_agent_name(agent_name)
     folder = _agents_dir(workspace) / name
-    if not folder.is_dir() or folder.is_symlink():
+    if folder.is_symlink():  # never followed: it could lead out of the workspace
+        raise UnsafePathError(folder, "folder")
+    if not folder.is_dir():
         raise NotFoundError(
             f"agent {name!r} has no memory in workspace {resolve_workspace(workspace)} "
             f"(no folder {folder}); list the agents there with `governed-memory agents` "
@@ -237,6 +243,7 @@ def agent_info(
     Raises:
         InvalidAgentNameError: ``agent_name`` is not a valid folder name.
         NotFoundError: the workspace has no folder for ``agent_name``.
+        UnsafePathError: the agent's folder, or a file or folder in it, is a symbolic link.
     """
     folder = _agent_folder(workspace, agent_name)
     return _info(folder.name, folder, store_factory)
@@ -267,6 +274,7 @@ def agent_records(
     Raises:
         InvalidAgentNameError: ``agent_name`` is not a valid folder name.
         NotFoundError: the workspace has no folder for ``agent_name``.
+        UnsafePathError: the agent's folder, or a file or folder in it, is a symbolic link.
         StorageError: a file could not be read.
     """
     folder = _agent_folder(workspace, agent_name)

@@ -157,6 +157,18 @@ class AgentStore(Protocol):
         """
         ...
 
+    def remove_temps(self) -> int:
+        """Remove what a crashed writer left behind that may hold old text; how many items.
+
+        A compaction or rewrite killed before its last step can leave a
+        temporary copy of the text it was replacing (the file backend:
+        ``.gm-tmp-*`` files in the agent's folders). On the agent's own store
+        this covers its subject memories too. An erasure calls it so the
+        erased subject's text does not survive there. A backend that leaves
+        nothing behind returns 0.
+        """
+        ...
+
     def delete(self) -> None:
         """Remove the agent: its active memory and every archive (erasure of an agent).
 

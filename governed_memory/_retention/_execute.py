@@ -13,7 +13,10 @@ Files in an agent folder are deleted while holding that folder's store lock
 append or a compaction; files of a subject memory
 (``agents/<agent>/subjects/<p>/``) while holding that subject folder's lock,
 the one its writers take. Consent records are removed by one atomic rewrite of
-the consent log under its own lock. All deletions are made durable by one
+the consent log under its own lock. Folders in an agent's tree are opened
+below ``agents/`` without following a link, and files are unlinked relative
+to them: nothing is deleted through a link, and a link in a planned folder's
+place counts as gone. All deletions are made durable by one
 ``sync`` before the purge reports completion.
 """
 
@@ -43,11 +46,12 @@ from .._base import (
     archive_kind,
     classify_agent_file,
     fsync_dir,
+    open_beneath,
     validate_agent_name,
     write_all,
 )
 from .._crypto import RecordSealing
-from .._errors import GovernedMemoryError, InvalidAgentNameError
+from .._errors import GovernedMemoryError, InvalidAgentNameError, UnsafePathError
 from .._records import ConsentRegistry, HoldRegistry, HoldSet
 from .._stores import SUBJECTS_DIR, AgentStore, StoreFactory, is_partition_name
 from ._journal import Entry, Journal, JournalError
@@ -259,13 +263,13 @@ class Executor:
                 for entry, (parent, name, kind, _partition) in group:
                     fd = folders.get(parent)
                     if fd is None:
-                        fd = folders[parent] = _open_folder(os.path.join(self._root, parent))
+                        fd = folders[parent] = self._open_folder(parent)
                     outcome = b"g" if fd < 0 else _verify(name, entry, fd)
                     if outcome is None:
                         held = holds.for_agent(agent)
                         if not held and store is not None:
                             path = Path(self._root, parent, name)
-                            subjects = artefact_subjects(path, kind, store)
+                            subjects = artefact_subjects(path, kind, store, fd)
                             held = (
                                 holds.all_subject_holds()
                                 if subjects is None
@@ -273,8 +277,10 @@ class Executor:
                             )
                         outcome = b"h" if held else _unlink(name, fd)
                     outcomes += outcome
-        except FileNotFoundError:
-            return b"g" * len(group)  # the folder is gone (erased meanwhile)
+        except (FileNotFoundError, UnsafePathError):
+            # The folder is gone (erased meanwhile), or a link stands in its
+            # place (or in a subject folder's): nothing is deleted through it.
+            return b"g" * len(group)
         finally:
             for fd in folders.values():
                 if fd >= 0:
@@ -293,7 +299,7 @@ class Executor:
         """
         own = folder if partition is None else folder / SUBJECTS_DIR / partition
         if read_subjects:
-            if not own.is_dir():
+            if not own.is_dir() and not own.is_symlink():  # a link: the store refuses it
                 raise FileNotFoundError(own)
             store = agent_store(folder, self.store_factory)
             try:
@@ -311,12 +317,29 @@ class Executor:
             finally:
                 store.close()
             return
-        lock = FolderLock(own)
+        lock = FolderLock(own, nofollow=1 if partition is None else 3)
         try:
             with lock.held(create=False):
                 yield None
         finally:
             lock.drop()
+
+    def _open_folder(self, parent: str) -> int:
+        """A descriptor of the journaled folder ``parent`` (``agents/...``); -1 when it is gone.
+
+        Opened component by component below ``agents/`` without following a
+        link: a link planted anywhere in the agent's tree since the plan
+        counts as gone, and nothing is deleted through it.
+        """
+        parts = parent.split("/")
+        try:
+            return open_beneath(self.workspace / AGENTS_DIR, parts[1:])
+        except (FileNotFoundError, NotADirectoryError, UnsafePathError):
+            return -1
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return -1
+            raise
 
     def _agent_path(self, entry: Entry, agent: str) -> tuple[str, str, FileKind, str | None]:
         """``(parent folder, file name, kind, subject folder)`` of a journaled agent file.
@@ -451,18 +474,6 @@ def _not_purgeable(entry: Entry) -> JournalError:
         "not a purgeable artefact there; the journal is damaged or was edited. Remove "
         "<governance>/purge/journal.jsonl to discard the interrupted purge"
     )
-
-
-def _open_folder(path: str) -> int:
-    """A descriptor of the folder ``path`` (never through a symlink); -1 when it is gone."""
-    try:
-        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
-        return -1
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:  # a symlink where a folder was planned
-            return -1
-        raise
 
 
 def _verify(path: str | Path, entry: Entry, dir_fd: int | None = None) -> bytes | None:

@@ -12,6 +12,13 @@ workspace-relative paths (``agents/A/subjects/<p>/archive/history_...``). Only
 folders under ``subjects/`` with a subject folder's name are memories; the
 scan never takes one for an agent.
 
+Symbolic links in an agent's folder tree are never followed: a link in an
+agent's, ``subjects/``'s, a subject folder's, ``archive/``'s or a file's place
+is not listed, so its target is never aged (nor, then, deleted). The scan
+checks names with ``lstat``; that check may race with a link planted
+meanwhile, which is why the executor opens every folder again without
+following a link and checks each file's identity before it deletes.
+
 Times: an archive's age comes from the timestamp in its name
 (``history_<ts>``), which survives copies and restores from backup; a file
 whose name carries no valid time falls back to its mtime. Active memory is
@@ -41,9 +48,10 @@ from .._base import (
     FileKind,
     classify_agent_file,
     classify_archive,
+    read_at,
 )
 from .._crypto import RecordSealing
-from .._errors import GovernedMemoryError
+from .._errors import GovernedMemoryError, UnsafePathError
 from .._format import subjects_in_text
 from .._records import ConsentRegistry, HoldSet, TombstoneStore
 from .._stores import (
@@ -105,17 +113,20 @@ def _named_by(store: AgentStore, path: Path, archive_id: str | None) -> bool:
 
 
 def artefact_subjects(
-    path: Path, kind: FileKind, store: AgentStore | None
+    path: Path, kind: FileKind, store: AgentStore | None, dir_fd: int | None = None
 ) -> frozenset[str] | None:
     """The subjects of a memory file or archive (records and lineage); None if unreadable.
 
-    Plaintext is read directly. Encrypted files are read through ``store``
-    (the encrypted store decrypts); without one, or when decryption fails,
-    the answer is None and holds treat the file as possibly the subject's.
+    Plaintext is read directly, never through a link (relative to ``dir_fd``,
+    the open folder of ``path``, when given). Encrypted files are read through
+    ``store`` (the encrypted store decrypts); without one, or when decryption
+    fails, the answer is None and holds treat the file as possibly the subject's.
     """
     try:
         if not kind.encrypted:
-            text = path.read_bytes().decode("utf-8", errors="replace")
+            name = path.name if dir_fd is not None else os.fspath(path)
+            data = read_at(dir_fd, name, path)
+            text = data.decode("utf-8", errors="replace")
         elif store is None or not _reads_encrypted(store):
             return None
         elif kind.kind is ArtefactKind.MEMORY:
@@ -220,9 +231,14 @@ def _agent(
     subs: dict[str, AgentStore] = {}
     try:
         yield _memory(folder, base, name, None, store)
-        entries = _entries(folder / SUBJECTS_DIR)
+        # A link named subjects/ is never listed (its target is not aged).
+        subjects = folder / SUBJECTS_DIR
+        entries = [] if subjects.is_symlink() else _entries(subjects)
         if store is not None and entries:
-            subs = subject_memories(store)
+            try:
+                subs = subject_memories(store)
+            except UnsafePathError:
+                return  # a subject folder is a link: none of this agent's is read or aged
         for entry in entries:
             if not is_partition_name(entry.name) or not entry.is_dir(follow_symlinks=False):
                 continue  # not a subject memory: never an artefact

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._base import AGENTS_DIR, MEMORY_FILE, TMP_PREFIX, validate_agent_name
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, UnsafePathError
 from ._base import AgentStore, StoreFactory
 
 __all__ = ["FileMemoryBackend"]
@@ -53,6 +53,30 @@ class FileMemoryBackend:
             except ConfigurationError:
                 continue
         return sorted(names)
+
+    def refused(self) -> list[UnsafePathError]:
+        """The entries of ``agents/`` with an agent's name that are symbolic links, by name.
+
+        They are not agents (:meth:`agents` leaves them out, and every store
+        refuses to open one), but the memory behind such a link may hold a
+        subject's data, written through it before links were refused: an
+        erasure or export reports each as an item it could not process, with
+        the error's message (what it is and the fix), rather than skip it.
+        """
+        try:
+            entries = list(os.scandir(self.agents_dir))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        found = []
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.name.startswith(TMP_PREFIX) or not entry.is_symlink():
+                continue
+            try:
+                validate_agent_name(entry.name)
+            except ConfigurationError:
+                continue
+            found.append(UnsafePathError(self.agents_dir / entry.name, "folder"))
+        return found
 
     def has_agent(self, agent: str) -> bool:
         folder = self.agents_dir / validate_agent_name(agent)

@@ -31,15 +31,17 @@ from typing import TYPE_CHECKING
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .._base import (
+    ARCHIVE_DIR,
     MEMORY_FILE,
     Clock,
-    FolderLock,
     SystemClock,
-    atomic_write,
-    ensure_private_dir,
-    link_exclusive,
-    open_private,
-    remove_stale_temps,
+    atomic_write_at,
+    exists_at,
+    link_exclusive_at,
+    open_dir_at,
+    open_file_at,
+    open_read_at,
+    read_at,
     write_all,
 )
 from .._crypto import (
@@ -62,7 +64,7 @@ from .._crypto import (
 from .._errors import ConfigurationError, GovernedMemoryError, StorageError
 from .._format import META_OPEN, has_records
 from ._base import StoreFactory
-from ._files import AgentFolderStore, compacting
+from ._files import AgentFolderStore
 from ._plaintext import archive_names
 from ._watch import Armed, arm, disarm
 
@@ -149,7 +151,7 @@ class EncryptedAgentStore(AgentFolderStore):
         self._fsync_appends = fsync_appends
         self.keyring = keyring
         self.codec = AgentCodec(keyring, self.agent, random=random)
-        self._lock = FolderLock(self._folder, on_drop=self._close_file)
+        self._lock = self._folder_lock()
         self._fd: int | None = None
         self._tail: _Tail | None = None
         self._seen: _Tail | None = None  # learnt by the last read, reused by the next append
@@ -187,10 +189,17 @@ class EncryptedAgentStore(AgentFolderStore):
             partition=partition,
         )
 
+    def _dirfd(self) -> int:
+        """The locked folder's descriptor (lock held)."""
+        dirfd = self._lock.dirfd
+        assert dirfd is not None
+        return dirfd
+
     def _refuse_plaintext(self) -> None:
         # Also when both exist (a migration that stopped half-way, or a
         # plaintext-mode process run after it): never silently ignore memory.
-        if self._plain_path.exists():
+        # Lock held; a link named MEMORY.md is refused (UnsafePathError).
+        if exists_at(self._dirfd(), MEMORY_FILE, self._plain_path):
             raise ConfigurationError(
                 f"{self._plain_path} is plaintext but the policy enables encryption; run "
                 "`governed-memory encrypt-workspace` to encrypt the workspace (or disable "
@@ -205,20 +214,22 @@ class EncryptedAgentStore(AgentFolderStore):
     def _create_memory(self, *, replace: bool = False) -> None:
         self._refuse_plaintext()
         self._close_file()
+        dirfd = self._dirfd()
         if replace:
-            atomic_write(self._memory_path, self._fresh_memory())
+            atomic_write_at(dirfd, ENCRYPTED_MEMORY, self._fresh_memory())
             return
         # Claimed with link(): never replaces a memory another writer created.
         with suppress(FileExistsError):
-            link_exclusive(self._folder, self._fresh_memory(), [ENCRYPTED_MEMORY])
+            link_exclusive_at(dirfd, self._fresh_memory(), [ENCRYPTED_MEMORY], self._folder)
 
     def _tail_for_append(self) -> tuple[int, _Tail]:
         """The append descriptor and position of the current memory file (lock held)."""
+        dirfd = self._dirfd()
         try:
-            st = os.stat(ENCRYPTED_MEMORY, dir_fd=self._lock.dirfd)
+            st = os.stat(ENCRYPTED_MEMORY, dir_fd=dirfd, follow_symlinks=False)
         except FileNotFoundError:
             self._create_memory()
-            st = os.stat(ENCRYPTED_MEMORY, dir_fd=self._lock.dirfd)
+            st = os.stat(ENCRYPTED_MEMORY, dir_fd=dirfd, follow_symlinks=False)
         tail = self._tail
         if (
             self._fd is None
@@ -238,7 +249,8 @@ class EncryptedAgentStore(AgentFolderStore):
         """Open MEMORY.md.gmenc for appending and learn where its frames end."""
         self._close_file()
         seen, self._seen = self._seen, None
-        fd = self._fd = open_private(self._memory_path, os.O_RDWR | os.O_APPEND)
+        flags = os.O_RDWR | os.O_APPEND
+        fd = self._fd = open_file_at(self._dirfd(), ENCRYPTED_MEMORY, flags, self._memory_path)
         fst = os.fstat(fd)
         ident = (fst.st_dev, fst.st_ino)
         if seen is not None and seen.ident == ident and fst.st_size >= seen.end:
@@ -275,7 +287,7 @@ class EncryptedAgentStore(AgentFolderStore):
         try:
             with self._lock.held():
                 self._refuse_plaintext()
-                if not self._memory_path.exists():
+                if not exists_at(self._dirfd(), ENCRYPTED_MEMORY, self._memory_path):
                     self._create_memory()
         except GovernedMemoryError:
             raise
@@ -284,10 +296,10 @@ class EncryptedAgentStore(AgentFolderStore):
 
     def read_memory(self) -> str | None:
         try:
-            with self._lock.held(fcntl.LOCK_SH, create=False):
+            with self._lock.held(fcntl.LOCK_SH, create=False) as dirfd:
                 self._refuse_plaintext()
                 try:
-                    fd = os.open(self._memory_path, os.O_RDONLY | os.O_CLOEXEC)
+                    fd = open_read_at(dirfd, ENCRYPTED_MEMORY, self._memory_path)
                 except FileNotFoundError:
                     return None
                 try:
@@ -463,11 +475,12 @@ class EncryptedAgentStore(AgentFolderStore):
         self._armed = None
 
     def compact(self, first_block: str | None) -> str | None:
-        with compacting(self._memory_path, self._lock.held, self.archive_dir):
+        with self._compacting():
             archive = None
             self._refuse_plaintext()
+            dirfd = self._dirfd()
             try:
-                data = self._memory_path.read_bytes()
+                data = read_at(dirfd, ENCRYPTED_MEMORY, self._memory_path)
             except FileNotFoundError:
                 data = None
             if data is not None:
@@ -477,22 +490,24 @@ class EncryptedAgentStore(AgentFolderStore):
                 if has_records(decoded.text(self._memory_path)):
                     archive = self._write_archive(decoded.frames)
             fresh = self._header() + (first_block or "")
-            atomic_write(
-                self._memory_path, self.codec.encode_text(KIND_MEMORY, ENCRYPTED_MEMORY, fresh)
-            )
+            encoded = self.codec.encode_text(KIND_MEMORY, ENCRYPTED_MEMORY, fresh)
+            atomic_write_at(dirfd, ENCRYPTED_MEMORY, encoded)
             self._close_file()
-            return None if archive is None else archive.name.removesuffix(self.suffix)
+            return None if archive is None else archive.removesuffix(self.suffix)
 
-    def _write_archive(self, frames: list[Plain]) -> Path:
-        """Durably write ``frames`` as a sealed archive under the first free name."""
-        ensure_private_dir(self.archive_dir)
-        for name in encrypted_archive_names(self._clock.now()):
-            # The name is bound into the ciphertext, so each candidate is encrypted for itself.
-            data = self.codec.encode_frames(KIND_ARCHIVE, name, frames)
-            try:
-                return link_exclusive(self.archive_dir, data, [name])
-            except FileExistsError:
-                continue
+    def _write_archive(self, frames: list[Plain]) -> str:
+        """Durably write ``frames`` as a sealed archive under the first free name (lock held)."""
+        archive = open_dir_at(self._dirfd(), ARCHIVE_DIR, self.archive_dir, create=True)
+        try:
+            for name in encrypted_archive_names(self._clock.now()):
+                # The name is bound into the ciphertext, so each candidate is encrypted for itself.
+                data = self.codec.encode_frames(KIND_ARCHIVE, name, frames)
+                try:
+                    return link_exclusive_at(archive, data, [name], self.archive_dir)
+                except FileExistsError:
+                    continue
+        finally:
+            os.close(archive)
         raise FileExistsError(f"no free archive name left in {self.archive_dir}")
 
     # -- files ---------------------------------------------------------------
@@ -509,7 +524,9 @@ class EncryptedAgentStore(AgentFolderStore):
         """An archive's frames, authenticated (for re-encryption and migration)."""
         target = Path(path)
         try:
-            data = target.read_bytes()
+            data = self.read_file(target)
+        except GovernedMemoryError:
+            raise
         except OSError as exc:
             raise StorageError(f"cannot read archive {target}: {exc}") from exc
         return self.codec.decode(data, target, KIND_ARCHIVE, target.name, torn_ok=False)
@@ -517,7 +534,7 @@ class EncryptedAgentStore(AgentFolderStore):
     def decode_memory(self) -> Decoded | None:
         """The memory's frames, authenticated (lock held by the caller)."""
         try:
-            data = self._memory_path.read_bytes()
+            data = self.read_file(self._memory_path)
         except FileNotFoundError:
             return None
         return self.codec.decode(
@@ -528,8 +545,8 @@ class EncryptedAgentStore(AgentFolderStore):
         """Re-encrypt ``frames`` into ``path`` (memory or archive) atomically (lock held)."""
         target = Path(path)
         kind = KIND_MEMORY if target == self._memory_path else KIND_ARCHIVE
-        remove_stale_temps(target.parent)
-        atomic_write(target, self.codec.encode_frames(kind, target.name, frames))
+        self._remove_own_temps()
+        self.write_file(target, self.codec.encode_frames(kind, target.name, frames))
         if kind == KIND_MEMORY:
             self._close_file()
 

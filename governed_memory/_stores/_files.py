@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat as _stat
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -25,24 +26,24 @@ from typing import ClassVar, Self
 from .._base import (
     ARCHIVE_DIR,
     MEMORY_FILE,
-    TMP_PREFIX,
     FolderLock,
-    atomic_write,
-    fsync_dir,
-    remove_stale_temps,
+    atomic_write_at,
+    exists_at,
+    lstat_at,
+    open_beneath,
+    open_dir_at,
+    read_at,
+    remove_temps_at,
 )
-from .._errors import GovernedMemoryError, StorageError
+from .._errors import GovernedMemoryError, StorageError, UnsafePathError
 from .._protocols import StoredInfo
 
 __all__ = [
     "SUBJECTS_DIR",
     "AgentFolderStore",
-    "compacting",
     "holding",
     "is_partition_name",
-    "list_archive_files",
     "plain_partition_name",
-    "rewrite_file",
 ]
 
 ARCHIVE_PREFIX = "history_"
@@ -86,75 +87,6 @@ def holding(folder: Path, locked: Callable[[], AbstractContextManager[object]]) 
         if inside or isinstance(exc, GovernedMemoryError):
             raise
         raise StorageError(f"cannot lock agent folder {folder}: {exc}") from exc
-
-
-@contextmanager
-def compacting(
-    memory_path: Path,
-    locked: Callable[[], AbstractContextManager[object]],
-    archive_dir: Path,
-) -> Iterator[None]:
-    """Hold ``locked()`` for a compaction of ``memory_path``, its folders cleared of stale temps.
-
-    The body archives and replaces the memory. An ``OSError`` becomes
-    :class:`StorageError` saying the memory is unchanged; governed_memory's
-    own errors pass through.
-    """
-    try:
-        with locked():
-            remove_stale_temps(memory_path.parent)
-            remove_stale_temps(archive_dir)
-            yield
-    except GovernedMemoryError:
-        raise
-    except OSError as exc:
-        raise StorageError(
-            f"compaction of {memory_path} failed, memory left unchanged: {exc}"
-        ) from exc
-
-
-def list_archive_files(archive_dir: Path, suffix: str) -> list[Path]:
-    """The ``history_*<suffix>`` files in ``archive_dir``, oldest first (names sort by time).
-
-    A missing folder has no archives; temporary files are never archives.
-    """
-    try:
-        names = os.listdir(archive_dir)
-    except FileNotFoundError:
-        return []
-    return [
-        archive_dir / name
-        for name in sorted(names)
-        if name.startswith("history_") and name.endswith(suffix) and not name.startswith(TMP_PREFIX)
-    ]
-
-
-def rewrite_file(
-    target: Path,
-    locked: Callable[[], AbstractContextManager[object]],
-    encode: Callable[[], bytes],
-    after: Callable[[], None] | None = None,
-) -> None:
-    """Atomically replace an existing ``target`` with ``encode()`` under ``locked()``.
-
-    Stale temporary files in the target's folder go first (a crashed writer's
-    may hold the text being removed); ``after`` runs once the new file is in
-    place (the memory file: drop the open descriptor). A missing target is
-    refused; an ``OSError`` becomes :class:`StorageError` saying the file is
-    unchanged; governed_memory's own errors pass through.
-    """
-    try:
-        with locked():
-            if not target.exists():
-                raise StorageError(f"rewrite of {target} refused: the file does not exist")
-            remove_stale_temps(target.parent)
-            atomic_write(target, encode())
-            if after is not None:
-                after()
-    except GovernedMemoryError:
-        raise
-    except OSError as exc:
-        raise StorageError(f"rewrite of {target} failed, file left unchanged: {exc}") from exc
 
 
 class AgentFolderStore:
@@ -227,21 +159,44 @@ class AgentFolderStore:
         return self._open_partition(self.partition_name(subject_id))
 
     def subject_stores(self) -> list[Self]:
+        """Every subject memory of the agent; a link among them is refused, never skipped.
+
+        A symbolic link ``subjects/`` or ``subjects/<p>`` raises
+        :class:`UnsafePathError`: skipping it would hide a subject's memory
+        from export and erasure, following it would read and write outside.
+        """
         if self._partition is not None:
             return []
         folder = self._folder / SUBJECTS_DIR
         try:
-            entries = list(os.scandir(folder))
+            with self._opened(SUBJECTS_DIR) as fd, os.scandir(fd) as it:
+                entries = sorted(it, key=lambda e: e.name)
+                names = []
+                for entry in entries:
+                    if not is_partition_name(entry.name):
+                        continue
+                    if entry.is_symlink():
+                        raise UnsafePathError(folder / entry.name, "folder")
+                    if entry.is_dir(follow_symlinks=False):
+                        names.append(entry.name)
         except (FileNotFoundError, NotADirectoryError):
             return []
-        return [
-            self._open_partition(entry.name)
-            for entry in sorted(entries, key=lambda e: e.name)
-            if is_partition_name(entry.name) and entry.is_dir(follow_symlinks=False)
-        ]
+        return [self._open_partition(name) for name in names]
 
     def _partition_path(self, partition: str) -> Path:
         return self._folder / SUBJECTS_DIR / partition / MEMORY_FILE
+
+    def _folder_lock(self) -> FolderLock:
+        """The lock of the store's folder, which opens it without following a link.
+
+        Its last component (a subject store: the last three, ``<agent>/subjects/<p>``)
+        is the library's own; the workspace and ``agents/`` above may be links.
+        """
+        return FolderLock(
+            self._folder,
+            on_drop=self._close_file,
+            nofollow=1 if self._partition is None else 3,
+        )
 
     @property
     def folder(self) -> Path:
@@ -261,6 +216,136 @@ class AgentFolderStore:
     def lock(self) -> Iterator[None]:
         with holding(self._folder, self._lock.held):
             yield
+
+    # -- the folders, never through a link ----------------------------------
+
+    @contextmanager
+    def _opened(self, sub: str | None = None, *, create: bool = False) -> Iterator[int]:
+        """A new descriptor of the store's folder, or of its folder ``sub`` (``archive``).
+
+        Opened component by component without following a link (the lock's
+        :meth:`FolderLock.open_folder`); ``FileNotFoundError`` when missing
+        and not ``create``. Closed after the block.
+        """
+        fd = self._lock.open_folder(create=create)
+        try:
+            if sub is None:
+                yield fd
+                return
+            child = open_dir_at(fd, sub, self._folder / sub, create=create)
+            try:
+                yield child
+            finally:
+                os.close(child)
+        finally:
+            os.close(fd)
+
+    def _locate(self, path: Path) -> tuple[str | None, str]:
+        """``(sub-folder or None, name)`` of a file of this store; any other path is refused."""
+        target = Path(path)
+        if target.parent == self._folder:
+            return None, target.name
+        if target.parent == self.archive_dir:
+            return ARCHIVE_DIR, target.name
+        raise StorageError(
+            f"{target} is not a file of the store of {self._folder}; only its memory file and "
+            f"the files in {self.archive_dir} are"
+        )
+
+    def read_file(self, path: Path) -> bytes:
+        """The bytes of ``path``, a file in the store's folder or ``archive/`` (file backend only).
+
+        ``FileNotFoundError`` when missing; :class:`UnsafePathError` when it,
+        or a folder on the way inside the agent folder, is a link.
+        """
+        sub, name = self._locate(path)
+        with self._opened(sub) as fd:
+            return read_at(fd, name, Path(path))
+
+    def has_file(self, path: Path) -> bool:
+        """Whether ``path`` (a file of this store) exists; a link is refused, never followed."""
+        sub, name = self._locate(path)
+        try:
+            with self._opened(sub) as fd:
+                return exists_at(fd, name, Path(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+
+    def write_file(self, path: Path, data: bytes) -> None:
+        """Replace (or create) ``path``, a file of this store, atomically (hold :meth:`lock`)."""
+        sub, name = self._locate(path)
+        with self._opened(sub, create=sub is not None) as fd:
+            atomic_write_at(fd, name, data)
+
+    def remove_file(self, path: Path) -> None:
+        """Remove ``path``, a file of this store, durably (hold :meth:`lock`); a link is refused."""
+        sub, name = self._locate(path)
+        with self._opened(sub) as fd:
+            lstat_at(fd, name, Path(path))
+            os.unlink(name, dir_fd=fd)
+            os.fsync(fd)
+
+    def _remove_own_temps(self) -> int:
+        """Remove the temporary files in the store's folder and ``archive/`` (lock held)."""
+        removed = 0
+        with self._opened() as fd:
+            removed += remove_temps_at(fd)
+            try:
+                archive = open_dir_at(fd, ARCHIVE_DIR, self.archive_dir)
+            except (FileNotFoundError, NotADirectoryError):
+                return removed
+            try:
+                removed += remove_temps_at(archive)
+            finally:
+                os.close(archive)
+        return removed
+
+    def remove_temps(self) -> int:
+        """Remove every temporary file a crashed writer left in the agent's folders; how many.
+
+        A compaction or rewrite killed before its rename leaves a
+        ``.gm-tmp-*`` file that may hold the old text (of an erased subject,
+        too). This removes those of the store's folder and ``archive/`` and,
+        on the agent's own store, of every subject folder and its
+        ``archive/``, each under that folder's lock (the agent's first, the
+        order every writer takes them in), so no live writer's file goes. A
+        missing agent folder has none; a link in the tree is refused
+        (:class:`UnsafePathError`) before anything of that folder is removed.
+        """
+        try:
+            with self._lock.held(create=False):
+                removed = self._remove_own_temps()
+                for sub in self.subject_stores():
+                    try:
+                        removed += sub.remove_temps()
+                    finally:
+                        sub.close()
+                return removed
+        except FileNotFoundError:
+            return 0
+        except GovernedMemoryError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"cannot remove temporary files in {self._folder}: {exc}") from exc
+
+    @contextmanager
+    def _compacting(self) -> Iterator[None]:
+        """Hold the lock for a compaction, the folder and ``archive/`` cleared of stale temps.
+
+        The body archives and replaces the memory. An ``OSError`` becomes
+        :class:`StorageError` saying the memory is unchanged; governed_memory's
+        own errors pass through.
+        """
+        try:
+            with self._lock.held():
+                self._remove_own_temps()
+                yield
+        except GovernedMemoryError:
+            raise
+        except OSError as exc:
+            raise StorageError(
+                f"compaction of {self._memory_path} failed, memory left unchanged: {exc}"
+            ) from exc
 
     # -- archive ids ---------------------------------------------------------
 
@@ -285,12 +370,36 @@ class AgentFolderStore:
             )
         return self.archive_dir / (archive_id + self.suffix)
 
-    def archive_files(self) -> list[Path]:
-        """The archive files, oldest first (file backend only)."""
-        return list_archive_files(self.archive_dir, self.suffix)
+    def archive_files(self, suffix: str | None = None) -> list[Path]:
+        """The archive files (``history_*<suffix>``, default the store's), oldest first.
+
+        File backend only. A missing folder has no archives; temporary files
+        are never archives; a link (``archive/`` itself, or an archive file)
+        is refused with :class:`UnsafePathError`, never listed as an archive
+        and never skipped.
+        """
+        suffix = self.suffix if suffix is None else suffix
+        found: list[Path] = []
+        try:
+            with self._opened(ARCHIVE_DIR) as fd, os.scandir(fd) as it:
+                for entry in sorted(it, key=lambda e: e.name):
+                    name = entry.name
+                    if not name.startswith(ARCHIVE_PREFIX) or not name.endswith(suffix):
+                        continue
+                    if entry.is_symlink():
+                        raise UnsafePathError(self.archive_dir / name, "file")
+                    found.append(self.archive_dir / name)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return found
 
     def list_archives(self) -> list[str]:
-        return [path.name.removesuffix(self.suffix) for path in self.archive_files()]
+        try:
+            return [path.name.removesuffix(self.suffix) for path in self.archive_files()]
+        except GovernedMemoryError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"cannot list archives in {self.archive_dir}: {exc}") from exc
 
     def read_archive(self, archive_id: str) -> str:
         path = self.archive_file(archive_id)
@@ -304,8 +413,8 @@ class AgentFolderStore:
     def _read_file(self, path: Path) -> str:
         """The text of the archive file ``path`` (``FileNotFoundError`` when missing)."""
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
+            data = self.read_file(path)
+        except (FileNotFoundError, GovernedMemoryError):
             raise
         except OSError as exc:
             raise StorageError(f"cannot read archive {path}: {exc}") from exc
@@ -322,16 +431,42 @@ class AgentFolderStore:
     def _close_file(self) -> None:
         raise NotImplementedError
 
+    def close(self) -> None:
+        raise NotImplementedError
+
     # -- rewriting (erasure) -------------------------------------------------
 
     def rewrite_memory(self, text: str) -> None:
-        rewrite_file(
-            self._memory_path, self._lock.held, lambda: self._encode(None, text), self._close_file
-        )
+        self._rewrite(self._memory_path, lambda: self._encode(None, text), self._close_file)
 
     def rewrite_archive(self, archive_id: str, text: str) -> None:
         target = self.archive_file(archive_id)
-        rewrite_file(target, self._lock.held, lambda: self._encode(target.name, text))
+        self._rewrite(target, lambda: self._encode(target.name, text))
+
+    def _rewrite(
+        self, target: Path, encode: Callable[[], bytes], after: Callable[[], None] | None = None
+    ) -> None:
+        """Atomically replace an existing ``target`` with ``encode()`` under the lock.
+
+        Stale temporary files in the store's folder and ``archive/`` go first
+        (a crashed writer's may hold the text being removed); ``after`` runs
+        once the new file is in place (the memory file: drop the open
+        descriptor). A missing target is refused, and so is a link; an
+        ``OSError`` becomes :class:`StorageError` saying the file is
+        unchanged; governed_memory's own errors pass through.
+        """
+        try:
+            with self._lock.held():
+                if not self.has_file(target):
+                    raise StorageError(f"rewrite of {target} refused: the file does not exist")
+                self._remove_own_temps()
+                self.write_file(target, encode())
+                if after is not None:
+                    after()
+        except GovernedMemoryError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"rewrite of {target} failed, file left unchanged: {exc}") from exc
 
     # -- what is stored, and where -----------------------------------------------
 
@@ -339,12 +474,19 @@ class AgentFolderStore:
         return self._memory_path if archive_id is None else self.archive_file(archive_id)
 
     def stat(self, archive_id: str | None = None) -> StoredInfo | None:
+        path = self._file(archive_id)
+        sub, name = self._locate(path)
         try:
-            st = self._file(archive_id).stat()
-        except FileNotFoundError:
+            with self._opened(sub) as fd:
+                st = lstat_at(fd, name, path)
+        except (FileNotFoundError, NotADirectoryError):
             return None
+        except GovernedMemoryError:
+            raise
         except OSError as exc:
-            raise StorageError(f"cannot stat {self._file(archive_id)}: {exc}") from exc
+            raise StorageError(f"cannot stat {path}: {exc}") from exc
+        if not _stat.S_ISREG(st.st_mode):
+            return None
         return StoredInfo(st.st_size, st.st_mtime)
 
     def source(self, archive_id: str | None = None) -> str:
@@ -354,13 +496,25 @@ class AgentFolderStore:
         """Remove the agent folder, its subject folders with it (hold :meth:`lock`).
 
         A subject's partition removes only its own folder. A writer waiting
-        on the lock then starts a new, empty memory.
+        on the lock then starts a new, empty memory. The folder is removed
+        relative to its parent's descriptor, and ``rmtree`` never follows a
+        link inside it (it removes the link); a link in the folder's place is
+        refused.
         """
+        own = 1 if self._partition is None else 3
+        folder = self._folder if len(self._folder.parts) > own else self._folder.absolute()
         try:
-            shutil.rmtree(self._folder)
-            fsync_dir(self._folder.parent)
+            parent = open_beneath(folder.parents[own - 1], folder.parts[-own:-1])
+            try:
+                lstat_at(parent, self._folder.name, self._folder)
+                shutil.rmtree(self._folder.name, dir_fd=parent)
+                os.fsync(parent)
+            finally:
+                os.close(parent)
         except FileNotFoundError:
             return
+        except GovernedMemoryError:
+            raise
         except OSError as exc:
             raise StorageError(
                 f"cannot delete agent folder {self._folder}: {exc}; fix the cause and run the "

@@ -26,23 +26,24 @@ import fcntl
 import os
 import termios
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, suppress
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._base import (
+    ARCHIVE_DIR,
     Clock,
-    FolderLock,
     SystemClock,
-    atomic_write,
-    ensure_private_dir,
-    link_exclusive,
-    open_private,
+    atomic_write_at,
+    link_exclusive_at,
+    open_dir_at,
+    open_file_at,
+    read_at,
     write_all,
 )
-from .._errors import StorageError
+from .._errors import GovernedMemoryError, StorageError
 from .._format import has_records
-from ._files import AgentFolderStore, compacting
+from ._files import AgentFolderStore
 from ._watch import Armed, arm, disarm
 
 __all__ = ["PlaintextAgentStore", "archive_names"]
@@ -103,7 +104,7 @@ class PlaintextAgentStore(AgentFolderStore):
         self._header = header
         self._clock: Clock = clock or SystemClock()
         self._fsync_appends = fsync_appends
-        self._lock = FolderLock(self._folder, on_drop=self._close_file)
+        self._lock = self._folder_lock()
         self._fd: int | None = None
         self._ident: tuple[int, int] | None = None
         # Size of MEMORY.md after this store's last append: when the file
@@ -126,16 +127,16 @@ class PlaintextAgentStore(AgentFolderStore):
             partition=partition,
         )
 
-    def _locked(self, mode: int = fcntl.LOCK_EX) -> AbstractContextManager[int]:
-        return self._lock.held(mode)
-
     # -- the active memory ---------------------------------------------
 
     def _create_memory(self) -> None:
         # Claimed with link(), never renamed over: a MEMORY.md that appeared
         # meanwhile is kept as it is, never replaced by an empty header.
+        dirfd = self._lock.dirfd
+        assert dirfd is not None
         with suppress(FileExistsError):
-            link_exclusive(self._folder, self._header().encode("utf-8"), [self._memory_name])
+            data = self._header().encode("utf-8")
+            link_exclusive_at(dirfd, data, [self._memory_name], self._folder)
 
     def _memory_fd(self) -> int:
         """The append descriptor of the current MEMORY.md (lock held).
@@ -144,8 +145,9 @@ class PlaintextAgentStore(AgentFolderStore):
         one (:meth:`FolderLock.acquire`), so MEMORY.md is looked up relative
         to the folder's descriptor. Arms the fast check of :meth:`append`.
         """
+        dirfd = self._lock.dirfd
         try:
-            st = os.stat(self._memory_name, dir_fd=self._lock.dirfd)
+            st = os.stat(self._memory_name, dir_fd=dirfd, follow_symlinks=False)
         except FileNotFoundError:
             st = None
         fd = self._fd
@@ -154,7 +156,8 @@ class PlaintextAgentStore(AgentFolderStore):
             if st is None:
                 self._create_memory()
             # Readable too, so the tail can be checked before an append.
-            fd = open_private(self._memory_path, os.O_RDWR | os.O_APPEND)
+            # Never through a link (UnsafePathError): it could lead out of the workspace.
+            fd = open_file_at(dirfd, self._memory_name, os.O_RDWR | os.O_APPEND, self._memory_path)
             fst = os.fstat(fd)
             self._fd, self._ident = fd, (fst.st_dev, fst.st_ino)
         if self._armed is None and not self._arm_failed and not self._fsync_appends:
@@ -181,20 +184,23 @@ class PlaintextAgentStore(AgentFolderStore):
         try:
             with self._lock.held():
                 self._memory_fd()
+        except GovernedMemoryError:
+            raise
         except OSError as exc:
             raise StorageError(f"cannot create {self._memory_path}: {exc}") from exc
 
     def read_memory(self) -> str | None:
-        if not os.path.isdir(self._folder):
-            return None  # reading never creates the agent folder
         try:
-            with self._lock.held(fcntl.LOCK_SH, create=False):
+            # Reading never creates the agent folder (create=False).
+            with self._lock.held(fcntl.LOCK_SH, create=False) as dirfd:
                 try:
-                    data = self._memory_path.read_bytes()
+                    data = read_at(dirfd, self._memory_name, self._memory_path)
                 except FileNotFoundError:
                     return None
         except FileNotFoundError:
-            return None  # the folder was removed meanwhile
+            return None  # no agent folder (or it was removed meanwhile)
+        except GovernedMemoryError:
+            raise
         except OSError as exc:
             raise StorageError(f"cannot read {self._memory_path}: {exc}") from exc
         return _decode(data, self._memory_path)
@@ -240,6 +246,8 @@ class PlaintextAgentStore(AgentFolderStore):
                 # Something changed: the full check, then a new watch.
                 self._disarm()
             self._append_checked(data)
+        except GovernedMemoryError:
+            raise
         except OSError as exc:
             raise StorageError(f"cannot append to {self._memory_path}: {exc}") from exc
         finally:
@@ -267,22 +275,29 @@ class PlaintextAgentStore(AgentFolderStore):
             os.fsync(fd)
 
     def compact(self, first_block: str | None) -> str | None:
-        with compacting(self._memory_path, self._locked, self.archive_dir):
-            archive = self._archive_current()
+        with self._compacting():
+            dirfd = self._lock.dirfd
+            assert dirfd is not None
+            archive = self._archive_current(dirfd)
             fresh = self._header() + (first_block or "")
-            atomic_write(self._memory_path, fresh.encode("utf-8"))
+            atomic_write_at(dirfd, self._memory_name, fresh.encode("utf-8"))
             self._close_file()
-            return None if archive is None else archive.name.removesuffix(self.suffix)
+            return None if archive is None else archive.removesuffix(self.suffix)
 
-    def _archive_current(self) -> Path | None:
+    def _archive_current(self, dirfd: int) -> str | None:
+        """Archive the current memory (lock held on ``dirfd``); the archive's file name."""
         try:
-            current = self._memory_path.read_bytes()
+            current = read_at(dirfd, self._memory_name, self._memory_path)
         except FileNotFoundError:
             return None
         if not has_records(_decode(current, self._memory_path)):
             return None
-        ensure_private_dir(self.archive_dir)
-        return link_exclusive(self.archive_dir, current, archive_names(self._clock.now()))
+        archive = open_dir_at(dirfd, ARCHIVE_DIR, self.archive_dir, create=True)
+        try:
+            names = archive_names(self._clock.now())
+            return link_exclusive_at(archive, current, names, self.archive_dir)
+        finally:
+            os.close(archive)
 
     # -- files ---------------------------------------------------------------
 

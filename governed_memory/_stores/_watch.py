@@ -244,7 +244,7 @@ def arm(
     # Check again now that the watches exist: a change made between the
     # caller's check and the watches would never be reported.
     try:
-        st = os.stat(name, dir_fd=dirfd)
+        st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
         current = ident == (st.st_dev, st.st_ino) and folder_current()
     except FileNotFoundError:
         current = False

@@ -138,7 +138,7 @@ def test_atomic_write_failure_keeps_the_old_file_and_no_temp(
     path = tmp_path / "MEMORY.md"
     path.write_bytes(b"old")
 
-    def failing_replace(src: object, dst: object) -> None:
+    def failing_replace(src: object, dst: object, **kwargs: object) -> None:
         raise OSError(errno.EIO, "I/O error")
 
     monkeypatch.setattr(os, "replace", failing_replace)
@@ -185,7 +185,7 @@ def test_link_exclusive_works_without_hard_links(
 ) -> None:
     """On filesystems without link(), a placeholder claims the name, then a rename fills it."""
 
-    def no_links(src: object, dst: object) -> None:
+    def no_links(src: object, dst: object, **kwargs: object) -> None:
         raise OSError(errno.EPERM, "Operation not permitted")
 
     monkeypatch.setattr(os, "link", no_links)
@@ -201,7 +201,7 @@ def test_link_exclusive_works_without_hard_links(
 def test_link_exclusive_propagates_other_errors_and_cleans_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(src: object, dst: object) -> None:
+    def broken(src: object, dst: object, **kwargs: object) -> None:
         raise OSError(errno.EIO, "I/O error")
 
     monkeypatch.setattr(os, "link", broken)

@@ -180,14 +180,20 @@ class _Crash(BaseException):
     """Stands for kill -9: nothing after it runs (no ``except`` catches it)."""
 
 
-_STEPS = ("atomic_write", "fsync_dir")
+# The file steps go through the store (relative to the agent folder's descriptor),
+# the folder rename through the migration's own helper.
+_STEPS = (
+    (EncryptedAgentStore, "write_file"),
+    (EncryptedAgentStore, "remove_file"),
+    (_migration, "_rename_folder"),
+)
 
 
 def _count_steps(monkeypatch: pytest.MonkeyPatch, limit: int | None) -> list[int]:
     """Count (and with ``limit``, crash at) each write, unlink+fsync and rename+fsync step."""
     calls = [0]
-    for name in _STEPS:
-        real = getattr(_migration, name)
+    for owner, name in _STEPS:
+        real = getattr(owner, name)
 
         def step(*args: object, real: object = real) -> None:
             calls[0] += 1
@@ -195,7 +201,7 @@ def _count_steps(monkeypatch: pytest.MonkeyPatch, limit: int | None) -> list[int
                 raise _Crash
             real(*args)  # type: ignore[operator]
 
-        monkeypatch.setattr(_migration, name, step)
+        monkeypatch.setattr(owner, name, step)
     return calls
 
 

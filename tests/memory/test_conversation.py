@@ -475,7 +475,7 @@ def _break_link(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> Path:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(_plaintext, "link_exclusive", refuse)
+    monkeypatch.setattr(_plaintext, "link_exclusive_at", refuse)
 
 
 @pytest.mark.parametrize("breakage", ["archive-is-a-file", "link-fails"])
@@ -521,12 +521,13 @@ def test_archive_is_complete_and_durable_before_memory_is_replaced(
             events.append("fsync folder")
         real_fsync(fd)
 
-    def replace(src: Any, dst: Any) -> None:
-        if Path(dst) == path:
+    def replace(src: Any, dst: Any, **kwargs: Any) -> None:
+        # The store renames relative to the agent folder's descriptor (dst is a name).
+        if Path(dst).name == path.name:
             archives = list((path.parent / "archive").iterdir())
             assert [a.read_bytes() for a in archives] == [before]
             events.append("replace MEMORY.md")
-        real_replace(src, dst)
+        real_replace(src, dst, **kwargs)
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", replace)
