@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -182,12 +183,21 @@ def erase_command(
         return
     if not yes:
         what = f"subject {subject!r}" if subject else f"agent {agent!r}"
-        click.confirm(
-            f"Erase {what}{' in agent ' + repr(agent) if subject and agent else ''}? "
-            "This cannot be undone",
-            abort=True,
-            err=True,
-        )
+        try:
+            click.confirm(
+                f"Erase {what}{' in agent ' + repr(agent) if subject and agent else ''}? "
+                "This cannot be undone",
+                abort=True,
+                err=True,
+            )
+        except click.Abort:
+            if not sys.stdin.isatty():  # nobody could answer: a script, cron, a pipe
+                click.echo(
+                    "\nerase asks for confirmation and there is no terminal to answer it; "
+                    "pass --yes to erase without asking",
+                    err=True,
+                )
+            raise
     with Progress(console=Console(stderr=True), transient=True, disable=as_json) as bar:
         task = bar.add_task("erasing", total=None)
 
