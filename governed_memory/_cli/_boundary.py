@@ -90,9 +90,13 @@ class Text(_TextBase):
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raw = text[exc.start : exc.end].encode("utf-8", "surrogateescape")
+            bad = text[exc.start : exc.end]
+            try:  # bytes that were not UTF-8 in argv arrive as U+DC80..U+DCFF
+                what = f"bytes {bad.encode('utf-8', 'surrogateescape')!r}"
+            except UnicodeEncodeError:
+                what = f"lone surrogate U+{ord(bad[0]):04X}"
             self.fail(
-                f"{text!r} is not valid UTF-8 text (bytes {raw!r} at position {exc.start}); "
+                f"{text!r} is not valid UTF-8 text ({what} at position {exc.start}); "
                 "ids and names are stored as UTF-8: check the terminal's encoding (LANG, "
                 "LC_ALL) or the script that built the argument",
                 param,

@@ -76,8 +76,9 @@ def test_a_huge_tail_count_names_the_range(workspace: Path) -> None:
     assert code == 2 and "1<=x<=1000000" in out
 
 
+@pytest.mark.parametrize("subject", ["a\udcff", "\ud800"], ids=["non-utf8-byte", "surrogate"])
 def test_a_lone_surrogate_in_a_subject_id_is_refused_before_anything_is_written(
-    workspace: Path,
+    workspace: Path, subject: str
 ) -> None:
     before = sorted(workspace.rglob("*"))
     code, out = _run(
@@ -86,7 +87,7 @@ def test_a_lone_surrogate_in_a_subject_id_is_refused_before_anything_is_written(
         "consent",
         "grant",
         "--subject",
-        "a\udcff",
+        subject,
         "--purpose",
         "persist",
     )
