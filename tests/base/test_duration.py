@@ -28,7 +28,7 @@ def test_the_maximum_itself_is_accepted() -> None:
 
 @pytest.mark.parametrize("value", [math.nan, -math.inf, -(10**30)])
 def test_nan_and_huge_negative_numbers_are_refused_as_values(value: object) -> None:
-    with pytest.raises(ValueError, match="duration|not a duration"):
+    with pytest.raises(ValueError, match=r"duration|not a duration"):
         parse_duration(value)
 
 
@@ -43,5 +43,5 @@ def test_a_huge_duration_in_a_policy_file_is_a_policy_error(tmp_path: Path) -> N
         '[policy]\nid = "p"\nversion = "1"\n[retention]\narchives_max_age = "9999999999999y"\n',
         encoding="utf-8",
     )
-    with pytest.raises(ConfigurationError, match="archives_max_age.*1000y"):
+    with pytest.raises(ConfigurationError, match=r"archives_max_age.*1000y"):
         load_policy(policy)
