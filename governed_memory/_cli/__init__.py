@@ -3,7 +3,10 @@
 Each command group lives in its own module here and is registered below. A
 command builds settings, calls the library, and renders a table (or JSON with
 ``--json``). :class:`GovernedMemoryError` becomes a one-line message and exit
-status 1; usage errors exit 2 (click's convention).
+status 1; usage errors exit 2 (click's convention). Anything else that
+reaches this layer (a disk error, a damaged file the library did not check)
+is a one-line message and exit status 1 too, never a traceback (see
+``_boundary``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 import click
 
 from .._errors import GovernedMemoryError
+from ._boundary import COMMAND_KEY, foreign_error, global_option_hint, harden
 from ._context import CliContext
 
 __all__ = ["main"]
@@ -28,6 +32,16 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except GovernedMemoryError as exc:
             click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+        except click.NoSuchOption as exc:
+            hinted = global_option_hint(exc, self)
+            if hinted is exc:
+                raise
+            raise hinted from None
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            click.echo(f"error: {foreign_error(exc, ctx.meta.get(COMMAND_KEY, ''))}", err=True)
             sys.exit(1)
 
 
@@ -73,6 +87,7 @@ def _register() -> None:
     for module in modules:
         for command in module.commands:
             main.add_command(command)
+    harden(main)
 
 
 _register()

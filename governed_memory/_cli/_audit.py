@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from .._audit import (
     verify_log,
     write_export,
 )
-from .._base import resolve_workspace
+from .._base import parse_duration, resolve_workspace
 from .._errors import AuditVerificationError, ConfigurationError, NotFoundError
 from ._context import CliContext
 from ._render import emit_json, emit_table, json_option
@@ -93,6 +94,9 @@ def _rows(entries: list[AuditEntry]) -> list[list[Any]]:
     ]
 
 
+TAIL_MAX = 1_000_000
+"""The most entries ``audit tail`` shows (it holds them in memory)."""
+
 _COLUMNS = ("seq", "time (UTC)", "event", "outcome", "agent hash", "subject hash", "details")
 
 
@@ -136,7 +140,14 @@ def verify(ctx: CliContext, folder: Path | None, as_json: bool) -> None:
 
 
 @audit_group.command("tail")
-@click.option("-n", "count", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option(
+    "-n",
+    "count",
+    type=click.IntRange(min=1, max=TAIL_MAX),
+    default=20,
+    show_default=True,
+    help=f"How many entries (at most {TAIL_MAX:,}; `audit export` writes them all).",
+)
 @_dir_option
 @json_option
 @click.pass_obj
@@ -177,13 +188,24 @@ def export(ctx: CliContext, since: str, out: Path | None, folder: Path | None) -
     try:
         start = export_since(since, _dt.datetime.now(_dt.UTC))
     except ConfigurationError as exc:
-        raise click.BadParameter(str(exc), param_hint="--since") from None
+        raise click.BadParameter(_age_reason(since) or str(exc), param_hint="--since") from None
     lines = export_lines(_existing(_folder(ctx, folder)), start)
     if out is None:
         sys.stdout.write("".join(lines))
         return
     write_export(out, lines)
     click.echo(f"exported {len(lines)} entries since {start.isoformat()} to {out}", err=True)
+
+
+def _age_reason(text: str) -> str | None:
+    """Why ``text``, written as an age (``99999999d``), is refused: e.g. over the maximum."""
+    if not re.fullmatch(r"\s*\d[\dsmhdwy\s]*[smhdwy]\s*", text.lower()):
+        return None
+    try:
+        parse_duration(text)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 @audit_group.command("lookup")

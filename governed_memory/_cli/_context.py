@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._base import resolve_workspace
+from ._boundary import check_folder_setting
 
 if TYPE_CHECKING:
     from .._policy import Settings
@@ -36,7 +37,9 @@ class CliContext:
             given.setdefault("policy", self.policy_arg)
         if self.workspace_arg is not None:
             given.setdefault("workspace_dir", self.workspace_arg)
-        return Settings(**given)
+        settings = Settings(**given)
+        check_folder_setting("GOVERNED_MEMORY_KEYRING_DIR", settings.keyring_dir)
+        return settings
 
     def governance(self, settings: Settings | None = None, **kwargs: Any) -> Governance:
         """The Governance every command runs under (policy, consent registry, audit).

@@ -16,11 +16,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from .._crypto import LocalKeyProvider, generate_master_key, keyring_status
+from .._errors import StorageError
 from ._context import CliContext
 from ._render import emit_json, emit_table, json_option
 
 if TYPE_CHECKING:
-    from .._crypto import Keyring
+    from .._crypto import Keyring, KeyringStatus
 
 __all__ = ["commands"]
 
@@ -101,7 +102,7 @@ def generate(out: Path | None, as_json: bool) -> None:
 def status(cli: CliContext, as_json: bool) -> None:
     """Show the keyring: each data key, its generations and the master key id wrapping it."""
     keyring = _keyring(cli, require_key=False)
-    report = keyring_status(keyring, cli.workspace)
+    report = _status_report(keyring, cli)
     if as_json:
         emit_json(report.as_dict())
         return
@@ -144,6 +145,18 @@ def status(cli: CliContext, as_json: bool) -> None:
             for k in report.keys
         ],
     )
+
+
+def _status_report(keyring: Keyring, cli: CliContext) -> KeyringStatus:
+    try:
+        return keyring_status(keyring, cli.workspace)
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        # keyring_status reads keyring.json as JSON without checking its shape.
+        raise StorageError(
+            f"the keyring file {keyring.folder / 'keyring.json'} is damaged: it is not the JSON "
+            "object this release writes. Nothing was changed; restore the keyring folder from "
+            "its backup (or point GOVERNED_MEMORY_KEYRING_DIR at the right keyring)"
+        ) from exc
 
 
 @keys_group.command("rotate")

@@ -98,6 +98,11 @@ def agents(cli: CliContext, as_json: bool) -> None:
             "Conversation with its memory_md_path has been created; "
             "`governed-memory demo` shows one."
         )
+        if not workspace.is_dir():
+            click.echo(
+                f"Note: the folder {workspace} does not exist; check --workspace (or "
+                "$WORKSPACE_DIR) for a typo."
+            )
         return
     emit_table(
         f"Agents in {workspace}",

@@ -21,11 +21,25 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
-def emit_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """Print a table on stdout (plain text when not a terminal)."""
+def emit_table(
+    title: str | None,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    whole: Sequence[str] = (),
+) -> None:
+    """Print a table on stdout (plain text when not a terminal).
+
+    The cells of the ``whole`` columns (ids people copy into the next
+    command) are never cut or wrapped; the other columns make room.
+    """
     table = Table(title=title, show_lines=False)
-    for column in columns:
-        table.add_column(column)
+    for index, column in enumerate(columns):
+        if column in whole:
+            width = max((len(str(row[index] or "")) for row in rows), default=0)
+            table.add_column(column, no_wrap=True, min_width=max(width, len(column)))
+        else:
+            table.add_column(column)
     for row in rows:
         # Text, not str: cells hold data (names, paths, content) that rich
         # would otherwise parse as markup ("[/x]" raises, "[b]" vanishes).

@@ -31,6 +31,8 @@ else:  # click < 8.2 has no generic ParamType
 
 PROGRESS_THRESHOLD = 500  # journal entries from which a progress bar is worth showing
 TABLE_LIMIT = 200
+AS_OF_FIRST_YEAR = 1970
+AS_OF_LAST_YEAR = 8000
 
 
 class _DateTime(_ParamBase):
@@ -44,7 +46,7 @@ class _DateTime(_ParamBase):
         if isinstance(value, _dt.datetime):
             return value
         try:
-            return _dt.datetime.fromisoformat(str(value).strip())
+            when = _dt.datetime.fromisoformat(str(value).strip())
         except ValueError:
             self.fail(
                 f"{value!r} is not an ISO 8601 date or date-time; write e.g. 2027-01-31 or "
@@ -52,6 +54,16 @@ class _DateTime(_ParamBase):
                 param,
                 ctx,
             )
+        # Retention adds and subtracts durations of up to 1000 years (and an
+        # offset) from this moment; datetime spans years 1 to 9999.
+        if not AS_OF_FIRST_YEAR <= when.year <= AS_OF_LAST_YEAR:
+            self.fail(
+                f"{value!r} is outside the years {AS_OF_FIRST_YEAR} to {AS_OF_LAST_YEAR}, the "
+                "moments a purge can be planned for; give a date in that range",
+                param,
+                ctx,
+            )
+        return when
 
 
 @click.command("purge")

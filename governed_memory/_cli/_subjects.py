@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -182,12 +183,21 @@ def erase_command(
         return
     if not yes:
         what = f"subject {subject!r}" if subject else f"agent {agent!r}"
-        click.confirm(
-            f"Erase {what}{' in agent ' + repr(agent) if subject and agent else ''}? "
-            "This cannot be undone",
-            abort=True,
-            err=True,
-        )
+        try:
+            click.confirm(
+                f"Erase {what}{' in agent ' + repr(agent) if subject and agent else ''}? "
+                "This cannot be undone",
+                abort=True,
+                err=True,
+            )
+        except click.Abort:
+            if not sys.stdin.isatty():  # nobody could answer: a script, cron, a pipe
+                click.echo(
+                    "\nerase asks for confirmation and there is no terminal to answer it; "
+                    "pass --yes to erase without asking",
+                    err=True,
+                )
+            raise
     with Progress(console=Console(stderr=True), transient=True, disable=as_json) as bar:
         task = bar.add_task("erasing", total=None)
 
@@ -239,16 +249,51 @@ def erasures_list(ctx: CliContext, as_json: bool) -> None:
                 state = f"{state} (partial: held by {', '.join(r.blocking_holds)})"
         rows.append([t.id, state, t.scope.describe(), t.requested_at, t.completed_at, counts])
     emit_table(
-        "Erasures", ["id", "state", "scope", "requested", "completed / due", "removed"], rows
+        "Erasures",
+        ["id", "state", "scope", "requested", "completed / due", "removed"],
+        rows,
+        whole=["id"],
     )
 
 
+def _unique(given: str, ids: list[str], what: str) -> str:
+    """The one id of ``ids`` that ``given`` is, or is a prefix of (a cut "…" is ignored).
+
+    An unknown id is returned as given, for the command's own not-found message.
+    """
+    prefix = given.strip().removesuffix("…").removesuffix("...")
+    if given in ids or not prefix:
+        return given
+    matches = sorted(i for i in ids if i.startswith(prefix))
+    if len(matches) > 1:
+        raise click.BadParameter(
+            f"{given!r} is the start of {len(matches)} {what} ids: {', '.join(matches)}; "
+            "give more of the id"
+        )
+    return matches[0] if matches else given
+
+
+def _completed_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    cli = ctx.find_object(CliContext)
+    if cli is None:
+        return value
+    return _unique(value, [r.id for r in erasure_receipts(cli.governance())], "completed erasure")
+
+
+def _scheduled_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    cli = ctx.find_object(CliContext)
+    if cli is None:
+        return value
+    tombs = subject_context(cli.governance()).tombstones()
+    return _unique(value, [s.id for s in tombs.scheduled()], "scheduled erasure")
+
+
 @erasures_group.command("show")
-@click.argument("erasure_id")
+@click.argument("erasure_id", callback=_completed_id)
 @json_option
 @click.pass_obj
 def erasures_show(ctx: CliContext, erasure_id: str, as_json: bool) -> None:
-    """The receipt of one completed erasure."""
+    """The receipt of one completed erasure (its id, or the start of one that is unique)."""
     for receipt in erasure_receipts(ctx.governance()):
         if receipt.id == erasure_id:
             if as_json:
@@ -300,7 +345,7 @@ def erasures_run_due(ctx: CliContext, as_json: bool) -> None:
 
 
 @erasures_group.command("cancel")
-@click.argument("erasure_id")
+@click.argument("erasure_id", callback=_scheduled_id)
 @click.pass_obj
 def erasures_cancel(ctx: CliContext, erasure_id: str) -> None:
     """Cancel a scheduled erasure that has not run yet."""

@@ -243,7 +243,10 @@ def parse_memory(text: str) -> MemoryFile:
             if text.endswith(META_CLOSE, pos, line_end):
                 try:
                     loaded = json.loads(text[pos + len(META_OPEN) : line_end - len(META_CLOSE)])
-                except ValueError:
+                except (ValueError, RecursionError):
+                    # Not metadata this library wrote (it writes one flat object):
+                    # a hand-edited or hostile line, deeply nested JSON included,
+                    # stays content, as any other line that is not valid metadata.
                     loaded = None
                 if isinstance(loaded, dict):
                     meta = loaded

@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from .._base import Clock, validate_agent_name
 from .._base import memory_md_path as derive_memory_md_path
@@ -49,6 +52,48 @@ DEFAULT_CONTEXT_LENGTH = 16000
 DEFAULT_AUTO_MAX_LOOPS = 25
 """The most iterations one ``max_loops="auto"`` run makes."""
 TOOL_ROLE = "Tool Executor"
+
+RETRY_WAIT_FIRST = 0.5
+"""Seconds: the first retry waits a random time up to this; each next one up to twice as long."""
+RETRY_WAIT_MAX = 20.0
+"""Seconds: the longest wait between two tries of a model call."""
+
+# Failures that the same request cannot cure: a wrong key, a malformed or
+# refused request, a model that does not exist.
+_FINAL_STATUS = frozenset({400, 401, 403, 404, 422})
+_FINAL_ERRORS = frozenset(
+    {
+        "AuthenticationError",
+        "BadRequestError",
+        "PermissionDeniedError",
+        "NotFoundError",
+        "UnprocessableEntityError",
+    }
+)
+
+
+def _quiet_litellm() -> None:
+    """Stop litellm printing its "Give Feedback / Get Help" banner on stdout at every failed call.
+
+    The failure reaches the caller as :class:`ModelCallError` with litellm's
+    exception chained; the banner would only land in the middle of the
+    program's own output (the chat's replies, a script's JSON).
+    """
+    from ._llm import import_litellm
+
+    litellm: Any = import_litellm()
+    litellm.suppress_debug_info = True
+
+
+def _worth_retrying(exc: BaseException) -> bool:
+    """Whether a failed model call may succeed if sent again (a 5xx, a timeout, a 429)."""
+    cause = exc.__cause__
+    if cause is None:
+        return True  # an empty reply: sampling again may give text
+    status = getattr(cause, "status_code", None)
+    if isinstance(status, int) and status in _FINAL_STATUS:
+        return False
+    return not any(kind.__name__ in _FINAL_ERRORS for kind in type(cause).__mro__)
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -105,6 +150,14 @@ class Agent:
         stopping_condition: called with each reply; True ends the run.
         auto_max_loops: the iteration cap of ``max_loops="auto"``.
         retry_attempts: tries per model call before :class:`ModelCallError`.
+            A failed try is retried after a random wait (exponential backoff
+            with full jitter: up to 0.5 s, then up to 1 s, 2 s, ... 20 s), but
+            never on an authentication, permission, not-found or bad-request
+            error, which the same request cannot cure. The provider SDK's own
+            hidden retries are off (``max_retries=0``) unless ``llm_args``
+            sets them, so ``retry_attempts`` counts every request.
+        retry_sleep: how the wait between tries is spent (default
+            ``time.sleep``; tests pass a function that records it).
         llm_args: further ``litellm.completion`` arguments (``timeout``,
             ``mock_response``, provider options).
         id: the conversation id (default: a fresh uuid hex).
@@ -146,6 +199,7 @@ class Agent:
         stopping_condition: Callable[[str], bool] | None = None,
         auto_max_loops: int = DEFAULT_AUTO_MAX_LOOPS,
         retry_attempts: int = 3,
+        retry_sleep: Callable[[float], None] = time.sleep,
         llm_args: Mapping[str, Any] | None = None,
         id: str | None = None,
         preload_max_chars: int | None = None,
@@ -168,6 +222,7 @@ class Agent:
         self.max_loops = _check_max_loops(max_loops)
         self.auto_max_loops = _positive_int("auto_max_loops", auto_max_loops)
         self.retry_attempts = _positive_int("retry_attempts", retry_attempts)
+        self._retry_sleep = retry_sleep
         if max_tokens is not None:
             _positive_int("max_tokens", max_tokens)
         self.user_name = _check_role(user_name)
@@ -252,31 +307,43 @@ class Agent:
 
     def _call_model(self) -> ChatReply:
         messages = self._messages()
-        error: ModelCallError | None = None
-        for attempt in range(1, self.retry_attempts + 1):
-            try:
-                return chat_completion(
-                    model=self.model_name,
-                    messages=messages,
-                    temperature=self.temperature,
-                    max_tokens=self.max_tokens,
-                    api_base=self.api_base,
-                    api_key=self.api_key,
-                    tools=self.toolbox.schemas or None,
-                    extra=self.llm_args,
-                    completion=self._completion,
-                )
-            except ModelCallError as exc:
-                error = exc
-                logger.warning(
-                    "agent '%s': attempt %d/%d failed: %s",
-                    self.agent_name,
-                    attempt,
-                    self.retry_attempts,
-                    exc,
-                )
-        assert error is not None
-        raise error
+        # One retry authority: the provider SDK's own retries are off unless asked for.
+        extra = {"max_retries": 0, **self.llm_args}
+
+        def call() -> ChatReply:
+            return chat_completion(
+                model=self.model_name,
+                messages=messages,
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                api_base=self.api_base,
+                api_key=self.api_key,
+                tools=self.toolbox.schemas or None,
+                extra=extra,
+                completion=self._completion,
+            )
+
+        def log(state: Any) -> None:
+            logger.warning(
+                "agent '%s': attempt %d/%d failed: %s; retrying in %.1f s",
+                self.agent_name,
+                state.attempt_number,
+                self.retry_attempts,
+                state.outcome.exception() if state.outcome else None,
+                state.next_action.sleep if state.next_action else 0.0,
+            )
+
+        retrying = Retrying(
+            stop=stop_after_attempt(self.retry_attempts),
+            wait=wait_random_exponential(multiplier=RETRY_WAIT_FIRST, max=RETRY_WAIT_MAX),
+            retry=retry_if_exception(
+                lambda exc: isinstance(exc, ModelCallError) and _worth_retrying(exc)
+            ),
+            sleep=self._retry_sleep,
+            before_sleep=log,
+            reraise=True,
+        )
+        return retrying(call)
 
     def run(self, task: str) -> str:
         """Record ``task``, loop the model over the memory, and return the final reply text.
@@ -291,6 +358,8 @@ class Agent:
         """
         if not isinstance(task, str) or not task.strip():
             raise ConfigurationError(f"task {task!r} must be a non-blank string")
+        if self._completion is None:
+            _quiet_litellm()
         self.short_memory.add(role=self.user_name, content=task)
         auto = self.max_loops == "auto"
         limit = self.auto_max_loops if auto else int(self.max_loops)

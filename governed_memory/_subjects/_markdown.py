@@ -65,8 +65,30 @@ def render_markdown(document: dict[str, Any]) -> str:
     out += _events("Consent history", document.get("consent"), ("at", "purpose", "action", "actor"))
     out += _events("Legal holds", document.get("holds"), ("placed_at", "reason", "released_at"))
     out += _events("Erasures", document.get("erasures"), ("requested_at", "state", "completed_at"))
-    out += _events("Audit entries", document.get("audit"), ("at", "operation", "outcome"))
+    out += _events("Audit entries", _audit_rows(document.get("audit")), AUDIT_COLUMNS)
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+AUDIT_COLUMNS = ("seq", "time (UTC)", "event", "outcome")
+
+
+def _audit_rows(entries: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """The audit table's cells from entries as recorded (``AuditEntry.to_dict``)."""
+    if entries is None:
+        return None
+    rows = []
+    for entry in entries:
+        attrs = entry.get("attrs")
+        outcome = attrs.get("outcome") if isinstance(attrs, dict) else None
+        rows.append(
+            {
+                "seq": entry.get("seq"),
+                "time (UTC)": entry.get("ts"),
+                "event": entry.get("event"),
+                "outcome": outcome,
+            }
+        )
+    return rows
 
 
 def _events(title: str, rows: list[dict[str, Any]] | None, keys: tuple[str, ...]) -> list[str]:

@@ -61,7 +61,8 @@ def test_memory_is_kept_between_runs(workspace: Path, stub_llm: StubLLM) -> None
 
 
 def test_a_failed_call_is_reported_and_the_chat_goes_on(workspace: Path, stub_llm: StubLLM) -> None:
-    stub_llm.queue({"status": 400}, {"status": 400}, {"status": 400}, "Back again.")
+    # A bad request is final: one failed request, not retried (tests/memory/test_agent_retry.py).
+    stub_llm.queue({"status": 400}, "Back again.")
     code, out, err = chat(workspace, stub_llm, "one\ntwo\n/exit\n")
     assert code == 1
     assert "error: the call to model 'openai/house-model'" in err

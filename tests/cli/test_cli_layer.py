@@ -23,6 +23,10 @@ CLI_MODULES = sorted(CLI_DIR.glob("*.py"))
 # (sub-package, name) -> why a command needs this internal name. _audit and _keys
 # also document theirs "for the CLI" in their interface docstrings (checked below).
 INTERNAL: dict[tuple[str, str], str] = {
+    ("_base", "parse_duration"): (
+        "audit export --since: why an age the log's reader refuses is refused (over 1000y), "
+        "in the duration grammar's own words"
+    ),
     ("_audit", "audit_key_from_settings"): (
         "the audit key from settings: the audit commands read the log without building a "
         "Governance, which would record policy.load"
