@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Generic, TypeVar
@@ -315,14 +315,14 @@ class JsonlLog(Generic[Record]):
         Reads back from the end to the last chained record (one line, as a
         rule); a log still holding only unchained lines is walked in full.
         """
-        size = os.fstat(fd).st_size
-        lines = os.pread(fd, size, 0).splitlines() if size else []
+        size = os.fstat(fd).st_size  # the torn tail is cut: the file ends with a full line
         notes: list[dict[str, Any]] = []
-        for number in range(len(lines), 0, -1):
-            raw = lines[number - 1]
+        number = 0
+        for raw in _reversed_lines(fd, size):
             if not raw.strip():
                 continue
-            plain, doc = self._decode_for_append(raw, number)
+            number += 1
+            plain, doc = self._decode_for_append(raw, f"line {number} from the end")
             if is_note(doc):
                 notes.append(doc)
                 continue
@@ -334,15 +334,15 @@ class JsonlLog(Generic[Record]):
             return chain
         chain = Chain()
         decoded = []
-        for number, raw in enumerate(lines, start=1):
+        for number, raw in enumerate(os.pread(fd, size, 0).splitlines(), start=1):
             if raw.strip():
-                plain, doc = self._decode_for_append(raw, number)
+                plain, doc = self._decode_for_append(raw, f"line {number}")
                 decoded.append((number, plain, doc, ""))
         self._walk(chain, decoded)
         return chain
 
-    def _decode_for_append(self, raw: bytes, number: int) -> tuple[bytes, dict[str, Any]]:
-        where = f"{self.what} {self.path} (line {number})"
+    def _decode_for_append(self, raw: bytes, line: str) -> tuple[bytes, dict[str, Any]]:
+        where = f"{self.what} {self.path} ({line})"
         try:
             plain, doc = self.decode(raw, where)
             if not is_note(doc) and doc.get("v") == self.version:
@@ -461,6 +461,17 @@ class JsonlLog(Generic[Record]):
         self.path.unlink(missing_ok=True)
         with suppress(FileNotFoundError):
             fsync_dir(self.path.parent)
+
+
+def _reversed_lines(fd: int, size: int) -> Iterator[bytes]:
+    """The lines of the first ``size`` bytes of ``fd``, last first, read back in chunks."""
+    pos, carry = size, b""
+    while pos > 0:
+        start = max(0, pos - _CHUNK)
+        parts = (os.pread(fd, pos - start, start) + carry).split(b"\n")
+        pos = start
+        carry = parts.pop(0) if pos > 0 else b""  # may start mid-line: joined with the next chunk
+        yield from reversed(parts)
 
 
 def _repair_torn_tail(fd: int) -> None:

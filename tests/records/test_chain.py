@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sealing_helpers import RecordMode
 
 from governed_memory import ConsentRegistry, StorageError
 from governed_memory._base._workspace import GOVERNANCE_DIR
 from governed_memory._crypto._sealing import CONSENT_PURPOSE
+from governed_memory._records import _jsonl as jsonl
 from governed_memory._records._chain import Run, merge_runs
 from governed_memory._records._consent import ConsentAction
 
@@ -209,3 +214,34 @@ def test_removing_every_record_then_recording_again(
 def test_adjacent_runs_are_merged_and_keep_the_later_link() -> None:
     a, b, c = Run(1, 2, b"a" * 16), Run(3, 3, b"b" * 16), Run(6, 7, b"c" * 16)
     assert merge_runs([c, b, a]) == [Run(1, 3, b"b" * 16), c]
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(st.binary(max_size=20).map(lambda b: b.replace(b"\n", b"")), max_size=12))
+def test_lines_read_back_from_the_end_in_chunks_are_the_lines_reversed(
+    lines: list[bytes], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """How an append finds the end of the chain without reading a long log in full."""
+    data = b"".join(line + b"\n" for line in lines)
+    path = tmp_path_factory.mktemp("lines") / "log"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with patch.object(jsonl, "_CHUNK", 7):
+            found = list(jsonl._reversed_lines(fd, len(data)))
+    finally:
+        os.close(fd)
+    assert [x for x in found if x] == [x for x in reversed(lines) if x]
+    assert len(found) == len(lines) + (1 if data else 0)  # the empty rest after the last newline
+
+
+def test_an_append_to_a_long_log_chains_onto_its_last_record(
+    workspace: Path, record_mode: RecordMode
+) -> None:
+    reg = registry(workspace, record_mode)
+    for i in range(300):  # more than one 64 KiB chunk when sealed
+        record(reg, f"subject-{i}", "grant")
+    record(reg, "last", "withdraw")
+    plain = record_mode.read_lines(log_lines_path(workspace), CONSENT_PURPOSE, CTX)
+    assert [json.loads(x)["seq"] for x in plain] == list(range(1, 302))
+    assert registry(workspace, record_mode).subjects()[-1] == "subject-99"
