@@ -17,7 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sealing_helpers import RecordMode
 
-from governed_memory import ConsentRegistry, StorageError
+from governed_memory import (
+    ConsentRegistry,
+    Conversation,
+    Governance,
+    StorageError,
+    memory_md_path,
+)
 from governed_memory._base._workspace import GOVERNANCE_DIR
 from governed_memory._crypto._sealing import CONSENT_PURPOSE
 from governed_memory._records import _jsonl as jsonl
@@ -245,3 +251,30 @@ def test_an_append_to_a_long_log_chains_onto_its_last_record(
     plain = record_mode.read_lines(log_lines_path(workspace), CONSENT_PURPOSE, CTX)
     assert [json.loads(x)["seq"] for x in plain] == list(range(1, 302))
     assert registry(workspace, record_mode).subjects()[-1] == "subject-99"
+
+
+def test_a_conversation_persists_nothing_on_a_tampered_log(
+    workspace: Path, record_mode: RecordMode
+) -> None:
+    """Fail closed end to end: the replayed grant does not let a message reach the memory."""
+    gov = Governance(
+        workspace=workspace,
+        policy=record_mode.policy(
+            {"policy": {"id": "t", "version": "1"}, "consent": {"required_for": ["persist"]}}
+        ),
+        settings=record_mode.settings(),
+    )
+    gov.grant("alice", "persist", actor="dpo")
+    conversation = Conversation(
+        memory_md_path=memory_md_path("Teller", workspace), governance=gov, subject_id="alice"
+    )
+    conversation.add("Human", "stored while consent stands")
+    gov.withdraw("alice", "persist", actor="alice")
+    store = conversation.store
+    assert store is not None
+    before = store.memory_path.read_bytes()
+    lines = log_lines(workspace)
+    write_lines(workspace, [*lines, lines[0]])  # the old grant replayed after the withdrawal
+    with pytest.raises(StorageError, match="breaks the chain"):
+        conversation.add("Human", "must not be stored")
+    assert store.memory_path.read_bytes() == before
