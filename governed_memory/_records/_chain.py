@@ -46,9 +46,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import StorageError
-
-__all__ = ["GENESIS", "Chain", "ChainBreak", "Run", "is_note", "link_of", "merge_runs"]
+__all__ = ["GENESIS", "Chain", "Run", "is_note", "link_of", "merge_runs"]
 
 GENESIS = bytes(16)
 _LINK_TAG = b"governed-memory record chain v1\x00"
@@ -92,13 +90,13 @@ def merge_runs(runs: Iterable[Run]) -> list[Run]:
     return merged
 
 
-class ChainBreak(StorageError):
-    """Internal: a record does not continue the chain (turned into the log's message)."""
-
-
 @dataclass
 class Chain:
-    """Where a walk through a chained log stands: the last sequence number and its link."""
+    """Where a walk through a chained log stands: the last sequence number and its link.
+
+    A record or note that does not continue the chain raises ``ValueError``
+    with the reason; the log turns it into a :class:`StorageError` naming the line.
+    """
 
     seq: int = 0
     link: bytes = GENESIS
@@ -112,7 +110,7 @@ class Chain:
         """Take in a removal note's runs.
 
         Raises:
-            ChainBreak: the note is not well formed.
+            ValueError: the note is not well formed.
         """
         try:
             for first, last, link in data["removed"]:
@@ -120,7 +118,7 @@ class Chain:
                     raise ValueError(first, last)
                 self.runs[first] = Run(first, last, bytes.fromhex(link))
         except (TypeError, ValueError) as exc:
-            raise ChainBreak("its removal note is damaged") from exc
+            raise ValueError("its removal note is damaged") from exc
 
     def skip_removed(self) -> None:
         """Step over the runs of removed records that follow the current position."""
@@ -131,12 +129,12 @@ class Chain:
         """Take in one record (``legacy``: of the unchained format).
 
         Raises:
-            ChainBreak: the record does not continue the chain.
+            ValueError: the record does not continue the chain.
         """
         self.skip_removed()
         if legacy:
             if self.chained:
-                raise ChainBreak(
+                raise ValueError(
                     "it is an unchained record (format version 1) after chained ones: an old "
                     "line copied into the log again"
                 )
@@ -144,16 +142,16 @@ class Chain:
             return
         seq, prev = data.get("seq"), data.get("prev")
         if type(seq) is not int or not isinstance(prev, str):
-            raise ChainBreak("it lacks its sequence number or link")
+            raise ValueError("it lacks its sequence number or link")
         if seq != self.seq + 1:
             hint = (
                 "a line from earlier in the log copied again, or moved"
                 if seq <= self.seq
                 else "the lines before it were deleted, or it was moved"
             )
-            raise ChainBreak(f"it has sequence number {seq} where {self.seq + 1} was due: {hint}")
+            raise ValueError(f"it has sequence number {seq} where {self.seq + 1} was due: {hint}")
         if prev != self.link.hex():
-            raise ChainBreak(
+            raise ValueError(
                 f"record {seq} does not name the record before it: a line replaced by one "
                 "from another copy of the log, or edited"
             )

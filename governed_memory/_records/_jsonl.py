@@ -53,7 +53,7 @@ from .._base import (
 )
 from .._crypto import RecordSealing, open_record, seal_record
 from .._errors import GovernedMemoryError, StorageError
-from ._chain import Chain, ChainBreak, Run, is_note, link_of, merge_runs
+from ._chain import Chain, Run, is_note, link_of, merge_runs
 from ._document import replace_file
 from ._version import check_version
 
@@ -222,7 +222,7 @@ class JsonlLog(Generic[Record]):
                 if not is_note(doc):
                     chain.record(doc, plain, legacy=doc.get("v") != self.version)
             chain.skip_removed()
-        except ChainBreak as exc:
+        except ValueError as exc:
             raise StorageError(
                 f"{self.what} {self.path} line {at} breaks the chain of records: {exc}. "
                 "The log was edited or partly restored; it is not read (a decision that "
@@ -384,7 +384,13 @@ class JsonlLog(Generic[Record]):
                     except (GovernedMemoryError, ValueError):
                         doc = None  # unreadable: kept as it is
                     if doc is not None and is_note(doc):
-                        old.note(doc)
+                        try:
+                            old.note(doc)
+                        except ValueError as exc:
+                            raise StorageError(
+                                f"{self.what} {self.path} line {number}: {exc}; nothing was "
+                                f"removed. {self.repair}"
+                            ) from None
                         continue
                 found.append((raw, plain, doc))
             runs = list(old.runs.values())
@@ -398,7 +404,12 @@ class JsonlLog(Generic[Record]):
                     kept.append(raw)
                     continue
                 if doc.get("v") == self.version:
-                    seq, link = int(doc["seq"]), link_of(plain)
+                    seq, link = doc.get("seq"), link_of(plain)
+                    if type(seq) is not int:
+                        raise StorageError(
+                            f"{self.what} {self.path}: a record without its sequence number "
+                            f"cannot be removed; nothing was removed. {self.repair}"
+                        )
                 else:
                     if prefix.chained:
                         raise StorageError(
