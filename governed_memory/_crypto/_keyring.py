@@ -221,6 +221,7 @@ class Keyring:
         self._index_key: bytes | None = None
         self._tagged = False  # keyring.json was seen (its index key unwrapped) in format 2
         self._meta_raw: bytes | None = None  # the keyring.json the state above was read from
+        self._tag_keys: dict[bytes, bytes] = {}  # index key -> the key entry tags are made with
         self._cache: dict[bytes, _Cached] = {}
         self._ciphers: dict[tuple[bytes, FrameKey], AESGCM] = {}
         self._refs: dict[tuple[str, str], bytes] = {}
@@ -361,8 +362,12 @@ class Keyring:
         return self._tagged
 
     def _tag_key(self) -> bytes:
-        info = b"governed-memory keyring entry tag v1\x00" + self.workspace_id
-        return hkdf(self._index(), info)
+        index_key = self._index()
+        cached = self._tag_keys.get(index_key)
+        if cached is None:
+            info = b"governed-memory keyring entry tag v1\x00" + self.workspace_id
+            cached = self._tag_keys[index_key] = hkdf(index_key, info)
+        return cached
 
     def _load_entry(self, data: bytes, path: Path, ref: bytes, *, listing: bool = False) -> Entry:
         """The entry in ``data``, checked (its ref, and its tag when a provider can check it).
