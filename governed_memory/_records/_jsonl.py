@@ -139,8 +139,8 @@ class JsonlLog(Generic[Record]):
         """Every record, oldest first (the cached list: do not modify it).
 
         Raises:
-            StorageError: the log cannot be read, or a complete line is damaged
-                (the cache is then left as it was).
+            StorageError: the log cannot be read, a complete line is damaged, or
+                (chained) a line breaks the chain (the cache is then left as it was).
             FormatVersionError: a line of another format version.
             SealedRecordError: a sealed line, and no sealing (or key) to open it.
         """
