@@ -6,8 +6,22 @@ subject, the subject key too: destroying either (crypto-shredding) makes the
 frame unreadable wherever a copy of it lies. Layout of the keyring folder::
 
     keyring.json        workspace id + the index key (wrapped)
-    keys/<ref>.json     one entry per agent or subject: its key generations (wrapped)
+    keys/<ref>.json     one entry per agent or subject: its key generations (wrapped), tagged
     reencrypt.json      present while a re-encryption runs (resumable)
+
+Every entry is authenticated: its ``tag`` is an HMAC of its contents under a
+key derived from the index key (see ``_entry``), so an entry edited outside
+governed_memory (into a shredded one, to empty an agent's memory) is refused
+with an :class:`IntegrityError` and nothing is written over it. That entries
+must carry a tag is itself bound to the master key: ``keyring.json`` then
+has format 2 and its index key is wrapped under a context that says so, so
+turning it back into format 1 makes the index key fail to unwrap (and a
+release from before tags refuses format 2 instead of writing untagged
+entries). A
+keyring written before tags is read as it is (its entries untagged) and
+migrated, every entry tagged and then the flag set, by the first change
+this release makes to it or by a master-key rotation. Without a provider
+(status reads) nothing can be checked.
 
 ``<ref>`` is an HMAC of the kind and name under the index key: subject ids
 never appear on disk, yet every process finds the same entry. Entries are
@@ -68,6 +82,8 @@ REF_BYTES = 16
 _MAX_CACHED = 100_000  # refs remembered per process (names -> HMAC), bounded
 _U32 = struct.Struct(">I")
 EPOCH_FILE = "epoch"
+META_FORMATS = (KEYRING_FORMAT, 2)  # keyring.json: 1 before entry tags, 2 with them
+TAGGED_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -203,6 +219,9 @@ class Keyring:
         self._depth = 0
         self._workspace_id: bytes | None = None
         self._index_key: bytes | None = None
+        self._tagged = False  # keyring.json was seen (its index key unwrapped) in format 2
+        self._meta_raw: bytes | None = None  # the keyring.json the state above was read from
+        self._tag_keys: dict[bytes, bytes] = {}  # index key -> the key entry tags are made with
         self._cache: dict[bytes, _Cached] = {}
         self._ciphers: dict[tuple[bytes, FrameKey], AESGCM] = {}
         self._refs: dict[tuple[str, str], bytes] = {}
@@ -270,7 +289,7 @@ class Keyring:
 
     def _read_meta(self) -> dict[str, Any]:
         path = self.folder / META_FILE
-        return load_json(path.read_bytes(), path)
+        return load_json(path.read_bytes(), path, META_FORMATS)
 
     def _meta(self, *, create: bool = False) -> dict[str, Any]:
         try:
@@ -286,10 +305,12 @@ class Keyring:
         workspace_id = self.random(16)
         index_key = self.random(KEY_BYTES)
         doc = {
-            "format": KEYRING_FORMAT,
+            "format": TAGGED_FORMAT,
             "workspace_id": workspace_id.hex(),
             "created": self.clock.now().isoformat(),
-            "index_key": self._wrap(provider, index_key, self._index_context(workspace_id)),
+            "index_key": self._wrap(
+                provider, index_key, self._index_context(workspace_id, tagged=True)
+            ),
         }
         data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("ascii")
         with suppress(FileExistsError):  # another process created it first: use theirs
@@ -308,10 +329,103 @@ class Keyring:
 
     def _index(self) -> bytes:
         if self._index_key is None:
-            meta = self._meta()
-            ctx = self._index_context(self.workspace_id)
-            self._index_key = self._unwrap(meta["index_key"], ctx, self.folder / META_FILE)
+            path = self.folder / META_FILE
+            try:
+                raw = path.read_bytes()
+            except FileNotFoundError:
+                self._meta()  # raises the message naming the missing keyring
+                raw = path.read_bytes()  # (created meanwhile by another process)
+            meta = load_json(raw, path, META_FORMATS)
+            tagged = meta["format"] == TAGGED_FORMAT
+            ctx = self._index_context(self.workspace_id, tagged=tagged)
+            self._index_key = self._unwrap(meta["index_key"], ctx, path)
+            self._tagged = self._tagged or tagged
+            self._meta_raw = raw
         return self._index_key
+
+    def _tags_required(self) -> bool:
+        """Whether every entry must carry a tag (once seen, for the life of this object).
+
+        An untagged entry on a keyring last seen untagged re-reads ``keyring.json``:
+        another process may have migrated it since. The flag is trusted only
+        once the index key unwrapped under the context that includes it.
+        """
+        if self._tagged:
+            return True
+        try:
+            raw = (self.folder / META_FILE).read_bytes()
+        except FileNotFoundError:
+            return False
+        if raw != self._meta_raw:
+            self._index_key = None
+            self._index()
+        return self._tagged
+
+    def _tag_key(self) -> bytes:
+        index_key = self._index()
+        cached = self._tag_keys.get(index_key)
+        if cached is None:
+            info = b"governed-memory keyring entry tag v1\x00" + self.workspace_id
+            cached = self._tag_keys[index_key] = hkdf(index_key, info)
+        return cached
+
+    def _load_entry(self, data: bytes, path: Path, ref: bytes, *, listing: bool = False) -> Entry:
+        """The entry in ``data``, checked (its ref, and its tag when a provider can check it).
+
+        ``listing``: a listing for status or rotation, which may run with a
+        provider that cannot open the index key (it then checks the ref only;
+        any use of a key still checks the tag).
+        """
+        entry = Entry.from_json(data, path)
+        if self.provider is None:  # status reads: no key to check a tag with
+            return entry.check(path, ref, None, required=False)
+        try:
+            tag_key = self._tag_key()
+        except KeyUnavailableError:
+            if not listing:
+                raise
+            return entry.check(path, ref, None, required=False)
+        return entry.check(path, ref, tag_key, required=entry.tag is None and self._tags_required())
+
+    def authenticate_entries(self) -> int:
+        """Tag every entry and mark the keyring as tagged (a migration); the entries tagged.
+
+        Runs under the keyring's lock; a no-op on a keyring already tagged.
+        Interrupted, it is resumed by the next change (entries are tagged
+        first, the flag set last, each file replaced atomically). Entries
+        changed before this ran cannot be told from genuine ones.
+        """
+        provider = self.require_provider()
+        with self.locked():
+            if self._tags_required():
+                return 0
+            tag_key = self._tag_key()
+            tagged = 0
+            for path, entry in self.entries():
+                if entry.tag is None or entry.tag != entry.expected_tag(tag_key):
+                    atomic_write(path, entry.to_json(tag_key))
+                    tagged += 1
+            path = self.folder / META_FILE
+            meta = load_json(path.read_bytes(), path, META_FORMATS)
+            index_key = self._index()
+            context = self._index_context(self.workspace_id, tagged=True)
+            record = self._wrap(provider, index_key, context)
+            record["created"] = meta["index_key"].get("created", record["created"])
+            check = provider.unwrap(
+                record["wrapped_by"], base64.b64decode(record["wrapped"]), context
+            )
+            if check != index_key:  # never replace a key we could not read back
+                raise DecryptionError(path)
+            meta["index_key"], meta["format"] = record, TAGGED_FORMAT
+            atomic_write(path, (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode("ascii"))
+            self._index_key, self._meta_raw = None, None
+            self._index()
+            self._cache.clear()
+            self._bump_epoch()
+        self.observer.record(
+            "keys.authenticate", agent=None, subject_id=None, outcome="ok", entries=tagged
+        )
+        return tagged
 
     def ref(self, kind: str, name: str, *, create: bool = False) -> bytes:
         """The pseudonymous reference of an agent's or subject's key (an HMAC, not the name).
@@ -332,8 +446,11 @@ class Keyring:
     # -- wrapping --------------------------------------------------------------
 
     @staticmethod
-    def _index_context(workspace_id: bytes) -> bytes:
-        return b"governed-memory index key v1\x00" + workspace_id
+    def _index_context(workspace_id: bytes, *, tagged: bool = False) -> bytes:
+        # With entry tags the context says so: removing "entry_tags" from keyring.json
+        # makes the index key fail to unwrap instead of letting untagged entries in.
+        context = b"governed-memory index key v1\x00" + workspace_id
+        return context + b"\x00entry tags v1" if tagged else context
 
     def _key_context(self, kind: str, ref: bytes, gen: int) -> bytes:
         return (
@@ -388,7 +505,7 @@ class Keyring:
             entry = None
             if version is not None:
                 with open(path, "rb") as fh:
-                    entry = Entry.from_json(fh.read(), Path(path))
+                    entry = self._load_entry(fh.read(), Path(path), ref)
             keep = cached.keys if cached is not None else {}
             usable = set(entry.keys) if entry is not None else set()
             fresh = _Cached(version, entry, {g: k for g, k in keep.items() if g in usable})
@@ -400,7 +517,10 @@ class Keyring:
             return fresh
 
     def _store_entry(self, entry: Entry) -> None:
-        atomic_write(self.entry_path(entry.ref), entry.to_json())
+        with self.locked():
+            if not self._tags_required():
+                self.authenticate_entries()  # the first change by this release migrates
+            atomic_write(self.entry_path(entry.ref), entry.to_json(self._tag_key()))
         self._cache.pop(entry.ref, None)
         self._bump_epoch()  # after the entry: a process that sees the bump sees the entry
 
@@ -422,7 +542,11 @@ class Keyring:
                 self._new_generation(entry, 1)
                 ensure_private_dir(self.keys_dir)
                 try:
-                    link_exclusive(self.keys_dir, entry.to_json(), [self.entry_path(ref).name])
+                    with self.locked():  # a migration must not miss an entry made meanwhile
+                        if not self._tags_required():
+                            self.authenticate_entries()
+                        data = entry.to_json(self._tag_key())
+                        link_exclusive(self.keys_dir, data, [self.entry_path(ref).name])
                     self.observer.record(
                         "keys.create",
                         agent=name if kind == AGENT else None,
@@ -533,9 +657,14 @@ class Keyring:
         for name in names:
             path = self.keys_dir / name
             try:
-                found.append((path, Entry.from_json(path.read_bytes(), path)))
+                data = path.read_bytes()
             except FileNotFoundError:
                 continue
+            try:
+                ref = bytes.fromhex(name[: -len(".json")])
+            except ValueError:
+                continue  # not an entry (a temporary file)
+            found.append((path, self._load_entry(data, path, ref, listing=True)))
         return found
 
     # -- shredding -----------------------------------------------------------------
@@ -604,7 +733,9 @@ class Keyring:
         return self._key_context(entry.kind, entry.ref, gen)
 
     def index_context(self) -> bytes:
-        return self._index_context(self.workspace_id)
+        """The context the index key is wrapped under now (with entry tags once migrated)."""
+        self._index()
+        return self._index_context(self.workspace_id, tagged=self._tagged)
 
     def store_entry(self, entry: Entry) -> None:
         """Replace an entry on disk (hold :meth:`locked`)."""
@@ -623,6 +754,7 @@ class Keyring:
             self._cache.clear()
             self._ciphers.clear()
             self._index_key = None
+            self._tagged, self._meta_raw = False, None  # read (and checked) again
 
     def __repr__(self) -> str:
         return f"Keyring({str(self.folder)!r}, provider={self.provider!r})"

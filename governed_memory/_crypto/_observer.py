@@ -12,6 +12,7 @@ operation           outcome    attributes
 ``keys.shred``      ok         kind, ref, generations
 ``keys.rotate``     ok/error   from_key_ids, to_key_id, rewrapped, ...
 ``keys.reencrypt``  ok/error   files, frames, dropped
+``keys.authenticate`` ok       entries (tagged by the migration of an untagged keyring)
 ``decrypt``         error      file, error (the exception type)
 ``recover``         ok         file, dropped_bytes (a torn final frame)
 ``encrypt-workspace`` / ``decrypt-workspace``  ok/error  files

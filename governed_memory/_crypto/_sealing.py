@@ -16,7 +16,7 @@ the data key of the registry's *purpose* (``consent``, ``holds``,
 workspace, the purpose and the file (its path relative to the governance
 folder), so a record copied to another file, registry or workspace fails to
 open. Version 2 is the sealed form; the plaintext inside is the registry's
-own version-1 record, byte for byte, with its own ``v``.
+own record, byte for byte, with its own ``v`` (1; 2 for a chained consent record).
 
 Without encryption the registries write their version-1 plaintext exactly as
 before. A registry never mixes the two forms:

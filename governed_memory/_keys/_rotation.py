@@ -94,12 +94,15 @@ def rotate_master_key(keyring: Keyring, *, progress: Progress = no_progress) -> 
 
     The provider must still unwrap the old key (a :class:`KeyChain` of the
     new and the old provider). Keys already under the new key are skipped, so
-    an interrupted rotation is resumed by running it again.
+    an interrupted rotation is resumed by running it again. Every entry is
+    checked against its tag before it is re-wrapped and tagged again when
+    stored; a keyring from before entry tags is tagged first.
     """
     provider = keyring.require_provider()
     report = RotationReport(to_key_id=provider.key_id)
     old: set[str] = set()
     with keyring.locked():
+        keyring.authenticate_entries()  # a keyring from before entry tags: tag it first
         meta_path = keyring.folder / META_FILE
         meta = json.loads(meta_path.read_bytes())
         record = meta["index_key"]

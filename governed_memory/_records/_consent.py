@@ -4,7 +4,17 @@ One append-only JSON Lines file, ``<workspace>/.governed_memory/consent.jsonl``,
 holds every grant and withdrawal ever made (the proof a regulator asks for).
 The current state of a (subject, purpose) pair is its latest event.
 
-The log is a :class:`~._jsonl.JsonlLog` (format version 1 on every line):
+The log is a chained :class:`~._jsonl.JsonlLog` (format version 2 on every
+line written by this release; see ``_chain``): each record carries its
+sequence number and the link of the record before it, so a line replayed
+(an old grant copied after a withdrawal), swapped, or deleted from the
+middle makes every query raise a :class:`StorageError` naming the line:
+a decision that needs consent fails closed, never reads a tampered log as
+granted. Under encryption at rest the chain is sealed with each record and
+cannot be forged without the master key; in plaintext it catches copies,
+moves and deletions, not a forger who rewrites the fields too (docs/consent.md).
+Lines of version 1, written before the chain, still read as an unchained
+prefix. Unchanged otherwise:
 
 * A writer takes an exclusive ``flock`` on ``consent.lock`` beside the log,
   repairs a torn last line a crashed writer may have left, appends one
@@ -46,6 +56,7 @@ from typing import Any
 from .._base import FileLock
 from .._crypto import CONSENT_PURPOSE, RecordSealing
 from .._errors import ConfigurationError, GovernedMemoryError, StorageError
+from ._chain import is_note
 from ._jsonl import JsonlLog, encode_line
 from ._version import check_version
 
@@ -61,7 +72,13 @@ __all__ = [
 
 CONSENT_LOG = "consent.jsonl"
 CONSENT_LOCK = "consent.lock"
-CONSENT_FORMAT_VERSION = 1
+CONSENT_FORMAT_VERSION = 2
+LEGACY_FORMAT_VERSION = 1  # before the record chain: read as an unchained prefix
+_REPAIR = (
+    "restore consent.jsonl from a backup taken before the edit; or, if every line in it is "
+    "genuine, move it aside and record each subject's current consent again with "
+    "`governed-memory consent grant` / `withdraw`"
+)
 
 _SUBJECT_MAX = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -119,8 +136,11 @@ class ConsentEvent:
         return data
 
     def to_json(self) -> str:
-        """The stored line (plaintext, without its newline)."""
-        return encode_line({"v": CONSENT_FORMAT_VERSION, **self.to_dict()}).decode("utf-8")
+        """The event as one unchained line (format version 1, without its newline).
+
+        The log stores version 2: these fields plus its chain (``seq``, ``prev``).
+        """
+        return encode_line({"v": LEGACY_FORMAT_VERSION, **self.to_dict()}).decode("utf-8")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str) -> ConsentEvent:
@@ -147,6 +167,8 @@ class ConsentEvent:
             raise StorageError(
                 f"{where} is not a consent record ({exc}); the log is damaged"
             ) from exc
+        if isinstance(data, dict) and data.get("v") == LEGACY_FORMAT_VERSION:
+            return cls.from_dict(check_version(data, LEGACY_FORMAT_VERSION, where), where)
         return cls.from_dict(check_version(data, CONSENT_FORMAT_VERSION, where), where)
 
 
@@ -203,6 +225,9 @@ class ConsentRegistry:
             sealing=sealing,
             purpose=CONSENT_PURPOSE,
             context=CONSENT_LOG,
+            chained=True,
+            legacy=LEGACY_FORMAT_VERSION,
+            repair=_REPAIR,
         )
         self._mutex = threading.RLock()
         self._state: dict[tuple[str, str], ConsentEvent] = {}
@@ -270,10 +295,23 @@ class ConsentRegistry:
         """
         found = []
         for number, stored in enumerate(self._log.stored_lines(), start=1):
-            found.append(
-                ConsentRecord(record_id(stored), len(stored) + 1, self._readable(stored, number))
-            )
+            where = f"consent log {self.path} (line {number})"
+            try:
+                data = self._log.parse(stored, where)
+            except (GovernedMemoryError, ValueError, OSError):
+                data = None  # damaged, sealed and unopenable, or of another version
+            if data is not None and is_note(data):
+                continue  # the chain's note of removed records: no record, nothing to age
+            event = self._event(data, where) if data is not None else None
+            found.append(ConsentRecord(record_id(stored), len(stored) + 1, event))
         return found
+
+    @staticmethod
+    def _event(data: dict[str, Any], where: str) -> ConsentEvent | None:
+        try:
+            return ConsentEvent.from_dict(data, where)
+        except (GovernedMemoryError, ValueError):
+            return None
 
     def _readable(self, stored: bytes, number: int) -> ConsentEvent | None:
         where = f"consent log {self.path} (line {number})"
@@ -312,18 +350,18 @@ class ConsentRegistry:
         removed: set[str] = set()
         kept: set[str] = set()
 
-        def decide(stored: bytes) -> bytes | None:
+        def drop(stored: bytes) -> bool:
             digest = record_id(stored)
             if digest not in wanted:
-                return stored
+                return False
             if keep is not None and keep(self._readable(stored, 0)):
                 kept.add(digest)
-                return stored
+                return False
             removed.add(digest)
-            return None
+            return True
 
         with self._mutex:
-            self._log.rewrite(decide)
+            self._log.remove(drop)
         return ConsentRemoval(frozenset(removed), frozenset(kept))
 
     def rewrite(self, convert: Callable[[bytes], bytes]) -> bool:

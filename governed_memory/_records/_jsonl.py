@@ -23,6 +23,13 @@ progress) the lines' format is that of the record they belong to. Under
 encryption at rest (``sealing`` given) each line is a sealed envelope (see
 ``_sealing``); everything above holds unchanged, line for line.
 
+A *chained* log (``chained=True``, the consent log) numbers its records and
+links each to the one before it (see ``_chain``): a reader refuses a line
+replayed, moved or deleted from the middle with a :class:`StorageError`
+naming the line, :meth:`JsonlLog.remove` leaves a removal note instead of
+breaking the chain, and lines of the ``legacy`` version (written before the
+chain) are read as an unchained prefix.
+
 Not safe on network filesystems with weak flock/append semantics (NFS, SMB).
 """
 
@@ -31,7 +38,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Generic, TypeVar
@@ -45,7 +52,8 @@ from .._base import (
     write_all,
 )
 from .._crypto import RecordSealing, open_record, seal_record
-from .._errors import StorageError
+from .._errors import GovernedMemoryError, StorageError
+from ._chain import Chain, Run, is_note, link_of, merge_runs
 from ._document import replace_file
 from ._version import check_version
 
@@ -77,6 +85,10 @@ class JsonlLog(Generic[Record]):
         purpose: the sealing purpose (``consent``, ``erasure``).
         context: what a sealed line is bound to: the log's path inside the
             governance folder (default: its name).
+        chained: number and link the records (see ``_chain``); needs ``version``.
+        legacy: the version of lines written before the chain, still read as
+            an unchained prefix (None: none).
+        repair: what a message about a broken chain tells the reader to do.
     """
 
     def __init__(
@@ -90,6 +102,9 @@ class JsonlLog(Generic[Record]):
         sealing: RecordSealing | None = None,
         purpose: str = "",
         context: str = "",
+        chained: bool = False,
+        legacy: int | None = None,
+        repair: str = "restore it from a backup",
     ) -> None:
         self.path = Path(path)
         self.what = what
@@ -99,6 +114,11 @@ class JsonlLog(Generic[Record]):
         self.purpose = purpose
         self.context = context or self.path.name
         self._load = load
+        self.chained = chained
+        self.legacy = legacy
+        self.repair = repair
+        self._chain = Chain()  # where the records read so far leave the chain
+        self._lines = 0  # complete lines read so far (for messages)
         self._path_str = os.fspath(self.path)  # stat()ed on every gate check: no pathlib there
         self._mutex = threading.RLock()
         self._records: list[Record] = []
@@ -119,8 +139,8 @@ class JsonlLog(Generic[Record]):
         """Every record, oldest first (the cached list: do not modify it).
 
         Raises:
-            StorageError: the log cannot be read, or a complete line is damaged
-                (the cache is then left as it was).
+            StorageError: the log cannot be read, a complete line is damaged, or
+                (chained) a line breaks the chain (the cache is then left as it was).
             FormatVersionError: a line of another format version.
             SealedRecordError: a sealed line, and no sealing (or key) to open it.
         """
@@ -149,12 +169,22 @@ class JsonlLog(Generic[Record]):
         except OSError as exc:
             raise StorageError(f"cannot read {self.what} {self.path}: {exc}") from exc
         complete = data[: data.rfind(b"\n") + 1]  # a torn last line stays invisible
+        lines = complete.splitlines()
         fresh = []  # parsed in full before the cache changes: a bad line leaves it as it was
-        for number, raw in enumerate(complete.splitlines(), start=1):
+        decoded = []
+        for number, raw in enumerate(lines, start=1):
             if raw.strip():
                 where = f"{self.what} {self.path} (byte {self._offset}, line +{number})"
-                fresh.append(self._load(self.parse(raw, where), where))
+                plain, doc = self.decode(raw, where)
+                decoded.append((self._lines + number, plain, doc, where))
+        chain = self._chain.copy()
+        if self.chained:
+            self._walk(chain, decoded)
+        for _, _, doc, where in decoded:
+            if not (self.chained and is_note(doc)):
+                fresh.append(self._load(doc, where))
         self._records.extend(fresh)
+        self._chain, self._lines = chain, self._lines + len(lines)
         self._offset += len(complete)
         if complete:
             self._tail = (self._tail + complete)[-_TAIL:]
@@ -173,7 +203,31 @@ class JsonlLog(Generic[Record]):
 
     def _reset(self) -> None:
         self._records, self._offset, self._ident, self._tail = [], 0, None, b""
+        self._chain, self._lines = Chain(), 0
         self.generation += 1
+
+    def _walk(self, chain: Chain, decoded: list[tuple[int, bytes, dict[str, Any], str]]) -> None:
+        """Advance ``chain`` over decoded lines (notes first: they may follow what they cover).
+
+        Raises:
+            StorageError: a line does not continue the chain (it names the line and the fix).
+        """
+        at = 0  # the line being checked, for the message
+        try:
+            for line in decoded:
+                at = line[0]
+                if is_note(line[2]):
+                    chain.note(line[2])
+            for at, plain, doc, _ in decoded:  # noqa: B007 (named in the message)
+                if not is_note(doc):
+                    chain.record(doc, plain, legacy=doc.get("v") != self.version)
+            chain.skip_removed()
+        except ValueError as exc:
+            raise StorageError(
+                f"{self.what} {self.path} line {at} breaks the chain of records: {exc}. "
+                "The log was edited or partly restored; it is not read (a decision that "
+                f"needs it fails) until it is repaired: {self.repair}"
+            ) from None
 
     def parse(self, raw: bytes, where: str) -> dict[str, Any]:
         """The JSON object of one stored line (opened when sealed), version checked.
@@ -183,16 +237,23 @@ class JsonlLog(Generic[Record]):
             FormatVersionError: another format version.
             SealedRecordError: sealed, and no sealing to open it.
         """
+        return self.decode(raw, where)[1]
+
+    def decode(self, raw: bytes, where: str) -> tuple[bytes, dict[str, Any]]:
+        """The plaintext and JSON object of one stored line (see :meth:`parse`)."""
         plain = self.open(raw)
         try:
             data = json.loads(plain.decode("utf-8", errors="replace"))
         except ValueError as exc:
             raise StorageError(f"{where} is not a JSON record ({exc}); the log is damaged") from exc
+        legacy = self.legacy is not None and isinstance(data, dict)
+        if legacy and type(data.get("v")) is int and data["v"] == self.legacy:
+            return plain, data  # the unchained prefix: the chain decides if it may be here
         if self.version is not None:
-            return check_version(data, self.version, where)
+            return plain, check_version(data, self.version, where, also=self.legacy)
         if not isinstance(data, dict):
             raise StorageError(f"{where} is not a JSON object; the log is damaged")
-        return data
+        return plain, data
 
     def open(self, raw: bytes) -> bytes:
         """The plaintext of one stored line (without its newline).
@@ -226,7 +287,6 @@ class JsonlLog(Generic[Record]):
             StorageError: the log could not be written; nothing was recorded.
         """
         body = {"v": self.version, **record} if self.version is not None else record
-        line = seal_record(encode_line(body), self.sealing, self.purpose, self.context) + b"\n"
         try:
             with self._mutex, self.locked():
                 ensure_private_dir(self.path.parent)
@@ -234,6 +294,10 @@ class JsonlLog(Generic[Record]):
                 fd = open_private(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
                 try:
                     _repair_torn_tail(fd)
+                    if self.chained:  # under the lock: no other writer takes the same number
+                        body = {**body, **self._end_of_chain(fd).next_fields()}
+                    plain = encode_line(body)
+                    line = seal_record(plain, self.sealing, self.purpose, self.context) + b"\n"
                     write_all(fd, line)
                     os.fsync(fd)
                 finally:
@@ -244,6 +308,127 @@ class JsonlLog(Generic[Record]):
             raise StorageError(
                 f"cannot append to {self.what} {self.path}: {exc}; the record was NOT written"
             ) from exc
+
+    def _end_of_chain(self, fd: int) -> Chain:
+        """Where the log's chain ends: the last chained record, and the runs removed after it.
+
+        Reads back from the end to the last chained record (one line, as a
+        rule); a log still holding only unchained lines is walked in full.
+        """
+        size = os.fstat(fd).st_size  # the torn tail is cut: the file ends with a full line
+        notes: list[dict[str, Any]] = []
+        number = 0
+        for raw in _reversed_lines(fd, size):
+            if not raw.strip():
+                continue
+            number += 1
+            plain, doc = self._decode_for_append(raw, f"line {number} from the end")
+            if is_note(doc):
+                notes.append(doc)
+                continue
+            if doc.get("v") != self.version:
+                break  # an unchained record: the chain so far is the walk of all lines
+            chain = Chain(int(doc["seq"]), link_of(plain), chained=True)
+            for note in notes:
+                chain.note(note)
+            return chain
+        chain = Chain()
+        decoded = []
+        for number, raw in enumerate(os.pread(fd, size, 0).splitlines(), start=1):
+            if raw.strip():
+                plain, doc = self._decode_for_append(raw, f"line {number}")
+                decoded.append((number, plain, doc, ""))
+        self._walk(chain, decoded)
+        return chain
+
+    def _decode_for_append(self, raw: bytes, line: str) -> tuple[bytes, dict[str, Any]]:
+        where = f"{self.what} {self.path} ({line})"
+        try:
+            plain, doc = self.decode(raw, where)
+            if not is_note(doc) and doc.get("v") == self.version:
+                int(doc["seq"])
+        except (GovernedMemoryError, KeyError, TypeError, ValueError) as exc:
+            raise StorageError(
+                f"{where} cannot be read ({exc}), so a new record cannot be chained to it; the "
+                f"record was NOT written. Repair the log first: {self.repair}"
+            ) from exc
+        return plain, doc
+
+    def remove(self, drop: Callable[[bytes], bool]) -> bool:
+        """Remove every stored line ``drop`` says yes to, in one rewrite; whether it changed.
+
+        A chained log keeps every other line's bytes and ends with one removal
+        note listing every run of removed records (see ``_chain``), so the
+        chain still reads. A line that cannot be read is never offered to
+        ``drop`` (it is kept); an exception from ``drop`` changes nothing.
+        """
+        if not self.chained:
+            return self.rewrite(lambda raw: None if drop(raw) else raw)
+        with self._mutex, self.locked():
+            try:
+                data = self.path.read_bytes()
+            except FileNotFoundError:
+                return False
+            except OSError as exc:
+                raise StorageError(f"cannot read {self.what} {self.path}: {exc}") from exc
+            lines = data[: data.rfind(b"\n") + 1].splitlines()
+            kept: list[bytes] = []
+            old = Chain()  # the old notes' runs, and the walk of the unchained prefix
+            found = []
+            for number, raw in enumerate(lines, start=1):
+                doc: dict[str, Any] | None = None
+                plain = b""
+                if raw.strip():
+                    try:
+                        plain, doc = self.decode(raw, f"{self.what} {self.path} (line {number})")
+                    except (GovernedMemoryError, ValueError):
+                        doc = None  # unreadable: kept as it is
+                    if doc is not None and is_note(doc):
+                        try:
+                            old.note(doc)
+                        except ValueError as exc:
+                            raise StorageError(
+                                f"{self.what} {self.path} line {number}: {exc}; nothing was "
+                                f"removed. {self.repair}"
+                            ) from None
+                        continue
+                found.append((raw, plain, doc))
+            runs = list(old.runs.values())
+            prefix = Chain(runs=dict(old.runs))  # the unchained prefix is walked to link it
+            for raw, plain, doc in found:
+                if doc is None or not drop(raw):
+                    if doc is None:
+                        prefix.chained = True  # no unchained link can be computed past it
+                    elif doc.get("v") != self.version and not prefix.chained:
+                        prefix.record(doc, plain, legacy=True)
+                    kept.append(raw)
+                    continue
+                if doc.get("v") == self.version:
+                    seq, link = doc.get("seq"), link_of(plain)
+                    if type(seq) is not int:
+                        raise StorageError(
+                            f"{self.what} {self.path}: a record without its sequence number "
+                            f"cannot be removed; nothing was removed. {self.repair}"
+                        )
+                else:
+                    if prefix.chained:
+                        raise StorageError(
+                            f"{self.what} {self.path}: an unchained record after an unreadable "
+                            f"line cannot be removed; nothing was removed. {self.repair}"
+                        )
+                    prefix.record(doc, plain, legacy=True)
+                    seq, link = prefix.seq, prefix.link
+                runs.append(Run(seq, seq, link))
+            if runs:
+                note = {"v": self.version, "removed": [r.as_json() for r in merge_runs(runs)]}
+                kept.append(
+                    seal_record(encode_line(note), self.sealing, self.purpose, self.context)
+                )
+            new_data = b"".join(line + b"\n" for line in kept)
+            if new_data == data:
+                return False
+            replace_file(self.path, new_data, self.what)
+            return True
 
     def create(self) -> None:
         """Create the log empty, durably, unless it exists (its presence can mean something)."""
@@ -287,6 +472,17 @@ class JsonlLog(Generic[Record]):
         self.path.unlink(missing_ok=True)
         with suppress(FileNotFoundError):
             fsync_dir(self.path.parent)
+
+
+def _reversed_lines(fd: int, size: int) -> Iterator[bytes]:
+    """The lines of the first ``size`` bytes of ``fd``, last first, read back in chunks."""
+    pos, carry = size, b""
+    while pos > 0:
+        start = max(0, pos - _CHUNK)
+        parts = (os.pread(fd, pos - start, start) + carry).split(b"\n")
+        pos = start
+        carry = parts.pop(0) if pos > 0 else b""  # may start mid-line: joined with the next chunk
+        yield from reversed(parts)
 
 
 def _repair_torn_tail(fd: int) -> None:

@@ -17,7 +17,12 @@ __all__ = ["check_version"]
 
 
 def check_version(
-    document: object, expected: int, where: str, *, fix: str | None = None
+    document: object,
+    expected: int,
+    where: str,
+    *,
+    fix: str | None = None,
+    also: int | None = None,
 ) -> dict[str, Any]:
     """Return ``document`` if it is a JSON object of format version ``expected``.
 
@@ -28,6 +33,7 @@ def check_version(
             ``"legal holds file /w/.governed_memory/holds.json"``.
         fix: what to do about a newer version, when upgrading is not the
             only way (a purge journal can also be discarded).
+        also: an older version the caller reads itself (named in the message only).
 
     Raises:
         FormatVersionError: another version, or no version at all.
@@ -43,6 +49,7 @@ def check_version(
             "No release writes that version: the file is corrupted or was edited; restore "
             "it from a backup"
         )
+    reads = f"version {expected}" + (f" (and version {also})" if also is not None else "")
     raise FormatVersionError(
-        f"{where} has format version {found!r}; this release reads version {expected}. {cause}"
+        f"{where} has format version {found!r}; this release reads {reads}. {cause}"
     )

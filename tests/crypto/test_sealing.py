@@ -35,6 +35,7 @@ from governed_memory._errors import (
     StorageError,
 )
 from governed_memory._records._holds import HoldRegistry
+from governed_memory._records._jsonl import encode_line
 from governed_memory._subjects import ErasureScope, Tombstone, TombstoneStore
 from governed_memory.testing import SeededRandom
 
@@ -173,12 +174,14 @@ def test_the_sealing_keyring_is_opened_only_when_first_used(tmp_path: Path) -> N
     assert calls == [1]
 
 
-def test_plaintext_mode_writes_the_version_1_consent_line_unchanged(tmp_path: Path) -> None:
+def test_plaintext_mode_writes_the_consent_line_unsealed(tmp_path: Path) -> None:
+    """The event's fields in plaintext, with the record chain (format version 2) added."""
     gov = Governance(workspace=tmp_path / "ws", settings=Settings())
     event = gov.grant("alice", "persist", actor="dpo")
     assert gov.sealing is None
     log = tmp_path / "ws" / GOVERNANCE_DIR / "consent.jsonl"
-    assert log.read_bytes() == (event.to_json() + "\n").encode()
+    chained = {**json.loads(event.to_json()), "v": 2, "seq": 1, "prev": "0" * 32}
+    assert log.read_bytes() == encode_line(chained) + b"\n"
 
 
 def test_each_registry_has_its_own_purpose_key_stored_wrapped(tmp_path: Path) -> None:

@@ -29,7 +29,9 @@ from governed_memory import (
 from governed_memory._base._workspace import GOVERNANCE_DIR
 from governed_memory._crypto._sealing import CONSENT_PURPOSE
 from governed_memory._errors import FormatVersionError
+from governed_memory._records._chain import link_of
 from governed_memory._records._consent import ConsentAction, validate_subject_id
+from governed_memory._records._jsonl import encode_line
 
 CLI = [sys.executable, "-c", "from governed_memory._cli import main; main()"]
 
@@ -98,7 +100,7 @@ def test_records_are_durable_across_registry_instances(
     fresh = registry(workspace, record_mode)
     assert fresh.is_granted("alice", "persist")
     log = workspace / GOVERNANCE_DIR / "consent.jsonl"
-    assert json.loads(plain_lines(log, record_mode)[0])["v"] == 1
+    assert json.loads(plain_lines(log, record_mode)[0])["v"] == 2  # the chained format
     assert (b"alice" in log.read_bytes()) is not record_mode.sealed
 
 
@@ -134,11 +136,8 @@ def test_a_replaced_log_is_read_again_in_full(workspace: Path, record_mode: Reco
     gov.grant("bob", "persist", actor="dpo")
     reader = registry(workspace, record_mode)
     assert reader.is_granted("alice", "persist")
-    log = workspace / GOVERNANCE_DIR / "consent.jsonl"
-    lines = log.read_text().splitlines(keepends=True)
-    replacement = log.with_name("new.jsonl")
-    replacement.write_text(lines[1])  # a retention rewrite keeping bob only
-    os.replace(replacement, log)
+    alice = next(r for r in reader.records() if r.event and r.event.subject == "alice")
+    registry(workspace, record_mode).remove([alice.id])  # a retention rewrite keeping bob only
     assert not reader.is_granted("alice", "persist")
     assert reader.is_granted("bob", "persist")
 
@@ -292,7 +291,8 @@ def test_a_log_rewritten_in_place_is_not_mistaken_for_an_append(
     log = workspace / GOVERNANCE_DIR / "consent.jsonl"
     [first] = plain_lines(log, record_mode)
     bob = first.replace(b'"alice"', b'"bob"').replace(b'"dpo"', b'"someone-else"')
-    lines = [bob, bob.replace(b'"bob"', b'"carol"')]
+    carol = {**json.loads(bob), "subject": "carol", "seq": 2, "prev": link_of(bob).hex()}
+    lines = [bob, encode_line(carol)]  # chained as a writer would have
     stored = [record_mode.line(CONSENT_PURPOSE, "consent.jsonl", line) for line in lines]
     with open(log, "wb") as handle:  # same inode, new content, longer than before
         handle.write(b"".join(line + b"\n" for line in stored))

@@ -37,11 +37,15 @@ SCHEDULED = "20260501T070000000001Z-01020304"
 PROGRESS = f"tombstones/.{ERASURE}.progress.jsonl"
 
 PLAINTEXT = {
+    # Version 2 since the record chain (issue 13): each line carries its seq and the
+    # link of the line before it. The version 1 bytes are pinned below (CONSENT_V1).
     "consent.jsonl": (
         b'{"action":"grant","actor":"dpo@example.org","at":"2026-05-01T09:00:00+02:00",'
-        b'"policy_id":"p","policy_version":"3","purpose":"persist","subject":"customer-42","v":1}\n'
+        b'"policy_id":"p","policy_version":"3","prev":"00000000000000000000000000000000",'
+        b'"purpose":"persist","seq":1,"subject":"customer-42","v":2}\n'
         b'{"action":"withdraw","actor":"dpo@example.org","at":"2026-05-01T09:00:00+02:00",'
-        b'"policy_id":"p","policy_version":"3","purpose":"persist","subject":"customer-42","v":1}\n'
+        b'"policy_id":"p","policy_version":"3","prev":"d048b63b707a183b854cdb33c82066d5",'
+        b'"purpose":"persist","seq":2,"subject":"customer-42","v":2}\n'
     ),
     "holds.json": (
         b'{\n "v": 1,\n "holds": [\n  {\n   "id": "hold-00000001",\n   "reason": "case 2026-114",'
@@ -68,7 +72,7 @@ PLAINTEXT = {
 }
 
 SEALED_SHA256 = {
-    "consent.jsonl": "2569da351037eca16816e4820b6e3be0ef3a6060c791d01399157f78e4e704e4",
+    "consent.jsonl": "5e1c8fdc4e6d336f71bdc61b8171da5c76aa535fa77b979ff62c64eee7e25a4f",
     "holds.json": "908db62fb728cdc8a2cef38e0dab404e0c751bf2cb92be6c905d9ad759238c66",
     f"scheduled-erasures/{SCHEDULED}.json": (
         "be6ba8a6e8a2574ebcfc97d3d92ff78cc31fe23745016988b49b84d32e0f87d2"
@@ -78,6 +82,15 @@ SEALED_SHA256 = {
         "4593c0590e09aead4f0eec669083cc796cf5e8f03e43e7a1bf1fd60199216039"
     ),
 }
+
+
+# The consent log as releases before the record chain wrote it (format version 1).
+CONSENT_V1 = (
+    b'{"action":"grant","actor":"dpo@example.org","at":"2026-05-01T09:00:00+02:00",'
+    b'"policy_id":"p","policy_version":"3","purpose":"persist","subject":"customer-42","v":1}\n'
+    b'{"action":"withdraw","actor":"dpo@example.org","at":"2026-05-01T09:00:00+02:00",'
+    b'"policy_id":"p","policy_version":"3","purpose":"persist","subject":"customer-42","v":1}\n'
+)
 
 
 def pinned_sealing(folder: Path) -> RecordSealing:
@@ -143,7 +156,8 @@ def stored_records(gov: Path) -> dict[str, bytes]:
     }
 
 
-def test_plaintext_registries_write_the_version_1_bytes(tmp_path: Path) -> None:
+def test_plaintext_registries_write_the_pinned_bytes(tmp_path: Path) -> None:
+    """Version 1 everywhere, but the consent log: version 2 (the chained records)."""
     write_scenario(tmp_path / "gov", None)
     assert stored_records(tmp_path / "gov") == PLAINTEXT
 
@@ -172,3 +186,36 @@ def test_the_pinned_files_read_back(tmp_path: Path, sealed: bool) -> None:
     assert [t.id for t in tombstones.pending()] == [ERASURE]
     assert tombstones.progress(ERASURE)[0]["agent"] == "A"
     assert [s.id for s in tombstones.scheduled()] == [SCHEDULED]
+
+
+def test_a_version_1_consent_log_still_reads_and_the_next_record_chains_onto_it(
+    tmp_path: Path,
+) -> None:
+    """The unchained prefix: the old lines read as before; the first new one pins them all."""
+    gov = tmp_path / "gov"
+    gov.mkdir()
+    (gov / "consent.jsonl").write_bytes(CONSENT_V1)
+    registry = ConsentRegistry(gov)
+    assert [e.action for e in registry.history()] == [
+        ConsentAction.GRANT,
+        ConsentAction.WITHDRAW,
+    ]
+    registry.record(
+        registry.make_event(
+            "customer-42",
+            "persist",
+            ConsentAction.GRANT,
+            at=AT,
+            actor="dpo@example.org",
+            policy_id="p",
+            policy_version="3",
+        )
+    )
+    data = (gov / "consent.jsonl").read_bytes()
+    assert data.startswith(CONSENT_V1)
+    assert data[len(CONSENT_V1) :] == (
+        b'{"action":"grant","actor":"dpo@example.org","at":"2026-05-01T09:00:00+02:00",'
+        b'"policy_id":"p","policy_version":"3","prev":"9cefe15fbb1346ef3d3c2365226da877",'
+        b'"purpose":"persist","seq":3,"subject":"customer-42","v":2}\n'
+    )
+    assert ConsentRegistry(gov).is_granted("customer-42", "persist")
