@@ -8,6 +8,7 @@ Modules, one concept each:
 * ``_log``     the hash-chained, segmented, crash-safe JSON Lines log
 * ``_verify``  finding the first altered, removed, inserted or reordered entry
 * ``_trail``   the governance ``AuditSink``: spans + log
+* ``_actor``   the sink wrapper that names the operator of a command in its entries
 * ``_export``  reading the log for reviewers: whether a folder holds one, the
   entries since a time or an age as JSON Lines, writing them to a file
 
@@ -16,7 +17,8 @@ Governance): ``audit_key_from_settings`` and ``audit_log_dir`` find the key and
 the folder from settings and policy; ``audit_log_exists``, ``iter_entries``,
 ``tail_entries``, ``export_since``, ``export_lines`` and ``write_export`` read
 the log and write an export, so the CLI reaches into no file name or record
-format and writes no audit file itself.
+format and writes no audit file itself. ``ActorSink`` wraps a Governance's
+sink for one command, so the entries the library records name the operator.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ __all__ = [
     "GENESIS",
     "GEN_AI_OPERATIONS",
     "HEAD_FILE",
+    "ActorSink",
     "AuditEntry",
     "AuditEvent",
     "AuditKey",
@@ -66,11 +69,13 @@ __all__ = [
 # Names other layers use, imported on first use (PEP 562) so that importing this
 # package loads none of its modules until one is needed.
 if TYPE_CHECKING:
+    from ._actor import ActorSink
     from ._export import audit_log_exists, export_lines, export_since, write_export
     from ._log import HEAD_FILE, iter_entries, list_segments, tail_entries
     from ._telemetry import configure_otlp
 
 _LAZY: dict[str, str] = {
+    "ActorSink": "._actor",
     "audit_log_exists": "._export",
     "export_lines": "._export",
     "export_since": "._export",

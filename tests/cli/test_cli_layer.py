@@ -38,6 +38,10 @@ INTERNAL: dict[tuple[str, str], str] = {
     ("_audit", "export_since"): "audit export --since: an ISO time or an age like 30d",
     ("_audit", "export_lines"): "audit export: the entries since a time, as recorded",
     ("_audit", "write_export"): "audit export --out: the audit layer writes the file, 0600",
+    ("_audit", "ActorSink"): (
+        "the commands an operator runs on keys or personal data (keys rotate, show, export, "
+        "erasures cancel, ...) name the operator in the entries the library records"
+    ),
     ("_keys", "write_key_file"): (
         "keys generate --out: the keys layer writes the key file (0600, never overwritten)"
     ),
