@@ -13,8 +13,9 @@ Modules, one concept each:
   entries since a time or an age as JSON Lines, writing them to a file
 
 For the CLI (its ``audit`` commands read the log without building a
-Governance): ``audit_key_from_settings`` and ``audit_log_dir`` find the key and
-the folder from settings and policy; ``audit_log_exists``, ``iter_entries``,
+Governance): ``audit_key_from_settings``, ``audit_keys_from_settings`` (the
+key and its previous versions, for ``audit verify``) and ``audit_log_dir``
+find the key and the folder from settings and policy; ``audit_log_exists``, ``iter_entries``,
 ``tail_entries``, ``export_since``, ``export_lines`` and ``write_export`` read
 the log and write an export, so the CLI reaches into no file name or record
 format and writes no audit file itself. ``ActorSink`` wraps a Governance's
@@ -30,7 +31,13 @@ from ._entry import GENESIS, AuditEntry
 from ._events import GEN_AI_OPERATIONS, AuditEvent, audit_attributes
 from ._keys import AUDIT_KEY_INFO, AuditKey, as_audit_key, generate_audit_key
 from ._log import AuditLog, Head, Period, SegmentInfo
-from ._trail import AuditTrail, audit_key_from_settings, audit_log_dir
+from ._trail import (
+    AuditTrail,
+    audit_key_from_settings,
+    audit_keys_from_settings,
+    audit_log_dir,
+    previous_audit_keys,
+)
 from ._verify import Finding, FindingKind, VerifyReport, verify_log
 
 __all__ = [
@@ -53,6 +60,7 @@ __all__ = [
     "as_audit_key",
     "audit_attributes",
     "audit_key_from_settings",
+    "audit_keys_from_settings",
     "audit_log_dir",
     "audit_log_exists",
     "configure_otlp",
@@ -61,6 +69,7 @@ __all__ = [
     "generate_audit_key",
     "iter_entries",
     "list_segments",
+    "previous_audit_keys",
     "tail_entries",
     "verify_log",
     "write_export",

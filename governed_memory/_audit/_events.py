@@ -93,6 +93,8 @@ class AuditEvent(StrEnum):
     """A torn last line (crash during an append) was closed off."""
     DISCONTINUITY = "audit.discontinuity"
     """The log found its head file ahead of, or missing from, the entries on disk."""
+    REKEY = "audit.rekey"
+    """The audit key changed (it derives from a rotated master key); endorsed by the old key."""
 
 
 GEN_AI_OPERATIONS: Mapping[str, str] = {

@@ -97,6 +97,7 @@ __all__ = [
     "list_segments",
     "parse_head",
     "read_segment_lines",
+    "rekey_endorsement",
     "reverse_lines",
     "tail_entries",
 ]
@@ -291,6 +292,12 @@ class AuditLog:
         folder: the audit folder (created 0700 by the first append).
         key: authenticates entries: an :class:`AuditKey`, or its hex/base64 text
             or raw bytes.
+        previous_keys: audit keys the log may have been written with before
+            ``key`` (an audit key derived from a master key that was since
+            rotated). A log whose newest entry is signed by one of them is
+            continued under ``key`` after an ``audit.rekey`` entry that the
+            old key endorses (see :func:`rekey_endorsement`); a log under any
+            other key is refused.
         clock: time of entries (default: the system clock; naive times are
             local time, stored as UTC).
         period: one segment per UTC ``month`` (default) or ``day``.
@@ -306,9 +313,13 @@ class AuditLog:
         clock: Clock | None = None,
         period: Period | str = Period.MONTH,
         fsync: bool = True,
+        previous_keys: Iterable[AuditKeyLike] = (),
     ) -> None:
         self._folder = Path(folder)
         self._key = as_audit_key(key)
+        self._previous = {
+            k.key_id: k for k in map(as_audit_key, previous_keys) if k.key_id != self._key.key_id
+        }
         self._clock: Clock = clock or SystemClock()
         try:
             self._period = Period(period)
@@ -459,6 +470,7 @@ class AuditLog:
         written = tail.repaired
         segments = self._drop_empty_segments(list_segments(self._folder))
         torn: list[tuple[int, bytes, bool]] = []
+        rekey_from: AuditKey | None = None
         if segments:
             self._open_segment(tail, segments[-1].name)
             assert tail.fd is not None
@@ -481,16 +493,35 @@ class AuditLog:
                     "entry; run `governed-memory audit verify` and restore the folder from a backup"
                 )
             if tail.last.kid != self._key.key_id:
-                raise AuditWriteError(
-                    f"the audit log in {self._folder} was written with key id {tail.last.kid}, but "
-                    f"the configured audit key has id {self._key.key_id}; configure the original "
-                    "GOVERNED_MEMORY_AUDIT_KEY, or point audit.log_dir at a new folder to start a "
-                    "new log with this key"
-                )
-        problem = self._head_problem(head_bytes, tail)
+                old_key = self._previous.get(tail.last.kid)
+                if old_key is None or not tail.last.mac_ok(old_key):
+                    raise AuditWriteError(
+                        f"the audit log in {self._folder} was written with key id "
+                        f"{tail.last.kid}, but the configured audit key has id "
+                        f"{self._key.key_id}; configure the original GOVERNED_MEMORY_AUDIT_KEY "
+                        "(or, when the audit key derives from a master key you are rotating, "
+                        "give the previous master key as GOVERNED_MEMORY_MASTER_KEY_OLD[_FILE]), "
+                        "or point audit.log_dir at a new folder to start a new log with this key"
+                    )
+                rekey_from = old_key
+        problem = self._head_problem(head_bytes, tail, rekey_from)
         for _offset, _line, terminated in torn:
             if not terminated:
                 self._raw_write(tail, b"\n")
+        if rekey_from is not None:
+            # Before anything else is signed with the new key: the old key vouches
+            # for the change, so a verifier holding both sees one unbroken chain.
+            assert tail.last is not None
+            attrs_rekey: dict[str, Any] = {
+                "old_key_id": rekey_from.key_id,
+                "new_key_id": self._key.key_id,
+                "endorsement": rekey_endorsement(
+                    rekey_from, tail.next_seq, tail.prev, self._key.key_id
+                ),
+            }
+            written.append(
+                self._write_entry(head_fd, tail, AuditEvent.REKEY, attrs_rekey, self._clock.now())
+            )
         if problem is not None:
             reason, head = problem
             attrs: dict[str, Any] = {
@@ -541,12 +572,15 @@ class AuditLog:
                 kept.append(segment)
         return kept
 
-    def _head_problem(self, head_bytes: bytes, tail: _Tail) -> tuple[str, Head | None] | None:
+    def _head_problem(
+        self, head_bytes: bytes, tail: _Tail, old_key: AuditKey | None = None
+    ) -> tuple[str, Head | None] | None:
         try:
             head = parse_head(head_bytes)
         except EntryFormatError:
             return ("head_unreadable", None) if tail.last else None
-        if head is not None and not head.mac_ok(self._key):
+        head_key = old_key or self._key  # the head was written with the log's key until now
+        if head is not None and not head.mac_ok(head_key):
             return ("head_unauthenticated", None) if tail.last else None
         last = tail.last
         seen = self._seen
@@ -797,6 +831,16 @@ class AuditLog:
 
     def __repr__(self) -> str:
         return f"AuditLog(folder={str(self._folder)!r}, key_id={self._key.key_id!r})"
+
+
+def rekey_endorsement(old_key: AuditKey, seq: int, prev: str, new_key_id: str) -> str:
+    """The old key's MAC over a key change: the ``audit.rekey`` entry at ``seq`` after ``prev``.
+
+    Binds the change to its place in the chain, so an endorsement cannot be
+    copied to another log or another position.
+    """
+    body = canonical({"seq": seq, "prev": prev, "old": old_key.key_id, "new": new_key_id})
+    return old_key.mac(b"rekey\x00" + body)
 
 
 def iter_entries(folder: Path) -> Iterator[AuditEntry]:

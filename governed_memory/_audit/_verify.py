@@ -30,6 +30,7 @@ the next append or ``governed-memory audit repair`` closes it off).
 from __future__ import annotations
 
 import hashlib
+import hmac
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -39,7 +40,14 @@ from typing import Any
 from ._entry import GENESIS, AuditEntry, EntryFormatError, parse_entry
 from ._events import AuditEvent
 from ._keys import AuditKey, AuditKeyLike, as_audit_key
-from ._log import HEAD_FILE, Head, list_segments, parse_head, read_segment_lines
+from ._log import (
+    HEAD_FILE,
+    Head,
+    list_segments,
+    parse_head,
+    read_segment_lines,
+    rekey_endorsement,
+)
 
 __all__ = ["Finding", "FindingKind", "VerifyReport", "verify_log"]
 
@@ -163,6 +171,8 @@ class _Walk:
     count: int = 0
     first_seq: int | None = None
     by_seq: dict[int, str] = field(default_factory=dict)
+    kid: str | None = None
+    """The key id the chain is signed with so far (it changes only at an endorsed audit.rekey)."""
 
     def authentic(self, entry: AuditEntry) -> bool:
         return entry.check(self.keys.get(entry.kid))[1]
@@ -185,6 +195,7 @@ class _Walk:
         self.last = item
         self.count += 1
         self.by_seq[item.entry.seq] = item.entry.hash
+        self.kid = item.entry.kid
         if self.first_seq is None:
             self.first_seq = item.entry.seq
 
@@ -344,6 +355,7 @@ def _check_entry(walk: _Walk, index: int, item: _Item) -> bool:
             return True
     if walk.fits(entry) and authentic:
         _check_shape(walk, item)
+        _check_key_change(walk, item)
         walk.advance(item)
         return True
     nxt = walk.next_entry(index)
@@ -441,11 +453,30 @@ def _check_start(
     assert entry is not None
     if key is None:
         given = ", ".join(sorted(walk.keys)) or "none"
+        rekey = next(
+            (
+                i.entry
+                for i in walk.items
+                if i.entry is not None
+                and i.entry.event == AuditEvent.REKEY
+                and i.entry.attrs.get("old_key_id") == entry.kid
+                and walk.authentic(i.entry)
+            ),
+            None,
+        )
+        hint = (
+            f"; the log changed to the given key at seq {rekey.seq} (audit.rekey, a master key "
+            "rotation): entries before it need the previous key, give the previous master key "
+            "as GOVERNED_MEMORY_MASTER_KEY_OLD[_FILE] (docs/encryption.md, rotating the master "
+            "key)"
+            if rekey is not None
+            else ""
+        )
         walk.add(
             FindingKind.WRONG_KEY,
             item,
             f"the log was written with audit key id {entry.kid}, the key given has id {given}: "
-            "verify with the key the log was written with (GOVERNED_MEMORY_AUDIT_KEY)",
+            f"verify with the key the log was written with (GOVERNED_MEMORY_AUDIT_KEY){hint}",
         )
         return False
     if not authentic:
@@ -500,6 +531,31 @@ def _check_shape(walk: _Walk, item: _Item) -> None:
             item,
             f"the log found its head file {entry.attrs.get('reason_code')} at this point; "
             "entries before it may have been removed",
+        )
+
+
+def _check_key_change(walk: _Walk, item: _Item) -> None:
+    """An entry under another key than the chain's must be an audit.rekey the old key endorses."""
+    entry = item.entry
+    assert entry is not None
+    if walk.kid is None or entry.kid == walk.kid:
+        return
+    old_key = walk.keys.get(walk.kid)
+    endorsement = entry.attrs.get("endorsement")
+    endorsed = False
+    if entry.event == AuditEvent.REKEY and old_key is not None and isinstance(endorsement, str):
+        expected = rekey_endorsement(old_key, entry.seq, entry.prev, entry.kid)
+        endorsed = (
+            entry.attrs.get("old_key_id") == walk.kid
+            and entry.attrs.get("new_key_id") == entry.kid
+            and hmac.compare_digest(expected, endorsement)
+        )
+    if not endorsed:
+        walk.add(
+            FindingKind.FORGED,
+            item,
+            f"signed with key id {entry.kid} after entries signed with {walk.kid}, without an "
+            f"audit.rekey entry that key {walk.kid} endorses: someone else continued the log",
         )
 
 

@@ -21,6 +21,7 @@ from .._audit import (
     AuditKey,
     AuditLog,
     audit_key_from_settings,
+    audit_keys_from_settings,
     audit_log_dir,
     audit_log_exists,
     export_lines,
@@ -69,6 +70,12 @@ def _key(ctx: CliContext) -> AuditKey:
     return key
 
 
+def _keys(ctx: CliContext) -> list[AuditKey]:
+    """The audit key and its previous versions (a derived key during a master key rotation)."""
+    _key(ctx)  # the error that names the variables when none is configured
+    return audit_keys_from_settings(ctx.settings())
+
+
 def _details(entry: AuditEntry) -> str:
     skip = {"outcome", "agent.hash", "subject.hash"}
     return " ".join(
@@ -108,7 +115,7 @@ def audit_group() -> None:
 def verify(ctx: CliContext, folder: Path | None, as_json: bool) -> None:
     """Check every entry's hash, MAC and order; name the first problem and exit 1 on any."""
     where = _existing(_folder(ctx, folder))
-    report = verify_log(where, _key(ctx))
+    report = verify_log(where, _keys(ctx))
     if as_json:
         emit_json(report.to_dict())
     else:
@@ -209,12 +216,15 @@ def lookup(
         raise click.UsageError("give exactly one of --subject, --agent or --hold")
     kind, value = given[0]
     assert value is not None
-    digest = _key(ctx).pseudonym(kind, value)
+    keys = _keys(ctx)
+    digest = keys[0].pseudonym(kind, value)
+    # Entries before an audit key change hold the hash under the previous key.
+    digests = {k.pseudonym(kind, value) for k in keys}
     attr = {"subject": "subject.hash", "agent": "agent.hash", "hold": "hold.hash"}[kind]
     matches: list[AuditEntry] = []
     if show_entries:
         matches = [
-            e for e in iter_entries(_existing(_folder(ctx, folder))) if digest in _hashes(e.attrs)
+            e for e in iter_entries(_existing(_folder(ctx, folder))) if digests & _hashes(e.attrs)
         ]
     if as_json:
         result: dict[str, Any] = {"kind": kind, "attribute": attr, "hash": digest}
@@ -243,7 +253,8 @@ def _hashes(attrs: Any) -> set[str]:
 @click.pass_obj
 def repair(ctx: CliContext, folder: Path | None, as_json: bool) -> None:
     """Close off a torn last line left by a crash (recorded as an audit.repair entry)."""
-    log = AuditLog(_existing(_folder(ctx, folder)), _key(ctx))
+    key, *previous = _keys(ctx)
+    log = AuditLog(_existing(_folder(ctx, folder)), key, previous_keys=previous)
     try:
         written = log.repair()
     finally:

@@ -27,6 +27,10 @@ INTERNAL: dict[tuple[str, str], str] = {
         "the audit key from settings: the audit commands read the log without building a "
         "Governance, which would record policy.load"
     ),
+    ("_audit", "audit_keys_from_settings"): (
+        "audit verify, lookup and repair also accept the audit key derived from the previous "
+        "master key during and after a master key rotation (versioned audit keys)"
+    ),
     ("_audit", "audit_log_dir"): (
         "the audit folder from the policy and workspace, for the same reason"
     ),
