@@ -6,6 +6,8 @@ Modules, one concept each:
 * ``_entry``   one entry: canonical bytes, hash and MAC
 * ``_events``  the event catalogue and the privacy filter for attributes
 * ``_log``     the hash-chained, segmented, crash-safe JSON Lines log
+* ``_binding`` the workspace id every segment anchor names, so another
+  workspace's log is told apart
 * ``_verify``  finding the first altered, removed, inserted or reordered entry
 * ``_trail``   the governance ``AuditSink``: spans + log
 * ``_actor``   the sink wrapper that names the operator of a command in its entries

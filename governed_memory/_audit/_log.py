@@ -68,6 +68,7 @@ from .._base import (
     write_all,
 )
 from .._errors import AuditWriteError, ConfigurationError, NotFoundError
+from ._binding import WORKSPACE_ID_ATTR, workspace_id
 from ._entry import (
     FORMAT_VERSION,
     GENESIS,
@@ -292,6 +293,11 @@ class AuditLog:
         folder: the audit folder (created 0700 by the first append).
         key: authenticates entries: an :class:`AuditKey`, or its hex/base64 text
             or raw bytes.
+        workspace: the workspace this log belongs to: every segment anchor
+            names its id (``workspace_id``, from
+            ``<workspace>/.governed_memory/audit-workspace-id``, created on
+            the first anchor), so ``verify`` can tell another workspace's log
+            (see :mod:`._binding`). None writes unbound anchors.
         previous_keys: audit keys the log may have been written with before
             ``key`` (an audit key derived from a master key that was since
             rotated). A log whose newest entry is signed by one of them is
@@ -314,8 +320,11 @@ class AuditLog:
         period: Period | str = Period.MONTH,
         fsync: bool = True,
         previous_keys: Iterable[AuditKeyLike] = (),
+        workspace: str | os.PathLike[str] | None = None,
     ) -> None:
         self._folder = Path(folder)
+        self._workspace = Path(workspace) if workspace is not None else None
+        self._workspace_id: str | None = None
         self._key = as_audit_key(key)
         self._previous = {
             k.key_id: k for k in map(as_audit_key, previous_keys) if k.key_id != self._key.key_id
@@ -341,6 +350,16 @@ class AuditLog:
     @property
     def key(self) -> AuditKey:
         return self._key
+
+    @property
+    def previous_keys(self) -> list[AuditKey]:
+        """Earlier versions of the key this log accepts (see ``previous_keys``)."""
+        return list(self._previous.values())
+
+    @property
+    def workspace(self) -> Path | None:
+        """The workspace the log is bound to (None: unbound)."""
+        return self._workspace
 
     @property
     def head_path(self) -> Path:
@@ -634,11 +653,16 @@ class AuditLog:
 
     def _start_segment(self, tail: _Tail, label: str, when: _dt.datetime) -> None:
         name = f"{SEGMENT_PREFIX}{label}{SEGMENT_SUFFIX}"
+        attrs: dict[str, Any] = {"segment": name, "previous_segment": tail.segment}
+        if self._workspace is not None:
+            if self._workspace_id is None:
+                self._workspace_id = workspace_id(self._workspace)
+            attrs[WORKSPACE_ID_ATTR] = self._workspace_id
         anchor = seal(
             seq=tail.next_seq,
             ts=format_ts(when),
             event=AuditEvent.SEGMENT,
-            attrs={"segment": name, "previous_segment": tail.segment},
+            attrs=attrs,
             prev=tail.prev,
             key=self._key,
         )

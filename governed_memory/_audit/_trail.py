@@ -226,6 +226,7 @@ class AuditTrail:
                 clock=clock,
                 period=period,
                 previous_keys=previous,
+                workspace=workspace,
             )
         return cls(
             key=key,
@@ -369,7 +370,9 @@ class AuditTrail:
             ConfigurationError: there is no log (audit is not enabled).
         """
         log = self._require_log()
-        return verify_log(log.folder, [self._key, *self._previous, *previous_keys])
+        return verify_log(
+            log.folder, [self._key, *self._previous, *previous_keys], workspace=log.workspace
+        )
 
     def purge_segments(self, names: Iterable[str]) -> list[str]:
         """Remove whole old audit segments, recorded in the chain first (see :meth:`AuditLog.purge_segments`)."""

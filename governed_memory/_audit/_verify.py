@@ -37,6 +37,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from ._binding import WORKSPACE_ID_ATTR, binding_path, read_workspace_id
 from ._entry import GENESIS, AuditEntry, EntryFormatError, parse_entry
 from ._events import AuditEvent
 from ._keys import AuditKey, AuditKeyLike, as_audit_key
@@ -49,7 +50,7 @@ from ._log import (
     rekey_endorsement,
 )
 
-__all__ = ["Finding", "FindingKind", "VerifyReport", "verify_log"]
+__all__ = ["NOTICES", "Finding", "FindingKind", "VerifyReport", "verify_log"]
 
 
 class FindingKind(StrEnum):
@@ -81,6 +82,15 @@ class FindingKind(StrEnum):
     """The log itself recorded that its head disagreed with the entries it found."""
     WRONG_KEY = "wrong_key"
     """The log was written with another audit key than the one given."""
+    FOREIGN_LOG = "foreign_log"
+    """The log, or a segment, is bound to another workspace (or this one lost its id)."""
+    UNBOUND = "unbound"
+    """A notice, not a failure: the log was written before workspace binding (no anchor names
+    a workspace), so whether it is this workspace's cannot be checked yet."""
+
+
+NOTICES = frozenset({FindingKind.UNBOUND})
+"""Finding kinds that are reported but do not fail verification."""
 
 
 @dataclass(frozen=True)
@@ -123,12 +133,19 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        return not self.findings
+        """No finding other than a notice (``unbound``)."""
+        return all(f.kind in NOTICES for f in self.findings)
+
+    @property
+    def problems(self) -> tuple[Finding, ...]:
+        """The findings that fail verification (all but the notices)."""
+        return tuple(f for f in self.findings if f.kind not in NOTICES)
 
     @property
     def first(self) -> Finding | None:
         """The first problem in chain order, or None."""
-        return self.findings[0] if self.findings else None
+        problems = self.problems
+        return problems[0] if problems else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -238,10 +255,18 @@ def _load(folder: Path, findings: list[Finding]) -> tuple[list[str], list[_Item]
     return names, items
 
 
-def verify_log(folder: str | Path, keys: AuditKeyLike | Iterable[AuditKeyLike]) -> VerifyReport:
+def verify_log(
+    folder: str | Path,
+    keys: AuditKeyLike | Iterable[AuditKeyLike],
+    *,
+    workspace: str | Path | None = None,
+) -> VerifyReport:
     """Check the audit log in ``folder`` with ``keys`` (one key, or several after a key change).
 
-    Never raises for what it finds: problems are the report's findings.
+    With ``workspace``, also check that the log is that workspace's: its
+    segment anchors name the id in ``<workspace>/.governed_memory/audit-workspace-id``
+    (``foreign_log`` when not; ``unbound``, a notice, for a log from before
+    the binding). Never raises for what it finds: problems are the report's findings.
 
     Raises:
         ConfigurationError: a key is malformed.
@@ -273,6 +298,8 @@ def verify_log(folder: str | Path, keys: AuditKeyLike | Iterable[AuditKeyLike]) 
     complete = _walk(walk)
     if complete:
         _check_head(folder, walk, names)
+    if workspace is not None and walk.count:
+        _check_binding(walk, workspace)
     return VerifyReport(
         folder=folder,
         segments=tuple(names),
@@ -557,6 +584,57 @@ def _check_key_change(walk: _Walk, item: _Item) -> None:
             f"signed with key id {entry.kid} after entries signed with {walk.kid}, without an "
             f"audit.rekey entry that key {walk.kid} endorses: someone else continued the log",
         )
+
+
+def _check_binding(walk: _Walk, workspace: str | Path) -> None:
+    """Do the authentic segment anchors name this workspace's id (see ``_binding``)?"""
+    expected = read_workspace_id(workspace)
+    where = binding_path(workspace)
+    bound = [
+        (item, item.entry.attrs[WORKSPACE_ID_ATTR])
+        for item in walk.items
+        if item.entry is not None
+        and item.line == 1
+        and item.entry.event == AuditEvent.SEGMENT
+        and WORKSPACE_ID_ATTR in item.entry.attrs
+        and walk.authentic(item.entry)
+    ]
+    if not bound:
+        if expected is None:
+            walk.add(
+                FindingKind.UNBOUND,
+                None,
+                "the log was written before workspace binding: no segment anchor names a "
+                "workspace, so whether it is this workspace's cannot be checked; the next "
+                "segment it starts (next period) binds it",
+            )
+        else:
+            walk.add(
+                FindingKind.FOREIGN_LOG,
+                None,
+                f"this workspace's logs are bound to workspace id {expected} ({where}), but no "
+                "segment anchor of this log names a workspace: the log was replaced by an "
+                "older or another workspace's log",
+            )
+        return
+    if expected is None:
+        item, found = bound[0]
+        walk.add(
+            FindingKind.FOREIGN_LOG,
+            item,
+            f"the log is bound to workspace id {found}, but this workspace has no id file "
+            f"({where}): the log comes from another workspace, or the file was removed "
+            "(restore it from a backup of the workspace)",
+        )
+        return
+    for item, found in bound:
+        if found != expected:
+            walk.add(
+                FindingKind.FOREIGN_LOG,
+                item,
+                f"this segment is bound to workspace id {found}, but this workspace's id is "
+                f"{expected} ({where}): it comes from another workspace's audit log",
+            )
 
 
 def _later_has(walk: _Walk, index: int, seq: int) -> bool:

@@ -59,6 +59,10 @@ def _folder(ctx: CliContext, folder: Path | None) -> Path:
     return audit_log_dir(policy, workspace)
 
 
+def _workspace(ctx: CliContext) -> Path:
+    return resolve_workspace(ctx.workspace_arg or ctx.settings().workspace_dir)
+
+
 def _key(ctx: CliContext) -> AuditKey:
     key = audit_key_from_settings(ctx.settings())
     if key is None:
@@ -113,9 +117,15 @@ def audit_group() -> None:
 @json_option
 @click.pass_obj
 def verify(ctx: CliContext, folder: Path | None, as_json: bool) -> None:
-    """Check every entry's hash, MAC and order; name the first problem and exit 1 on any."""
+    """Check every entry's hash, MAC and order; name the first problem and exit 1 on any.
+
+    The workspace's own log (no --dir) is also checked to be this workspace's
+    (foreign_log); a log from before that binding gets the notice unbound.
+    """
     where = _existing(_folder(ctx, folder))
-    report = verify_log(where, _keys(ctx))
+    # The workspace's own log is checked against its id; a copy elsewhere (--dir) is not.
+    workspace = _workspace(ctx) if folder is None else None
+    report = verify_log(where, _keys(ctx), workspace=workspace)
     if as_json:
         emit_json(report.to_dict())
     else:
@@ -138,7 +148,7 @@ def verify(ctx: CliContext, folder: Path | None, as_json: bool) -> None:
         assert first is not None
         raise AuditVerificationError(
             f"audit log verification failed at {first}"
-            + (f" ({len(report.findings) - 1} more finding(s))" if len(report.findings) > 1 else "")
+            + (f" ({len(report.problems) - 1} more finding(s))" if len(report.problems) > 1 else "")
         )
 
 
