@@ -17,7 +17,9 @@ against the workspace's file:
 * the log is bound but the workspace has no id file: the file was removed or
   the log was moved here (``foreign_log``);
 * neither is bound: a log written before this version (``unbound``, a
-  notice: it verifies, and the next segment it starts binds it).
+  notice: it verifies). The first append to such a log, while the workspace
+  has no id yet, creates the id and writes an ``audit.bind`` entry naming it,
+  which counts like a bound anchor from then on.
 
 What it cannot catch: a rollback of the log to an older copy of itself
 (same workspace, same key); see docs/audit.md, "Limits".

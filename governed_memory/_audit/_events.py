@@ -93,6 +93,8 @@ class AuditEvent(StrEnum):
     """A torn last line (crash during an append) was closed off."""
     DISCONTINUITY = "audit.discontinuity"
     """The log found its head file ahead of, or missing from, the entries on disk."""
+    BIND = "audit.bind"
+    """A log from before workspace binding was bound to its workspace (names its id)."""
     REKEY = "audit.rekey"
     """The audit key changed (it derives from a rotated master key); endorsed by the old key."""
 

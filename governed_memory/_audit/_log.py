@@ -68,7 +68,7 @@ from .._base import (
     write_all,
 )
 from .._errors import AuditWriteError, ConfigurationError, NotFoundError
-from ._binding import WORKSPACE_ID_ATTR, workspace_id
+from ._binding import WORKSPACE_ID_ATTR, read_workspace_id, workspace_id
 from ._entry import (
     FORMAT_VERSION,
     GENESIS,
@@ -568,9 +568,34 @@ class AuditLog:
             written.append(
                 self._write_entry(head_fd, tail, AuditEvent.REPAIR, attrs, self._clock.now())
             )
+        bind = self._unbound_workspace(segments)
+        if bind is not None:
+            written.append(
+                self._write_entry(
+                    head_fd, tail, AuditEvent.BIND, {WORKSPACE_ID_ATTR: bind}, self._clock.now()
+                )
+            )
         if written:
             self._write_head(head_fd, tail)
         return tail
+
+    def _unbound_workspace(self, segments: list[SegmentInfo]) -> str | None:
+        """The id to bind a log from before workspace binding with now, else None.
+
+        Only when this workspace has no id yet: once it has one, its newest
+        segment is bound (by its anchor or by this entry), and an unbound log
+        found later is for ``verify`` to report, not for the writer to adopt.
+        """
+        if self._workspace is None or not segments or read_workspace_id(self._workspace):
+            return None
+        try:
+            anchor = parse_entry(_first_line(segments[-1].path))
+        except (EntryFormatError, OSError):
+            return None
+        if WORKSPACE_ID_ATTR in anchor.attrs:
+            return None
+        self._workspace_id = workspace_id(self._workspace)
+        return self._workspace_id
 
     def _remember(self, tail: _Tail) -> None:
         if tail.last is not None and tail.segment is not None:

@@ -587,15 +587,17 @@ def _check_key_change(walk: _Walk, item: _Item) -> None:
 
 
 def _check_binding(walk: _Walk, workspace: str | Path) -> None:
-    """Do the authentic segment anchors name this workspace's id (see ``_binding``)?"""
+    """Do the authentic segment anchors (and audit.bind entries) name this workspace's id?"""
     expected = read_workspace_id(workspace)
     where = binding_path(workspace)
     bound = [
         (item, item.entry.attrs[WORKSPACE_ID_ATTR])
         for item in walk.items
         if item.entry is not None
-        and item.line == 1
-        and item.entry.event == AuditEvent.SEGMENT
+        and (
+            (item.line == 1 and item.entry.event == AuditEvent.SEGMENT)
+            or item.entry.event == AuditEvent.BIND
+        )
         and WORKSPACE_ID_ATTR in item.entry.attrs
         and walk.authentic(item.entry)
     ]
@@ -606,7 +608,7 @@ def _check_binding(walk: _Walk, workspace: str | Path) -> None:
                 None,
                 "the log was written before workspace binding: no segment anchor names a "
                 "workspace, so whether it is this workspace's cannot be checked; the next "
-                "segment it starts (next period) binds it",
+                "governed operation binds it (audit.bind)",
             )
         else:
             walk.add(

@@ -3,7 +3,8 @@
 Every segment anchor names the workspace's random id (kept in
 ``.governed_memory/audit-workspace-id``, outside the audit folder); verify
 with the workspace checks it. A log written before the binding still
-verifies, with the notice ``unbound``, and is bound by its next segment.
+verifies, with the notice ``unbound``, and is bound by the next entry written to it
+(an ``audit.bind`` entry naming the id).
 """
 
 from __future__ import annotations
@@ -121,6 +122,28 @@ def test_an_old_log_is_bound_by_its_next_segment(tmp_path: Path) -> None:
     log.close()
     report = verify_log(folder, KEY, workspace=workspace)
     assert report.ok and report.findings == ()
+    other = tmp_path / "b"
+    other.mkdir()
+    assert [f.kind for f in verify_log(folder, KEY, workspace=other).findings] == [
+        FindingKind.FOREIGN_LOG
+    ]
+
+
+def test_an_old_log_is_bound_by_the_next_entry_written_to_it(tmp_path: Path) -> None:
+    workspace = tmp_path / "a"
+    folder = workspace / GOVERNANCE_DIR / "audit"
+    clock = FixedClock(dt.datetime(2026, 11, 30, 10, tzinfo=dt.UTC))
+    _old_log(folder, clock)
+    log = AuditLog(folder, KEY, clock=clock, period="day", workspace=workspace)
+    log.append("persist", {"outcome": "ok"})
+    log.append("persist", {"outcome": "ok"})
+    log.close()
+    events = [e.event for e in AuditLog(folder, KEY).entries()]
+    assert events == ["audit.segment", "persist", "audit.bind", "persist", "persist"]
+    stored = (workspace / GOVERNANCE_DIR / ID_FILE).read_text().strip()
+    bind = list(AuditLog(folder, KEY).entries())[2]
+    assert bind.attrs["workspace_id"] == stored
+    assert verify_log(folder, KEY, workspace=workspace).findings == ()
     other = tmp_path / "b"
     other.mkdir()
     assert [f.kind for f in verify_log(folder, KEY, workspace=other).findings] == [
