@@ -186,3 +186,21 @@ def test_keys_rotate_is_audited_with_the_actor(
     assert "keys.rotate" in events
     assert ("keys.reencrypt" in events) is reencrypt
     assert {e.attrs.get("actor.hash") for e in new} == {_actor("ops-e")}
+
+
+def _snapshot(folder: Path, skip: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes() if p.is_file() else b"<dir>"
+        for p in sorted(folder.rglob("*"))
+        if skip not in p.parents and p != skip
+    }
+
+
+def test_show_writes_only_its_audit_entry_and_the_chain_still_verifies(
+    workspace: Path, teller: Path
+) -> None:
+    audit_dir = workspace / GOVERNANCE_DIR / "audit"
+    before = _snapshot(workspace, audit_dir)
+    _run(workspace, teller, "show", "Teller")
+    assert _snapshot(workspace, audit_dir) == before
+    assert "OK" in _run(workspace, teller, "audit", "verify")
