@@ -17,7 +17,8 @@ Modules, one concept each:
 For the CLI (its ``audit`` commands read the log without building a
 Governance): ``audit_key_from_settings``, ``audit_keys_from_settings`` (the
 key and its previous versions, for ``audit verify``) and ``audit_log_dir``
-find the key and the folder from settings and policy; ``audit_log_exists``, ``iter_entries``,
+find the key and the folder from settings and policy; ``pinned_audit_key_text``
+is ``audit keygen --from-master-key`` (the derived key, to pin it); ``audit_log_exists``, ``iter_entries``,
 ``tail_entries``, ``export_since``, ``export_lines`` and ``write_export`` read
 the log and write an export, so the CLI reaches into no file name or record
 format and writes no audit file itself. ``ActorSink`` wraps a Governance's
@@ -38,6 +39,7 @@ from ._trail import (
     audit_key_from_settings,
     audit_keys_from_settings,
     audit_log_dir,
+    pinned_audit_key_text,
     previous_audit_keys,
 )
 from ._verify import Finding, FindingKind, VerifyReport, verify_log
@@ -71,6 +73,7 @@ __all__ = [
     "generate_audit_key",
     "iter_entries",
     "list_segments",
+    "pinned_audit_key_text",
     "previous_audit_keys",
     "tail_entries",
     "verify_log",

@@ -30,7 +30,7 @@ from .._errors import AuditWriteError, ConfigurationError
 from .._policy import Policy, RetentionPolicy
 from ._entry import AuditEntry
 from ._events import audit_attributes, span_attributes, span_name, validate_event
-from ._keys import AuditKey, AuditKeyLike, as_audit_key
+from ._keys import AuditKey, AuditKeyLike, as_audit_key, derived_root
 from ._log import AuditLog, Period
 from ._telemetry import Telemetry
 from ._verify import VerifyReport, verify_log
@@ -45,6 +45,7 @@ __all__ = [
     "audit_key_from_settings",
     "audit_keys_from_settings",
     "audit_log_dir",
+    "pinned_audit_key_text",
     "previous_audit_keys",
 ]
 
@@ -100,6 +101,24 @@ def audit_key_from_settings(settings: Settings) -> AuditKey | None:
         return AuditKey.from_text(settings.audit_key.get_secret_value())
     master = _master_key_bytes(settings)
     return AuditKey.derive_from_master(master) if master is not None else None
+
+
+def pinned_audit_key_text(settings: Settings) -> str:
+    """The audit key derived from the configured master key, as 64 hex digits to pin it.
+
+    Set as GOVERNED_MEMORY_AUDIT_KEY, it is the same key (same key id), so the
+    log continues unchanged, and the audit key stops following the master key.
+
+    Raises:
+        ConfigurationError: no master key is configured, or it is malformed.
+    """
+    master = _master_key_bytes(settings)
+    if master is None:
+        raise ConfigurationError(
+            "no master key is configured, so there is no derived audit key to pin; set "
+            "GOVERNED_MEMORY_MASTER_KEY[_FILE] to the master key the log was written under"
+        )
+    return derived_root(master).hex()
 
 
 def previous_audit_keys(settings: Settings) -> list[AuditKey]:

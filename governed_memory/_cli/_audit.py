@@ -279,11 +279,18 @@ def repair(ctx: CliContext, folder: Path | None, as_json: bool) -> None:
 
 
 @audit_group.command("keygen")
-def keygen() -> None:
+@click.option(
+    "--from-master-key",
+    is_flag=True,
+    help="Print the audit key now derived from the configured master key instead, to pin it "
+    "as GOVERNED_MEMORY_AUDIT_KEY (the log continues; master key rotations no longer touch it).",
+)
+@click.pass_obj
+def keygen(ctx: CliContext, from_master_key: bool) -> None:
     """Print a new random audit key (64 hex digits) for GOVERNED_MEMORY_AUDIT_KEY."""
-    from .._audit import generate_audit_key
+    from .._audit import generate_audit_key, pinned_audit_key_text
 
-    click.echo(generate_audit_key())
+    click.echo(pinned_audit_key_text(ctx.settings()) if from_master_key else generate_audit_key())
 
 
 commands: list[click.Command] = [audit_group]

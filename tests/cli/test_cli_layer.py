@@ -31,6 +31,9 @@ INTERNAL: dict[tuple[str, str], str] = {
         "audit verify, lookup and repair also accept the audit key derived from the previous "
         "master key during and after a master key rotation (versioned audit keys)"
     ),
+    ("_audit", "pinned_audit_key_text"): (
+        "audit keygen --from-master-key prints the derived audit key so an admin can pin it"
+    ),
     ("_audit", "audit_log_dir"): (
         "the audit folder from the policy and workspace, for the same reason"
     ),
