@@ -176,7 +176,14 @@ def rotate(
     """
     from .._keys import rotate as run
 
-    keyring = _keyring(cli, old_key_file=old_key_file, observer=cli.audit_as(actor))
+    settings = cli.settings()
+    given_old = settings.master_key_old is not None or settings.master_key_old_file is not None
+    if old_key_file is not None and not given_old:
+        # The old key also gives the audit key's previous version, when the
+        # audit key derives from the master key (versioned audit keys).
+        settings = cli.settings(master_key_old_file=old_key_file)
+    audit = cli.audit_as(actor, cli.governance(settings).audit)
+    keyring = _keyring(cli, old_key_file=old_key_file, observer=audit)
     with _progress(not as_json) as progress:
         report = run(cli.workspace, keyring, reencrypt_data=reencrypt, progress=progress)
     if as_json:

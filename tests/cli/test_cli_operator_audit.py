@@ -204,3 +204,22 @@ def test_show_writes_only_its_audit_entry_and_the_chain_still_verifies(
     _run(workspace, teller, "show", "Teller")
     assert _snapshot(workspace, audit_dir) == before
     assert "OK" in _run(workspace, teller, "audit", "verify")
+
+
+def test_keys_rotate_with_an_old_key_file_continues_a_derived_audit_key(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """--old-key-file also gives the audit key's previous version (docs/audit.md, versioned keys)."""
+    policy = _policy(tmp_path, encrypted=True)
+    gov = Governance(workspace=workspace, settings=Settings(policy=policy, master_key=MASTER_KEY))
+    Conversation(memory_md_path=memory_md_path("Teller", workspace), governance=gov).add(
+        "Human", "hello"
+    )
+    old_file = tmp_path / "old.key"
+    old_file.write_text(MASTER_KEY)
+    old_file.chmod(0o600)
+    new_key = generate_master_key()
+    _run(workspace, policy, "keys", "rotate", "--old-key-file", str(old_file),
+         env={"GOVERNED_MEMORY_MASTER_KEY": new_key})  # fmt: skip
+    code_env = {"GOVERNED_MEMORY_MASTER_KEY": new_key, "GOVERNED_MEMORY_MASTER_KEY_OLD": MASTER_KEY}
+    assert "OK" in _run(workspace, policy, "audit", "verify", env=code_env)
