@@ -408,6 +408,7 @@ _EXPORTS: dict[str, str] = {
 # against the fields of Settings.
 _NOT_A_POLICY = frozenset(
     {
+        "GOVERNED_MEMORY_ACTOR",
         "GOVERNED_MEMORY_AUDIT_KEY",
         "GOVERNED_MEMORY_KEYRING_DIR",
         "GOVERNED_MEMORY_MASTER_KEY",

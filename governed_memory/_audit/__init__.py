@@ -6,17 +6,23 @@ Modules, one concept each:
 * ``_entry``   one entry: canonical bytes, hash and MAC
 * ``_events``  the event catalogue and the privacy filter for attributes
 * ``_log``     the hash-chained, segmented, crash-safe JSON Lines log
+* ``_binding`` the workspace id every segment anchor names, so another
+  workspace's log is told apart
 * ``_verify``  finding the first altered, removed, inserted or reordered entry
 * ``_trail``   the governance ``AuditSink``: spans + log
+* ``_actor``   the sink wrapper that names the operator of a command in its entries
 * ``_export``  reading the log for reviewers: whether a folder holds one, the
   entries since a time or an age as JSON Lines, writing them to a file
 
 For the CLI (its ``audit`` commands read the log without building a
-Governance): ``audit_key_from_settings`` and ``audit_log_dir`` find the key and
-the folder from settings and policy; ``audit_log_exists``, ``iter_entries``,
+Governance): ``audit_key_from_settings``, ``audit_keys_from_settings`` (the
+key and its previous versions, for ``audit verify``) and ``audit_log_dir``
+find the key and the folder from settings and policy; ``pinned_audit_key_text``
+is ``audit keygen --from-master-key`` (the derived key, to pin it); ``audit_log_exists``, ``iter_entries``,
 ``tail_entries``, ``export_since``, ``export_lines`` and ``write_export`` read
 the log and write an export, so the CLI reaches into no file name or record
-format and writes no audit file itself.
+format and writes no audit file itself. ``ActorSink`` wraps a Governance's
+sink for one command, so the entries the library records name the operator.
 """
 
 from __future__ import annotations
@@ -28,7 +34,14 @@ from ._entry import GENESIS, AuditEntry
 from ._events import GEN_AI_OPERATIONS, AuditEvent, audit_attributes
 from ._keys import AUDIT_KEY_INFO, AuditKey, as_audit_key, generate_audit_key
 from ._log import AuditLog, Head, Period, SegmentInfo
-from ._trail import AuditTrail, audit_key_from_settings, audit_log_dir
+from ._trail import (
+    AuditTrail,
+    audit_key_from_settings,
+    audit_keys_from_settings,
+    audit_log_dir,
+    pinned_audit_key_text,
+    previous_audit_keys,
+)
 from ._verify import Finding, FindingKind, VerifyReport, verify_log
 
 __all__ = [
@@ -36,6 +49,7 @@ __all__ = [
     "GENESIS",
     "GEN_AI_OPERATIONS",
     "HEAD_FILE",
+    "ActorSink",
     "AuditEntry",
     "AuditEvent",
     "AuditKey",
@@ -50,6 +64,7 @@ __all__ = [
     "as_audit_key",
     "audit_attributes",
     "audit_key_from_settings",
+    "audit_keys_from_settings",
     "audit_log_dir",
     "audit_log_exists",
     "configure_otlp",
@@ -58,6 +73,8 @@ __all__ = [
     "generate_audit_key",
     "iter_entries",
     "list_segments",
+    "pinned_audit_key_text",
+    "previous_audit_keys",
     "tail_entries",
     "verify_log",
     "write_export",
@@ -66,11 +83,13 @@ __all__ = [
 # Names other layers use, imported on first use (PEP 562) so that importing this
 # package loads none of its modules until one is needed.
 if TYPE_CHECKING:
+    from ._actor import ActorSink
     from ._export import audit_log_exists, export_lines, export_since, write_export
     from ._log import HEAD_FILE, iter_entries, list_segments, tail_entries
     from ._telemetry import configure_otlp
 
 _LAZY: dict[str, str] = {
+    "ActorSink": "._actor",
     "audit_log_exists": "._export",
     "export_lines": "._export",
     "export_since": "._export",

@@ -63,6 +63,8 @@ class AuditEvent(StrEnum):
     """A subject's or agent's records were erased."""
     EXPORT = "export"
     """A subject's or agent's records were exported."""
+    SHOW = "memory.show"
+    """An operator printed an agent's (or a subject's) records (``show``): counts, never content."""
     ISOLATE = "memory.isolate"
     """An agent's records that name a subject were moved to the subjects' own memories."""
     CONSENT_GRANT = "consent.grant"
@@ -91,6 +93,10 @@ class AuditEvent(StrEnum):
     """A torn last line (crash during an append) was closed off."""
     DISCONTINUITY = "audit.discontinuity"
     """The log found its head file ahead of, or missing from, the entries on disk."""
+    BIND = "audit.bind"
+    """A log from before workspace binding was bound to its workspace (names its id)."""
+    REKEY = "audit.rekey"
+    """The audit key changed (it derives from a rotated master key); endorsed by the old key."""
 
 
 GEN_AI_OPERATIONS: Mapping[str, str] = {
@@ -100,6 +106,7 @@ GEN_AI_OPERATIONS: Mapping[str, str] = {
     AuditEvent.PURGE: "delete_memory",
     AuditEvent.ERASE: "delete_memory",
     AuditEvent.EXPORT: "search_memory",
+    AuditEvent.SHOW: "search_memory",
 }
 """``gen_ai.operation.name`` (OpenTelemetry GenAI semantic conventions) of the
 events that are memory operations in its sense."""

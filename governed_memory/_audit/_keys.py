@@ -40,6 +40,7 @@ __all__ = [
     "AuditKeyLike",
     "PseudonymKind",
     "as_audit_key",
+    "derived_root",
     "generate_audit_key",
 ]
 
@@ -60,6 +61,24 @@ _KINDS = frozenset({"agent", "subject", "hold"})
 
 def _hkdf(material: bytes, info: bytes) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(material)
+
+
+def derived_root(master: bytes) -> bytes:
+    """The audit key's root bytes derived from ``master`` (what ``derive_from_master`` uses).
+
+    Written as hex into GOVERNED_MEMORY_AUDIT_KEY (``audit keygen
+    --from-master-key``), it pins the same key, so the log continues and a
+    later master key rotation no longer changes it.
+
+    Raises:
+        ConfigurationError: ``master`` is shorter than 16 bytes.
+    """
+    if len(master) < 16:
+        raise ConfigurationError(
+            f"master key of {len(master)} bytes is too short to derive the audit key from; "
+            "use a 32-byte master key or set GOVERNED_MEMORY_AUDIT_KEY"
+        )
+    return _hkdf(master, AUDIT_KEY_INFO)
 
 
 def generate_audit_key() -> str:
@@ -119,12 +138,7 @@ class AuditKey:
     @classmethod
     def derive_from_master(cls, master: bytes) -> AuditKey:
         """The audit key derived from the master key (HKDF-SHA256, info :data:`AUDIT_KEY_INFO`)."""
-        if len(master) < 16:
-            raise ConfigurationError(
-                f"master key of {len(master)} bytes is too short to derive the audit key from; "
-                "use a 32-byte master key or set GOVERNED_MEMORY_AUDIT_KEY"
-            )
-        return cls(_hkdf(master, AUDIT_KEY_INFO))
+        return cls(derived_root(master))
 
     def mac(self, data: bytes) -> str:
         """HMAC-SHA256 of ``data`` under the MAC key, as hex."""

@@ -68,6 +68,7 @@ from .._base import (
     write_all,
 )
 from .._errors import AuditWriteError, ConfigurationError, NotFoundError
+from ._binding import WORKSPACE_ID_ATTR, read_workspace_id, workspace_id
 from ._entry import (
     FORMAT_VERSION,
     GENESIS,
@@ -97,6 +98,7 @@ __all__ = [
     "list_segments",
     "parse_head",
     "read_segment_lines",
+    "rekey_endorsement",
     "reverse_lines",
     "tail_entries",
 ]
@@ -291,6 +293,17 @@ class AuditLog:
         folder: the audit folder (created 0700 by the first append).
         key: authenticates entries: an :class:`AuditKey`, or its hex/base64 text
             or raw bytes.
+        workspace: the workspace this log belongs to: every segment anchor
+            names its id (``workspace_id``, from
+            ``<workspace>/.governed_memory/audit-workspace-id``, created on
+            the first anchor), so ``verify`` can tell another workspace's log
+            (see :mod:`._binding`). None writes unbound anchors.
+        previous_keys: audit keys the log may have been written with before
+            ``key`` (an audit key derived from a master key that was since
+            rotated). A log whose newest entry is signed by one of them is
+            continued under ``key`` after an ``audit.rekey`` entry that the
+            old key endorses (see :func:`rekey_endorsement`); a log under any
+            other key is refused.
         clock: time of entries (default: the system clock; naive times are
             local time, stored as UTC).
         period: one segment per UTC ``month`` (default) or ``day``.
@@ -306,9 +319,16 @@ class AuditLog:
         clock: Clock | None = None,
         period: Period | str = Period.MONTH,
         fsync: bool = True,
+        previous_keys: Iterable[AuditKeyLike] = (),
+        workspace: str | os.PathLike[str] | None = None,
     ) -> None:
         self._folder = Path(folder)
+        self._workspace = Path(workspace) if workspace is not None else None
+        self._workspace_id: str | None = None
         self._key = as_audit_key(key)
+        self._previous = {
+            k.key_id: k for k in map(as_audit_key, previous_keys) if k.key_id != self._key.key_id
+        }
         self._clock: Clock = clock or SystemClock()
         try:
             self._period = Period(period)
@@ -330,6 +350,16 @@ class AuditLog:
     @property
     def key(self) -> AuditKey:
         return self._key
+
+    @property
+    def previous_keys(self) -> list[AuditKey]:
+        """Earlier versions of the key this log accepts (see ``previous_keys``)."""
+        return list(self._previous.values())
+
+    @property
+    def workspace(self) -> Path | None:
+        """The workspace the log is bound to (None: unbound)."""
+        return self._workspace
 
     @property
     def head_path(self) -> Path:
@@ -459,6 +489,7 @@ class AuditLog:
         written = tail.repaired
         segments = self._drop_empty_segments(list_segments(self._folder))
         torn: list[tuple[int, bytes, bool]] = []
+        rekey_from: AuditKey | None = None
         if segments:
             self._open_segment(tail, segments[-1].name)
             assert tail.fd is not None
@@ -481,16 +512,35 @@ class AuditLog:
                     "entry; run `governed-memory audit verify` and restore the folder from a backup"
                 )
             if tail.last.kid != self._key.key_id:
-                raise AuditWriteError(
-                    f"the audit log in {self._folder} was written with key id {tail.last.kid}, but "
-                    f"the configured audit key has id {self._key.key_id}; configure the original "
-                    "GOVERNED_MEMORY_AUDIT_KEY, or point audit.log_dir at a new folder to start a "
-                    "new log with this key"
-                )
-        problem = self._head_problem(head_bytes, tail)
+                old_key = self._previous.get(tail.last.kid)
+                if old_key is None or not tail.last.mac_ok(old_key):
+                    raise AuditWriteError(
+                        f"the audit log in {self._folder} was written with key id "
+                        f"{tail.last.kid}, but the configured audit key has id "
+                        f"{self._key.key_id}; configure the original GOVERNED_MEMORY_AUDIT_KEY "
+                        "(or, when the audit key derives from a master key you are rotating, "
+                        "give the previous master key as GOVERNED_MEMORY_MASTER_KEY_OLD[_FILE]), "
+                        "or point audit.log_dir at a new folder to start a new log with this key"
+                    )
+                rekey_from = old_key
+        problem = self._head_problem(head_bytes, tail, rekey_from)
         for _offset, _line, terminated in torn:
             if not terminated:
                 self._raw_write(tail, b"\n")
+        if rekey_from is not None:
+            # Before anything else is signed with the new key: the old key vouches
+            # for the change, so a verifier holding both sees one unbroken chain.
+            assert tail.last is not None
+            attrs_rekey: dict[str, Any] = {
+                "old_key_id": rekey_from.key_id,
+                "new_key_id": self._key.key_id,
+                "endorsement": rekey_endorsement(
+                    rekey_from, tail.next_seq, tail.prev, self._key.key_id
+                ),
+            }
+            written.append(
+                self._write_entry(head_fd, tail, AuditEvent.REKEY, attrs_rekey, self._clock.now())
+            )
         if problem is not None:
             reason, head = problem
             attrs: dict[str, Any] = {
@@ -518,9 +568,34 @@ class AuditLog:
             written.append(
                 self._write_entry(head_fd, tail, AuditEvent.REPAIR, attrs, self._clock.now())
             )
+        bind = self._unbound_workspace(segments)
+        if bind is not None:
+            written.append(
+                self._write_entry(
+                    head_fd, tail, AuditEvent.BIND, {WORKSPACE_ID_ATTR: bind}, self._clock.now()
+                )
+            )
         if written:
             self._write_head(head_fd, tail)
         return tail
+
+    def _unbound_workspace(self, segments: list[SegmentInfo]) -> str | None:
+        """The id to bind a log from before workspace binding with now, else None.
+
+        Only when this workspace has no id yet: once it has one, its newest
+        segment is bound (by its anchor or by this entry), and an unbound log
+        found later is for ``verify`` to report, not for the writer to adopt.
+        """
+        if self._workspace is None or not segments or read_workspace_id(self._workspace):
+            return None
+        try:
+            anchor = parse_entry(_first_line(segments[-1].path))
+        except (EntryFormatError, OSError):
+            return None
+        if WORKSPACE_ID_ATTR in anchor.attrs:
+            return None
+        self._workspace_id = workspace_id(self._workspace)
+        return self._workspace_id
 
     def _remember(self, tail: _Tail) -> None:
         if tail.last is not None and tail.segment is not None:
@@ -541,12 +616,15 @@ class AuditLog:
                 kept.append(segment)
         return kept
 
-    def _head_problem(self, head_bytes: bytes, tail: _Tail) -> tuple[str, Head | None] | None:
+    def _head_problem(
+        self, head_bytes: bytes, tail: _Tail, old_key: AuditKey | None = None
+    ) -> tuple[str, Head | None] | None:
         try:
             head = parse_head(head_bytes)
         except EntryFormatError:
             return ("head_unreadable", None) if tail.last else None
-        if head is not None and not head.mac_ok(self._key):
+        head_key = old_key or self._key  # the head was written with the log's key until now
+        if head is not None and not head.mac_ok(head_key):
             return ("head_unauthenticated", None) if tail.last else None
         last = tail.last
         seen = self._seen
@@ -600,11 +678,16 @@ class AuditLog:
 
     def _start_segment(self, tail: _Tail, label: str, when: _dt.datetime) -> None:
         name = f"{SEGMENT_PREFIX}{label}{SEGMENT_SUFFIX}"
+        attrs: dict[str, Any] = {"segment": name, "previous_segment": tail.segment}
+        if self._workspace is not None:
+            if self._workspace_id is None:
+                self._workspace_id = workspace_id(self._workspace)
+            attrs[WORKSPACE_ID_ATTR] = self._workspace_id
         anchor = seal(
             seq=tail.next_seq,
             ts=format_ts(when),
             event=AuditEvent.SEGMENT,
-            attrs={"segment": name, "previous_segment": tail.segment},
+            attrs=attrs,
             prev=tail.prev,
             key=self._key,
         )
@@ -797,6 +880,16 @@ class AuditLog:
 
     def __repr__(self) -> str:
         return f"AuditLog(folder={str(self._folder)!r}, key_id={self._key.key_id!r})"
+
+
+def rekey_endorsement(old_key: AuditKey, seq: int, prev: str, new_key_id: str) -> str:
+    """The old key's MAC over a key change: the ``audit.rekey`` entry at ``seq`` after ``prev``.
+
+    Binds the change to its place in the chain, so an endorsement cannot be
+    copied to another log or another position.
+    """
+    body = canonical({"seq": seq, "prev": prev, "old": old_key.key_id, "new": new_key_id})
+    return old_key.mac(b"rekey\x00" + body)
 
 
 def iter_entries(folder: Path) -> Iterator[AuditEntry]:

@@ -30,7 +30,7 @@ from .._errors import AuditWriteError, ConfigurationError
 from .._policy import Policy, RetentionPolicy
 from ._entry import AuditEntry
 from ._events import audit_attributes, span_attributes, span_name, validate_event
-from ._keys import AuditKey, AuditKeyLike, as_audit_key
+from ._keys import AuditKey, AuditKeyLike, as_audit_key, derived_root
 from ._log import AuditLog, Period
 from ._telemetry import Telemetry
 from ._verify import VerifyReport, verify_log
@@ -40,7 +40,14 @@ if TYPE_CHECKING:
 
     from .._policy import Settings
 
-__all__ = ["AuditTrail", "audit_key_from_settings", "audit_log_dir"]
+__all__ = [
+    "AuditTrail",
+    "audit_key_from_settings",
+    "audit_keys_from_settings",
+    "audit_log_dir",
+    "pinned_audit_key_text",
+    "previous_audit_keys",
+]
 
 _MATCH_KEYS = ("agent.hash", "subject.hash", "actor.hash", "requested_by.hash")
 
@@ -54,11 +61,12 @@ def audit_log_dir(policy: Policy, workspace: str | Path) -> Path:
     return Path(workspace) / GOVERNANCE_DIR / AUDIT_DIR
 
 
-def _master_key_bytes(settings: Settings) -> bytes | None:
-    if settings.master_key is not None:
-        text, source = settings.master_key.get_secret_value(), "GOVERNED_MEMORY_MASTER_KEY"
-    elif settings.master_key_file is not None:
-        path = Path(settings.master_key_file)
+def _key_text_bytes(secret: Any, file: Path | None, variable: str) -> bytes | None:
+    """The master key bytes of one variable pair (``<variable>`` / ``<variable>_FILE``)."""
+    if secret is not None:
+        text, source = secret.get_secret_value(), variable
+    elif file is not None:
+        path = Path(file)
         try:
             text = path.read_text(encoding="ascii")
         except (OSError, UnicodeDecodeError) as exc:
@@ -77,6 +85,12 @@ def _master_key_bytes(settings: Settings) -> bytes | None:
         ) from exc
 
 
+def _master_key_bytes(settings: Settings) -> bytes | None:
+    return _key_text_bytes(
+        settings.master_key, settings.master_key_file, "GOVERNED_MEMORY_MASTER_KEY"
+    )
+
+
 def audit_key_from_settings(settings: Settings) -> AuditKey | None:
     """The audit key: ``GOVERNED_MEMORY_AUDIT_KEY``, else derived from the master key, else None.
 
@@ -87,6 +101,52 @@ def audit_key_from_settings(settings: Settings) -> AuditKey | None:
         return AuditKey.from_text(settings.audit_key.get_secret_value())
     master = _master_key_bytes(settings)
     return AuditKey.derive_from_master(master) if master is not None else None
+
+
+def pinned_audit_key_text(settings: Settings) -> str:
+    """The audit key derived from the configured master key, as 64 hex digits to pin it.
+
+    Set as GOVERNED_MEMORY_AUDIT_KEY, it is the same key (same key id), so the
+    log continues unchanged, and the audit key stops following the master key.
+
+    Raises:
+        ConfigurationError: no master key is configured, or it is malformed.
+    """
+    master = _master_key_bytes(settings)
+    if master is None:
+        raise ConfigurationError(
+            "no master key is configured, so there is no derived audit key to pin; set "
+            "GOVERNED_MEMORY_MASTER_KEY[_FILE] to the master key the log was written under"
+        )
+    return derived_root(master).hex()
+
+
+def previous_audit_keys(settings: Settings) -> list[AuditKey]:
+    """The audit keys of earlier versions that the settings still give (versioned audit keys).
+
+    Only an audit key derived from the master key has versions: during and
+    after a master key rotation, the key derived from the previous master key
+    (``GOVERNED_MEMORY_MASTER_KEY_OLD[_FILE]``) signed the entries before the
+    log's ``audit.rekey``. An explicit ``GOVERNED_MEMORY_AUDIT_KEY`` never
+    changes with the master key, so it has none.
+
+    Raises:
+        ConfigurationError: the previous master key is malformed.
+    """
+    if settings.audit_key is not None:
+        return []
+    old = _key_text_bytes(
+        settings.master_key_old, settings.master_key_old_file, "GOVERNED_MEMORY_MASTER_KEY_OLD"
+    )
+    return [AuditKey.derive_from_master(old)] if old is not None else []
+
+
+def audit_keys_from_settings(settings: Settings) -> list[AuditKey]:
+    """The current audit key (first) and its previous versions; empty when none is configured."""
+    current = audit_key_from_settings(settings)
+    if current is None:
+        return []
+    return [current, *(k for k in previous_audit_keys(settings) if k.key_id != current.key_id)]
 
 
 class TrailSettings(Protocol):
@@ -121,12 +181,16 @@ class AuditTrail:
             (policy ``audit.include_content``).
         include_subject_ids: record raw agent names, subject ids and free-text
             reasons beside their hashes (policy ``audit.include_subject_ids``).
+        previous_keys: earlier versions of the audit key (derived from a
+            rotated master key): entries they signed still verify, and
+            :meth:`entries_for` finds the keyed hashes they computed.
     """
 
     def __init__(
         self,
         *,
         key: AuditKeyLike,
+        previous_keys: Iterable[AuditKeyLike] = (),
         log: AuditLog | None = None,
         tracer_provider: TracerProvider | None = None,
         spans: bool = True,
@@ -134,6 +198,7 @@ class AuditTrail:
         include_subject_ids: bool = False,
     ) -> None:
         self._key = as_audit_key(key)
+        self._previous = [as_audit_key(k) for k in previous_keys]
         self._log = log
         self._telemetry = Telemetry(tracer_provider) if spans else None
         self._include_content = include_content
@@ -159,7 +224,10 @@ class AuditTrail:
         Raises:
             ConfigurationError: audit is enabled but no audit key is configured.
         """
-        key = key or audit_key_from_settings(settings)
+        previous: list[AuditKey] = []
+        if key is None:
+            key = audit_key_from_settings(settings)
+            previous = previous_audit_keys(settings)
         if key is None:
             if policy.audit.enabled:
                 raise ConfigurationError(
@@ -171,9 +239,17 @@ class AuditTrail:
             key = AuditKey(secrets.token_bytes(32))
         log = None
         if policy.audit.enabled:
-            log = AuditLog(audit_log_dir(policy, workspace), key, clock=clock, period=period)
+            log = AuditLog(
+                audit_log_dir(policy, workspace),
+                key,
+                clock=clock,
+                period=period,
+                previous_keys=previous,
+                workspace=workspace,
+            )
         return cls(
             key=key,
+            previous_keys=previous,
             log=log,
             tracer_provider=tracer_provider,
             include_content=policy.audit.include_content,
@@ -286,8 +362,12 @@ class AuditTrail:
         """
         if self._log is None:
             return []
-        wanted_agent = self.agent_hash(agent) if agent is not None else None
-        wanted_subject = self.subject_hash(subject_id) if subject_id is not None else None
+        # Under every version of the key: entries before a key change hold the old hashes.
+        keys = [self._key, *self._previous]
+        wanted_agent = {k.pseudonym("agent", agent) for k in keys} if agent is not None else None
+        wanted_subject = (
+            {k.pseudonym("subject", subject_id) for k in keys} if subject_id is not None else None
+        )
         found = []
         for entry in self._log.entries():
             attrs = entry.attrs
@@ -309,7 +389,9 @@ class AuditTrail:
             ConfigurationError: there is no log (audit is not enabled).
         """
         log = self._require_log()
-        return verify_log(log.folder, [self._key, *previous_keys])
+        return verify_log(
+            log.folder, [self._key, *self._previous, *previous_keys], workspace=log.workspace
+        )
 
     def purge_segments(self, names: Iterable[str]) -> list[str]:
         """Remove whole old audit segments, recorded in the chain first (see :meth:`AuditLog.purge_segments`)."""
@@ -341,8 +423,8 @@ class AuditTrail:
         return f"AuditTrail(key_id={self._key.key_id!r}, log={where!r})"
 
 
-def _mentions(attrs: Any, wanted: str, list_key: str) -> bool:
-    if any(attrs.get(k) == wanted for k in _MATCH_KEYS):
+def _mentions(attrs: Any, wanted: set[str], list_key: str) -> bool:
+    if any(attrs.get(k) in wanted for k in _MATCH_KEYS):
         return True
     values = attrs.get(list_key)
-    return isinstance(values, list) and wanted in values
+    return isinstance(values, list) and any(v in wanted for v in values)

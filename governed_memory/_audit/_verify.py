@@ -30,18 +30,27 @@ the next append or ``governed-memory audit repair`` closes it off).
 from __future__ import annotations
 
 import hashlib
+import hmac
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from ._binding import WORKSPACE_ID_ATTR, binding_path, read_workspace_id
 from ._entry import GENESIS, AuditEntry, EntryFormatError, parse_entry
 from ._events import AuditEvent
 from ._keys import AuditKey, AuditKeyLike, as_audit_key
-from ._log import HEAD_FILE, Head, list_segments, parse_head, read_segment_lines
+from ._log import (
+    HEAD_FILE,
+    Head,
+    list_segments,
+    parse_head,
+    read_segment_lines,
+    rekey_endorsement,
+)
 
-__all__ = ["Finding", "FindingKind", "VerifyReport", "verify_log"]
+__all__ = ["NOTICES", "Finding", "FindingKind", "VerifyReport", "verify_log"]
 
 
 class FindingKind(StrEnum):
@@ -73,6 +82,15 @@ class FindingKind(StrEnum):
     """The log itself recorded that its head disagreed with the entries it found."""
     WRONG_KEY = "wrong_key"
     """The log was written with another audit key than the one given."""
+    FOREIGN_LOG = "foreign_log"
+    """The log, or a segment, is bound to another workspace (or this one lost its id)."""
+    UNBOUND = "unbound"
+    """A notice, not a failure: the log was written before workspace binding (no anchor names
+    a workspace), so whether it is this workspace's cannot be checked yet."""
+
+
+NOTICES = frozenset({FindingKind.UNBOUND})
+"""Finding kinds that are reported but do not fail verification."""
 
 
 @dataclass(frozen=True)
@@ -115,12 +133,19 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        return not self.findings
+        """No finding other than a notice (``unbound``)."""
+        return all(f.kind in NOTICES for f in self.findings)
+
+    @property
+    def problems(self) -> tuple[Finding, ...]:
+        """The findings that fail verification (all but the notices)."""
+        return tuple(f for f in self.findings if f.kind not in NOTICES)
 
     @property
     def first(self) -> Finding | None:
         """The first problem in chain order, or None."""
-        return self.findings[0] if self.findings else None
+        problems = self.problems
+        return problems[0] if problems else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -163,6 +188,8 @@ class _Walk:
     count: int = 0
     first_seq: int | None = None
     by_seq: dict[int, str] = field(default_factory=dict)
+    kid: str | None = None
+    """The key id the chain is signed with so far (it changes only at an endorsed audit.rekey)."""
 
     def authentic(self, entry: AuditEntry) -> bool:
         return entry.check(self.keys.get(entry.kid))[1]
@@ -185,6 +212,7 @@ class _Walk:
         self.last = item
         self.count += 1
         self.by_seq[item.entry.seq] = item.entry.hash
+        self.kid = item.entry.kid
         if self.first_seq is None:
             self.first_seq = item.entry.seq
 
@@ -227,10 +255,18 @@ def _load(folder: Path, findings: list[Finding]) -> tuple[list[str], list[_Item]
     return names, items
 
 
-def verify_log(folder: str | Path, keys: AuditKeyLike | Iterable[AuditKeyLike]) -> VerifyReport:
+def verify_log(
+    folder: str | Path,
+    keys: AuditKeyLike | Iterable[AuditKeyLike],
+    *,
+    workspace: str | Path | None = None,
+) -> VerifyReport:
     """Check the audit log in ``folder`` with ``keys`` (one key, or several after a key change).
 
-    Never raises for what it finds: problems are the report's findings.
+    With ``workspace``, also check that the log is that workspace's: its
+    segment anchors name the id in ``<workspace>/.governed_memory/audit-workspace-id``
+    (``foreign_log`` when not; ``unbound``, a notice, for a log from before
+    the binding). Never raises for what it finds: problems are the report's findings.
 
     Raises:
         ConfigurationError: a key is malformed.
@@ -262,6 +298,8 @@ def verify_log(folder: str | Path, keys: AuditKeyLike | Iterable[AuditKeyLike]) 
     complete = _walk(walk)
     if complete:
         _check_head(folder, walk, names)
+    if workspace is not None and walk.count:
+        _check_binding(walk, workspace)
     return VerifyReport(
         folder=folder,
         segments=tuple(names),
@@ -344,6 +382,7 @@ def _check_entry(walk: _Walk, index: int, item: _Item) -> bool:
             return True
     if walk.fits(entry) and authentic:
         _check_shape(walk, item)
+        _check_key_change(walk, item)
         walk.advance(item)
         return True
     nxt = walk.next_entry(index)
@@ -441,11 +480,30 @@ def _check_start(
     assert entry is not None
     if key is None:
         given = ", ".join(sorted(walk.keys)) or "none"
+        rekey = next(
+            (
+                i.entry
+                for i in walk.items
+                if i.entry is not None
+                and i.entry.event == AuditEvent.REKEY
+                and i.entry.attrs.get("old_key_id") == entry.kid
+                and walk.authentic(i.entry)
+            ),
+            None,
+        )
+        hint = (
+            f"; the log changed to the given key at seq {rekey.seq} (audit.rekey, a master key "
+            "rotation): entries before it need the previous key, give the previous master key "
+            "as GOVERNED_MEMORY_MASTER_KEY_OLD[_FILE] (docs/encryption.md, rotating the master "
+            "key)"
+            if rekey is not None
+            else ""
+        )
         walk.add(
             FindingKind.WRONG_KEY,
             item,
             f"the log was written with audit key id {entry.kid}, the key given has id {given}: "
-            "verify with the key the log was written with (GOVERNED_MEMORY_AUDIT_KEY)",
+            f"verify with the key the log was written with (GOVERNED_MEMORY_AUDIT_KEY){hint}",
         )
         return False
     if not authentic:
@@ -501,6 +559,84 @@ def _check_shape(walk: _Walk, item: _Item) -> None:
             f"the log found its head file {entry.attrs.get('reason_code')} at this point; "
             "entries before it may have been removed",
         )
+
+
+def _check_key_change(walk: _Walk, item: _Item) -> None:
+    """An entry under another key than the chain's must be an audit.rekey the old key endorses."""
+    entry = item.entry
+    assert entry is not None
+    if walk.kid is None or entry.kid == walk.kid:
+        return
+    old_key = walk.keys.get(walk.kid)
+    endorsement = entry.attrs.get("endorsement")
+    endorsed = False
+    if entry.event == AuditEvent.REKEY and old_key is not None and isinstance(endorsement, str):
+        expected = rekey_endorsement(old_key, entry.seq, entry.prev, entry.kid)
+        endorsed = (
+            entry.attrs.get("old_key_id") == walk.kid
+            and entry.attrs.get("new_key_id") == entry.kid
+            and hmac.compare_digest(expected, endorsement)
+        )
+    if not endorsed:
+        walk.add(
+            FindingKind.FORGED,
+            item,
+            f"signed with key id {entry.kid} after entries signed with {walk.kid}, without an "
+            f"audit.rekey entry that key {walk.kid} endorses: someone else continued the log",
+        )
+
+
+def _check_binding(walk: _Walk, workspace: str | Path) -> None:
+    """Do the authentic segment anchors (and audit.bind entries) name this workspace's id?"""
+    expected = read_workspace_id(workspace)
+    where = binding_path(workspace)
+    bound = [
+        (item, item.entry.attrs[WORKSPACE_ID_ATTR])
+        for item in walk.items
+        if item.entry is not None
+        and (
+            (item.line == 1 and item.entry.event == AuditEvent.SEGMENT)
+            or item.entry.event == AuditEvent.BIND
+        )
+        and WORKSPACE_ID_ATTR in item.entry.attrs
+        and walk.authentic(item.entry)
+    ]
+    if not bound:
+        if expected is None:
+            walk.add(
+                FindingKind.UNBOUND,
+                None,
+                "the log was written before workspace binding: no segment anchor names a "
+                "workspace, so whether it is this workspace's cannot be checked; the next "
+                "governed operation binds it (audit.bind)",
+            )
+        else:
+            walk.add(
+                FindingKind.FOREIGN_LOG,
+                None,
+                f"this workspace's logs are bound to workspace id {expected} ({where}), but no "
+                "segment anchor of this log names a workspace: the log was replaced by an "
+                "older or another workspace's log",
+            )
+        return
+    if expected is None:
+        item, found = bound[0]
+        walk.add(
+            FindingKind.FOREIGN_LOG,
+            item,
+            f"the log is bound to workspace id {found}, but this workspace has no id file "
+            f"({where}): the log comes from another workspace, or the file was removed "
+            "(restore it from a backup of the workspace)",
+        )
+        return
+    for item, found in bound:
+        if found != expected:
+            walk.add(
+                FindingKind.FOREIGN_LOG,
+                item,
+                f"this segment is bound to workspace id {found}, but this workspace's id is "
+                f"{expected} ({where}): it comes from another workspace's audit log",
+            )
 
 
 def _later_has(walk: _Walk, index: int, seq: int) -> bool:

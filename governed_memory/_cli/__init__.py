@@ -67,6 +67,31 @@ class _Group(click.Group):
 def main(ctx: click.Context, workspace: Path | None, policy_path: Path | None) -> None:
     """Governed persistent memory for LLM agents."""
     ctx.obj = CliContext(workspace_arg=workspace, policy_arg=policy_path)
+    _export_spans(ctx, ctx.obj)
+
+
+def _export_spans(ctx: click.Context, cli: CliContext) -> None:
+    """Ship this command's spans to the configured OTLP collector, flushed before exit.
+
+    GOVERNED_MEMORY_OTLP_ENDPOINT (else OTEL_EXPORTER_OTLP_ENDPOINT) names the
+    collector; without one nothing is set up. The provider becomes the
+    process's global one (the CLI is the application here), so every
+    Governance the command builds, and the ``scheduler run`` daemon's, emits
+    to it; it is shut down, flushing the batch, when the command ends, also
+    on an error or SIGTERM.
+    """
+    from .._policy import Settings
+
+    try:
+        settings = Settings()
+    except GovernedMemoryError:
+        return  # the command itself reports the settings error, with its context
+    if not settings.otlp_endpoint:
+        return
+    from .._audit import configure_otlp
+
+    provider = configure_otlp(settings, set_global=True)
+    ctx.call_on_close(provider.shutdown)
 
 
 def _register() -> None:

@@ -22,6 +22,7 @@ from .._audit import (
     AuditKey,
     AuditLog,
     audit_key_from_settings,
+    audit_keys_from_settings,
     audit_log_dir,
     audit_log_exists,
     export_lines,
@@ -59,6 +60,10 @@ def _folder(ctx: CliContext, folder: Path | None) -> Path:
     return audit_log_dir(policy, workspace)
 
 
+def _workspace(ctx: CliContext) -> Path:
+    return resolve_workspace(ctx.workspace_arg or ctx.settings().workspace_dir)
+
+
 def _key(ctx: CliContext) -> AuditKey:
     key = audit_key_from_settings(ctx.settings())
     if key is None:
@@ -68,6 +73,12 @@ def _key(ctx: CliContext) -> AuditKey:
             "written with"
         )
     return key
+
+
+def _keys(ctx: CliContext) -> list[AuditKey]:
+    """The audit key and its previous versions (a derived key during a master key rotation)."""
+    _key(ctx)  # the error that names the variables when none is configured
+    return audit_keys_from_settings(ctx.settings())
 
 
 def _details(entry: AuditEntry) -> str:
@@ -110,9 +121,15 @@ def audit_group() -> None:
 @json_option
 @click.pass_obj
 def verify(ctx: CliContext, folder: Path | None, as_json: bool) -> None:
-    """Check every entry's hash, MAC and order; name the first problem and exit 1 on any."""
+    """Check every entry's hash, MAC and order; name the first problem and exit 1 on any.
+
+    The workspace's own log (no --dir) is also checked to be this workspace's
+    (foreign_log); a log from before that binding gets the notice unbound.
+    """
     where = _existing(_folder(ctx, folder))
-    report = verify_log(where, _key(ctx))
+    # The workspace's own log is checked against its id; a copy elsewhere (--dir) is not.
+    workspace = _workspace(ctx) if folder is None else None
+    report = verify_log(where, _keys(ctx), workspace=workspace)
     if as_json:
         emit_json(report.to_dict())
     else:
@@ -135,7 +152,7 @@ def verify(ctx: CliContext, folder: Path | None, as_json: bool) -> None:
         assert first is not None
         raise AuditVerificationError(
             f"audit log verification failed at {first}"
-            + (f" ({len(report.findings) - 1} more finding(s))" if len(report.findings) > 1 else "")
+            + (f" ({len(report.problems) - 1} more finding(s))" if len(report.problems) > 1 else "")
         )
 
 
@@ -231,12 +248,15 @@ def lookup(
         raise click.UsageError("give exactly one of --subject, --agent or --hold")
     kind, value = given[0]
     assert value is not None
-    digest = _key(ctx).pseudonym(kind, value)
+    keys = _keys(ctx)
+    digest = keys[0].pseudonym(kind, value)
+    # Entries before an audit key change hold the hash under the previous key.
+    digests = {k.pseudonym(kind, value) for k in keys}
     attr = {"subject": "subject.hash", "agent": "agent.hash", "hold": "hold.hash"}[kind]
     matches: list[AuditEntry] = []
     if show_entries:
         matches = [
-            e for e in iter_entries(_existing(_folder(ctx, folder))) if digest in _hashes(e.attrs)
+            e for e in iter_entries(_existing(_folder(ctx, folder))) if digests & _hashes(e.attrs)
         ]
     if as_json:
         result: dict[str, Any] = {"kind": kind, "attribute": attr, "hash": digest}
@@ -265,7 +285,8 @@ def _hashes(attrs: Any) -> set[str]:
 @click.pass_obj
 def repair(ctx: CliContext, folder: Path | None, as_json: bool) -> None:
     """Close off a torn last line left by a crash (recorded as an audit.repair entry)."""
-    log = AuditLog(_existing(_folder(ctx, folder)), _key(ctx))
+    key, *previous = _keys(ctx)
+    log = AuditLog(_existing(_folder(ctx, folder)), key, previous_keys=previous)
     try:
         written = log.repair()
     finally:
@@ -280,11 +301,18 @@ def repair(ctx: CliContext, folder: Path | None, as_json: bool) -> None:
 
 
 @audit_group.command("keygen")
-def keygen() -> None:
+@click.option(
+    "--from-master-key",
+    is_flag=True,
+    help="Print the audit key now derived from the configured master key instead, to pin it "
+    "as GOVERNED_MEMORY_AUDIT_KEY (the log continues; master key rotations no longer touch it).",
+)
+@click.pass_obj
+def keygen(ctx: CliContext, from_master_key: bool) -> None:
     """Print a new random audit key (64 hex digits) for GOVERNED_MEMORY_AUDIT_KEY."""
-    from .._audit import generate_audit_key
+    from .._audit import generate_audit_key, pinned_audit_key_text
 
-    click.echo(generate_audit_key())
+    click.echo(pinned_audit_key_text(ctx.settings()) if from_master_key else generate_audit_key())
 
 
 commands: list[click.Command] = [audit_group]

@@ -6,14 +6,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import click
+
 from .._base import resolve_workspace
 from ._boundary import check_folder_setting
 
 if TYPE_CHECKING:
+    from .._audit import ActorSink
+    from .._governance import AuditSink
     from .._policy import Settings
     from .._wiring import Governance
 
-__all__ = ["CliContext"]
+__all__ = ["CliContext", "actor_option"]
+
+actor_option = click.option(
+    "--actor",
+    default=None,
+    help="Who runs this, recorded as a keyed hash in its audit entries (default: "
+    "$GOVERNED_MEMORY_ACTOR, else your OS user name).",
+)
+"""``--actor`` of the commands an operator runs on personal data or keys."""
 
 
 @dataclass
@@ -40,6 +52,16 @@ class CliContext:
         settings = Settings(**given)
         check_folder_setting("GOVERNED_MEMORY_KEYRING_DIR", settings.keyring_dir)
         return settings
+
+    def actor(self, given: str | None = None) -> str:
+        """Who runs the command: ``--actor``, else the ``actor`` setting (GOVERNED_MEMORY_ACTOR, the OS user)."""
+        return given or self.settings().actor
+
+    def audit_as(self, actor: str | None, sink: AuditSink | None = None) -> ActorSink:
+        """``sink`` (default: the Governance's audit sink) naming the command's actor in every entry."""
+        from .._audit import ActorSink
+
+        return ActorSink(sink if sink is not None else self.governance().audit, self.actor(actor))
 
     def governance(self, settings: Settings | None = None, **kwargs: Any) -> Governance:
         """The Governance every command runs under (policy, consent registry, audit).

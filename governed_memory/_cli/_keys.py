@@ -17,11 +17,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from .._crypto import LocalKeyProvider, generate_master_key, keyring_status
 from .._errors import StorageError
-from ._context import CliContext
+from ._context import CliContext, actor_option
 from ._render import emit_json, emit_table, json_option
 
 if TYPE_CHECKING:
     from .._crypto import Keyring, KeyringStatus
+    from .._governance import AuditSink
 
 __all__ = ["commands"]
 
@@ -49,12 +50,19 @@ def _progress(enabled: bool) -> Iterator[ProgressFn]:
 
 
 def _keyring(
-    cli: CliContext, *, require_key: bool = True, old_key_file: Path | None = None
+    cli: CliContext,
+    *,
+    require_key: bool = True,
+    old_key_file: Path | None = None,
+    observer: AuditSink | None = None,
 ) -> Keyring:
+    """The workspace's keyring; a command that changes keys passes the audit ``observer``."""
     from .._governance import open_keyring
 
     extra = [LocalKeyProvider.from_file(old_key_file)] if old_key_file is not None else []
-    return open_keyring(cli.workspace, cli.settings(), require_key=require_key, extra_old=extra)
+    return open_keyring(
+        cli.workspace, cli.settings(), require_key=require_key, extra_old=extra, observer=observer
+    )
 
 
 @click.group("keys")
@@ -167,17 +175,28 @@ def _status_report(keyring: Keyring, cli: CliContext) -> KeyringStatus:
     help="File holding the previous master key (else GOVERNED_MEMORY_MASTER_KEY_OLD[_FILE]).",
 )
 @click.option("--reencrypt", is_flag=True, help="Also re-encrypt all data under fresh data keys.")
+@actor_option
 @json_option
 @click.pass_obj
-def rotate(cli: CliContext, old_key_file: Path | None, reencrypt: bool, as_json: bool) -> None:
+def rotate(
+    cli: CliContext, old_key_file: Path | None, reencrypt: bool, actor: str | None, as_json: bool
+) -> None:
     """Re-wrap every data key under the current master key (GOVERNED_MEMORY_MASTER_KEY).
 
     The previous key must still be given while this runs. Resumable: run it
     again after an interruption. Nothing is printed of the keys but their ids.
+    Audited (keys.rotate, keys.reencrypt) with the actor.
     """
     from .._keys import rotate as run
 
-    keyring = _keyring(cli, old_key_file=old_key_file)
+    settings = cli.settings()
+    given_old = settings.master_key_old is not None or settings.master_key_old_file is not None
+    if old_key_file is not None and not given_old:
+        # The old key also gives the audit key's previous version, when the
+        # audit key derives from the master key (versioned audit keys).
+        settings = cli.settings(master_key_old_file=old_key_file)
+    audit = cli.audit_as(actor, cli.governance(settings).audit)
+    keyring = _keyring(cli, old_key_file=old_key_file, observer=audit)
     with _progress(not as_json) as progress:
         report = run(cli.workspace, keyring, reencrypt_data=reencrypt, progress=progress)
     if as_json:
@@ -198,10 +217,10 @@ def rotate(cli: CliContext, old_key_file: Path | None, reencrypt: bool, as_json:
         )
 
 
-def _migrate(cli: CliContext, direction: str, as_json: bool) -> None:
+def _migrate(cli: CliContext, direction: str, actor: str | None, as_json: bool) -> None:
     from .._keys import decrypt_workspace, encrypt_workspace
 
-    keyring = _keyring(cli)
+    keyring = _keyring(cli, observer=cli.audit_as(actor))
     run = encrypt_workspace if direction == "encrypt" else decrypt_workspace
     with _progress(not as_json) as progress:
         report = run(cli.workspace, keyring, progress=progress)
@@ -216,25 +235,31 @@ def _migrate(cli: CliContext, direction: str, as_json: bool) -> None:
 
 
 @click.command("encrypt-workspace")
+@actor_option
 @json_option
 @click.pass_obj
-def encrypt_workspace(cli: CliContext, as_json: bool) -> None:
+def encrypt_workspace(cli: CliContext, actor: str | None, as_json: bool) -> None:
     """Encrypt every plaintext MEMORY.md and archive of the workspace (idempotent, crash-safe).
 
     Subject memories (agents/<agent>/subjects/<p>/) are encrypted too and
     their folders renamed to the keyed name. Stop the agents first. Each plaintext file is removed only after its
     encrypted copy was read back and found identical. The consent log, the
-    holds file and the erasure records are sealed too.
+    holds file and the erasure records are sealed too. Audited
+    (encrypt-workspace) with the actor.
     """
-    _migrate(cli, "encrypt", as_json)
+    _migrate(cli, "encrypt", actor, as_json)
 
 
 @click.command("decrypt-workspace")
+@actor_option
 @json_option
 @click.pass_obj
-def decrypt_workspace(cli: CliContext, as_json: bool) -> None:
-    """Turn every encrypted memory and archive (and sealed record) back into plaintext (idempotent)."""
-    _migrate(cli, "decrypt", as_json)
+def decrypt_workspace(cli: CliContext, actor: str | None, as_json: bool) -> None:
+    """Turn every encrypted memory and archive (and sealed record) back into plaintext (idempotent).
+
+    Audited (decrypt-workspace) with the actor.
+    """
+    _migrate(cli, "decrypt", actor, as_json)
 
 
 commands: list[click.Command] = [keys_group, encrypt_workspace, decrypt_workspace]

@@ -28,7 +28,7 @@ from rich.tree import Tree
 from .._base import memory_md_path
 from .._memory import Conversation, agent_info, agent_records, list_agents
 from .._stores import AgentStore, StoreFactory
-from ._context import CliContext
+from ._context import CliContext, actor_option
 
 if TYPE_CHECKING:
     from .._wiring import Governance
@@ -134,18 +134,41 @@ def agents(cli: CliContext, as_json: bool) -> None:
     default=None,
     help="Only this data subject's records: its subject memory, and the agent memory's records naming it.",
 )
+@actor_option
 @json_option
 @click.pass_obj
-def show(cli: CliContext, agent: str, archives: bool, subject: str | None, as_json: bool) -> None:
+def show(
+    cli: CliContext,
+    agent: str,
+    archives: bool,
+    subject: str | None,
+    actor: str | None,
+    as_json: bool,
+) -> None:
     """Print AGENT's memory as records (role, timestamp, content).
 
     The agent's own memory first, then each subject memory's (isolation =
-    "subject"), each under the file it comes from.
+    "subject"), each under the file it comes from. A read of personal data:
+    under an audited policy it records memory.show (the agent, the subject,
+    how many records, the actor; never the content) before printing.
     """
     workspace = cli.workspace.absolute()
     factory = _lazy_store_factory(cli)
     records = agent_records(
         workspace, agent, include_archives=archives, store_factory=factory, subject_id=subject
+    )
+    governance = cli.governance()
+    # Recorded before anything is printed: an entry that cannot be written
+    # (AuditWriteError) stops the command, so no unrecorded read reaches the screen.
+    cli.audit_as(actor, governance.audit).record(
+        "memory.show",
+        agent=agent,
+        subject_id=subject,
+        outcome="ok",
+        records=len(records),
+        archives=archives,
+        policy_id=governance.policy.id,
+        policy_version=governance.policy.version,
     )
     if as_json:
         emit_json(

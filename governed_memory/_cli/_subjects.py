@@ -5,6 +5,7 @@ See docs/subject-requests.md for the procedure these commands serve.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pwd
 import sys
@@ -28,7 +29,7 @@ from .._subjects import (
     schedule_erasure,
     subject_context,
 )
-from ._context import CliContext
+from ._context import CliContext, actor_option
 from ._render import emit_json, emit_table, json_option
 
 __all__ = ["commands"]
@@ -69,6 +70,7 @@ _agent_opt = click.option(
     is_flag=True,
     help="Include the content of summaries also built from other subjects' messages.",
 )
+@actor_option
 @json_option
 @click.pass_obj
 def export_command(
@@ -77,21 +79,26 @@ def export_command(
     agent: str | None,
     out_dir: Path,
     include_shared_summaries: bool,
+    actor: str | None,
     as_json: bool,
 ) -> None:
     """Export everything held about a data subject (or an agent) into a new folder.
 
     Writes export.json (schema: docs/export-schema.json), export.md and
-    manifest.json (SHA-256 of each file), all 0600 in a 0700 folder.
+    manifest.json (SHA-256 of each file), all 0600 in a 0700 folder. The
+    export's audit entry names the actor.
     """
     _need_scope(subject, agent)
     governance = ctx.governance()
+    # The export records itself through the context's sink: wrapped, it names who ran it.
+    sctx = subject_context(governance)
+    sctx = dataclasses.replace(sctx, audit=ctx.audit_as(actor, sctx.audit))
     if subject is None:
         assert agent is not None
-        result = export_agent(governance, agent, out_dir)
+        result = export_agent(sctx, agent, out_dir)
     else:
         result = export_subject(
-            governance,
+            sctx,
             subject,
             out_dir,
             agent=agent,
@@ -346,10 +353,23 @@ def erasures_run_due(ctx: CliContext, as_json: bool) -> None:
 
 @erasures_group.command("cancel")
 @click.argument("erasure_id", callback=_scheduled_id)
+@actor_option
 @click.pass_obj
-def erasures_cancel(ctx: CliContext, erasure_id: str) -> None:
-    """Cancel a scheduled erasure that has not run yet."""
-    cancel_scheduled_erasure(ctx.governance(), erasure_id)
+def erasures_cancel(ctx: CliContext, erasure_id: str, actor: str | None) -> None:
+    """Cancel a scheduled erasure that has not run yet (audited: erase, outcome cancelled)."""
+    governance = ctx.governance()
+    scheduled = {s.id: s for s in subject_context(governance).tombstones().scheduled()}
+    cancel_scheduled_erasure(governance, erasure_id)
+    item = scheduled.get(erasure_id)
+    ctx.audit_as(actor, governance.audit).record(
+        "erase",
+        agent=item.scope.agent if item else None,
+        subject_id=item.scope.subject if item else None,
+        outcome="cancelled",
+        erasure_id=erasure_id,
+        policy_id=governance.policy.id,
+        policy_version=governance.policy.version,
+    )
     click.echo(f"cancelled scheduled erasure {erasure_id}")
 
 

@@ -16,6 +16,7 @@ from. See docs/settings.md.
 from __future__ import annotations
 
 import difflib
+import getpass
 import json
 import os
 from collections.abc import Mapping
@@ -27,7 +28,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .._errors import ConfigurationError
 
-__all__ = ["ENV_PREFIX", "OVERRIDABLE_SECTIONS", "Settings"]
+__all__ = ["ENV_PREFIX", "OVERRIDABLE_SECTIONS", "Settings", "os_user"]
 
 ENV_PREFIX = "GOVERNED_MEMORY_"
 OVERRIDABLE_SECTIONS = ("consent", "encryption", "summarization", "retention", "schedule", "audit")
@@ -54,9 +55,16 @@ class Settings(BaseSettings):
             keeping it out of workspace backups.
         audit_key: key that signs the audit log's hash chain
             (``GOVERNED_MEMORY_AUDIT_KEY``).
-        otlp_endpoint: OpenTelemetry OTLP/HTTP endpoint; None exports no spans.
-        otlp_headers: OTLP headers, ``key=value,key=value`` (often a token).
-        service_name: the OpenTelemetry ``service.name``.
+        otlp_endpoint: OpenTelemetry OTLP/HTTP endpoint; None exports no spans
+            (``GOVERNED_MEMORY_OTLP_ENDPOINT``, else the standard
+            ``OTEL_EXPORTER_OTLP_ENDPOINT``).
+        otlp_headers: OTLP headers, ``key=value,key=value`` (often a token;
+            ``GOVERNED_MEMORY_OTLP_HEADERS``, else ``OTEL_EXPORTER_OTLP_HEADERS``).
+        service_name: the OpenTelemetry ``service.name``
+            (``GOVERNED_MEMORY_SERVICE_NAME``, else ``OTEL_SERVICE_NAME``).
+        actor: who operates the command line, recorded (as a keyed hash) in
+            the audit entries of the operations they run
+            (``GOVERNED_MEMORY_ACTOR``; default: the OS user).
         consent, encryption, summarization, retention, schedule, audit:
             per-key overrides of the policy's sections.
 
@@ -83,9 +91,27 @@ class Settings(BaseSettings):
     master_key_old_file: Path | None = None
     keyring_dir: Path | None = None
     audit_key: SecretStr | None = None
-    otlp_endpoint: str | None = None
-    otlp_headers: SecretStr | None = None
-    service_name: str = "governed-memory"
+    # Ours first, then the standard OpenTelemetry variable: a deployment that
+    # sets both for different consumers keeps governed_memory's own choice.
+    otlp_endpoint: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices(
+            "otlp_endpoint", "GOVERNED_MEMORY_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"
+        ),
+    )
+    otlp_headers: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices(
+            "otlp_headers", "GOVERNED_MEMORY_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"
+        ),
+    )
+    service_name: str = Field(
+        default="governed-memory",
+        validation_alias=AliasChoices(
+            "service_name", "GOVERNED_MEMORY_SERVICE_NAME", "OTEL_SERVICE_NAME"
+        ),
+    )
+    actor: str = Field(default_factory=lambda: os_user(), min_length=1, max_length=200)
 
     consent: dict[str, Any] = Field(default_factory=dict)
     encryption: dict[str, Any] = Field(default_factory=dict)
@@ -138,6 +164,20 @@ class Settings(BaseSettings):
                     for key, value in values.items()
                 }
         return result
+
+
+def os_user() -> str:
+    """The OS user running this process (:func:`getpass.getuser`), else ``uid-<n>``.
+
+    ``getpass`` looks at ``LOGNAME``/``USER`` first and then the password
+    database; a process with neither (a container's arbitrary uid) gets its
+    uid, never an error.
+    """
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError, ImportError):
+        name = ""
+    return name or f"uid-{os.getuid()}"
 
 
 _FIXED_SECTIONS = {

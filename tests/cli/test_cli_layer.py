@@ -31,6 +31,13 @@ INTERNAL: dict[tuple[str, str], str] = {
         "the audit key from settings: the audit commands read the log without building a "
         "Governance, which would record policy.load"
     ),
+    ("_audit", "audit_keys_from_settings"): (
+        "audit verify, lookup and repair also accept the audit key derived from the previous "
+        "master key during and after a master key rotation (versioned audit keys)"
+    ),
+    ("_audit", "pinned_audit_key_text"): (
+        "audit keygen --from-master-key prints the derived audit key so an admin can pin it"
+    ),
     ("_audit", "audit_log_dir"): (
         "the audit folder from the policy and workspace, for the same reason"
     ),
@@ -42,6 +49,10 @@ INTERNAL: dict[tuple[str, str], str] = {
     ("_audit", "export_since"): "audit export --since: an ISO time or an age like 30d",
     ("_audit", "export_lines"): "audit export: the entries since a time, as recorded",
     ("_audit", "write_export"): "audit export --out: the audit layer writes the file, 0600",
+    ("_audit", "ActorSink"): (
+        "the commands an operator runs on keys or personal data (keys rotate, show, export, "
+        "erasures cancel, ...) name the operator in the entries the library records"
+    ),
     ("_keys", "write_key_file"): (
         "keys generate --out: the keys layer writes the key file (0600, never overwritten)"
     ),
