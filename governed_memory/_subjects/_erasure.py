@@ -41,16 +41,17 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .._base import (
+    AGENTS_DIR,
     format_duration,
     parse_duration,
     validate_agent_name,
 )
-from .._errors import ConfigurationError, NotFoundError
+from .._errors import ConfigurationError, GovernedMemoryError, NotFoundError, StorageError
 from .._format import subjects_in_text
 from .._records import (
     COMPLETE,
@@ -59,12 +60,28 @@ from .._records import (
     Hold,
     ScheduledErasure,
     Tombstone,
+    TombstoneStore,
     new_erasure_id,
     validate_subject_id,
 )
 from ._context import SubjectContext, subject_context
 from ._errors import ErasureBlockedError
-from ._removal import aggregate_blocked, aggregate_files, erase_in_agent
+from ._removal import (
+    UNFINISHED_KEY,
+    aggregate_blocked,
+    aggregate_files,
+    erase_in_agent,
+    latest_unfinished,
+)
+from ._unfinished import (
+    RESUME_HINT,
+    PendingErasure,
+    Unfinished,
+    link_item,
+    linked_agents,
+    links_in_agent,
+    unfinished_from,
+)
 
 if TYPE_CHECKING:
     from .._governance import Governance
@@ -77,6 +94,7 @@ __all__ = [
     "check_holds",
     "erase",
     "erasure_receipts",
+    "pending_erasure",
     "resume_erasures",
     "run_due_erasures",
     "schedule_erasure",
@@ -195,13 +213,34 @@ def erase(
     """
     ctx = subject_context(target)
     scope = _scope(subject, agent)
+    refuse_linked_agent(ctx, scope, "erased")
     if scope.agent is not None and not ctx.has_agent(scope.agent):
         raise NotFoundError(
             f"agent {scope.agent!r} has no folder in {ctx.agents_dir}; check the name "
             "(governed-memory agents lists them)"
         )
     check_holds(ctx, scope)
-    return _start(ctx, scope, reason=reason, actor=actor, erasure_id=None, progress=progress)
+    result = _start(ctx, scope, reason=reason, actor=actor, erasure_id=None, progress=progress)
+    if isinstance(result, PendingErasure):
+        raise result.error()
+    return result
+
+
+def refuse_linked_agent(ctx: SubjectContext, scope: ErasureScope, what: str) -> None:
+    """Refuse a request for an agent whose folder is a symbolic link, before anything is written.
+
+    Raises:
+        StorageError: naming the link and the fix.
+    """
+    if scope.agent is None or not ctx.on_files:
+        return
+    folder = ctx.agents_dir / scope.agent
+    if folder.is_symlink():
+        item = link_item(scope.agent, f"{AGENTS_DIR}/{scope.agent}", folder)
+        raise StorageError(
+            f"agent {scope.agent!r} refused: {item.file} is {item.reason}; nothing was {what}. "
+            f"Fix: {item.fix.replace(RESUME_HINT, 'then run the request again')}"
+        )
 
 
 def _start(
@@ -212,7 +251,7 @@ def _start(
     actor: str,
     erasure_id: str | None,
     progress: Progress | None = None,
-) -> ErasureReceipt:
+) -> ErasureReceipt | PendingErasure:
     now = _aware_now(ctx)
     tombstone = Tombstone(
         id=erasure_id or new_erasure_id(now),
@@ -233,8 +272,22 @@ def complete_tombstone(
     *,
     resumed: bool,
     progress: Progress | None = None,
-) -> ErasureReceipt:
-    """Carry out (or finish) the erasure ``tombstone`` describes; return its receipt."""
+    first: str | None = None,
+) -> ErasureReceipt | PendingErasure:
+    """Carry out (or finish) the erasure ``tombstone`` describes: its receipt, or what is pending.
+
+    Agent by agent: an agent that cannot be finished (a damaged file, a
+    missing key, a symbolic link) is recorded and the others go on. The
+    tombstone completes only when nothing is left; otherwise it stays
+    pending, its progress log and the audit entry (outcome ``error``) list
+    what is left, and the :class:`PendingErasure` is returned.
+
+    ``first`` (a governed Conversation opening that agent) does that agent's
+    part first and raises when it fails: its data must not be preloaded. The
+    other agents follow, and what they leave undone is recorded, not raised:
+    another agent's damaged file never stops this agent's open. What is left
+    is logged and audited when it changes, not at every retry.
+    """
     tombs = ctx.tombstones()
     with tombs.locked(tombstone.id):
         current = tombs.get(tombstone.id) or tombstone
@@ -243,12 +296,34 @@ def complete_tombstone(
         resumed = resumed or bool(tombs.progress(tombstone.id))
         day = ctx.clock.now().date()
         held = _held_others(ctx, current.scope.subject)
-        names = ctx.agent_names() if current.scope.agent is None else [current.scope.agent]
+        names = _agents_of(ctx, current.scope)
+        if first is not None:
+            mine = _erase_agent(ctx, tombs, current, first, day, held)
+            if mine:
+                pending = PendingErasure(current.id, current.scope, tuple(mine))
+                _audit_pending(ctx, current, pending, resumed)
+                raise StorageError(
+                    f"agent {first!r} cannot be opened: {pending.message()}"
+                ) from None
+            names = [n for n in names if n != first]
+        unfinished: list[Unfinished] = []
         for done, name in enumerate(names, start=1):
-            for _name, store in ctx.stores(only=name):
-                erase_in_agent(ctx, tombs, current, name, store, day, held)
+            unfinished += _erase_agent(ctx, tombs, current, name, day, held)
             if progress is not None:
                 progress(name, done, len(names))
+        if unfinished:
+            pending = PendingErasure(
+                current.id,
+                current.scope,
+                tuple(unfinished),
+                done=len(set(names) - {u.agent for u in unfinished}),
+            )
+            if latest_unfinished(tombs.progress(current.id)) != pending.unfinished:
+                # Recorded (and audited) when it changes: a damaged agent that
+                # every open retries does not grow the log with each open.
+                tombs.log_progress(current.id, {UNFINISHED_KEY: [u.to_dict() for u in unfinished]})
+                _audit_pending(ctx, current, pending, resumed)
+            return pending
         progress_log = tombs.progress(current.id)
         blocked = aggregate_blocked(progress_log)
         # A held summary attributed to the subject is sealed under their keys:
@@ -295,6 +370,61 @@ def complete_tombstone(
     return receipt
 
 
+def _agents_of(ctx: SubjectContext, scope: ErasureScope) -> list[str]:
+    """The agents an erasure of ``scope`` goes through: linked agent folders too (reported)."""
+    if scope.agent is not None:
+        return [scope.agent]
+    names = set(ctx.agent_names())
+    if ctx.on_files:
+        names |= set(linked_agents(ctx.workspace))
+    return sorted(names)
+
+
+def _erase_agent(
+    ctx: SubjectContext,
+    tombs: TombstoneStore,
+    tombstone: Tombstone,
+    name: str,
+    day: _dt.date,
+    held: Mapping[str, tuple[str, ...]],
+) -> list[Unfinished]:
+    """The erasure in one agent; what it could not do (nothing: [])."""
+    if ctx.on_files:
+        # Nothing of an agent with a link in it is touched: the store would
+        # follow the link (or refuse it halfway); the admin resolves it first.
+        links = links_in_agent(ctx.workspace, name)
+        if links:
+            return links
+    folder = f"{AGENTS_DIR}/{name}"
+    try:
+        for _name, store in ctx.stores(only=name):
+            return erase_in_agent(ctx, tombs, tombstone, name, store, day, held)
+    except (GovernedMemoryError, OSError) as exc:
+        return [unfinished_from(name, folder, exc)]
+    return []
+
+
+def _audit_pending(
+    ctx: SubjectContext, tombstone: Tombstone, pending: PendingErasure, resumed: bool
+) -> None:
+    """The audit entry of a run that left the erasure pending: outcome error, agents hashed."""
+    ctx.audit.record(
+        "erase",
+        agent=tombstone.scope.agent,
+        subject_id=tombstone.scope.subject,
+        outcome="error",
+        erasure_id=tombstone.id,
+        error=pending.unfinished[0].error,
+        agents=pending.agents,
+        unfinished=len(pending.unfinished),
+        agents_done=pending.done,
+        pending=True,
+        resumed=resumed,
+        policy_id=tombstone.policy_id,
+        policy_version=tombstone.policy_version,
+    )
+
+
 def _held_others(ctx: SubjectContext, subject: str | None) -> dict[str, tuple[str, ...]]:
     """The subjects other than ``subject`` under an active hold, with their hold ids.
 
@@ -325,13 +455,50 @@ def _shred(ctx: SubjectContext, scope: ErasureScope) -> tuple[str, ...]:
 def resume_erasures(
     target: Target, *, agent: str | None = None, progress: Progress | None = None
 ) -> list[ErasureReceipt]:
-    """Finish every pending erasure (or those covering ``agent``); return their receipts."""
-    ctx = subject_context(target)
-    receipts = []
+    """Finish every pending erasure (or those covering ``agent``); return their receipts.
+
+    Each one is tried even when another cannot be finished.
+
+    Raises:
+        StorageError: some erasures are still pending; the message lists each
+            one with its agents, files, errors and fixes (the rest completed).
+    """
+    receipts, pending = _resume(subject_context(target), agent=agent, progress=progress)
+    if pending:
+        raise StorageError(" | ".join(p.message() for p in pending))
+    return receipts
+
+
+def _resume(
+    ctx: SubjectContext, *, agent: str | None = None, progress: Progress | None = None
+) -> tuple[list[ErasureReceipt], list[PendingErasure]]:
+    receipts: list[ErasureReceipt] = []
+    pending: list[PendingErasure] = []
     for tombstone in ctx.tombstones().pending():
         if agent is None or tombstone.scope.covers_agent(agent):
-            receipts.append(complete_tombstone(ctx, tombstone, resumed=True, progress=progress))
-    return receipts
+            result = _try(ctx, tombstone, progress=progress)
+            if isinstance(result, PendingErasure):
+                pending.append(result)
+            else:
+                receipts.append(result)
+    return receipts, pending
+
+
+def _try(
+    ctx: SubjectContext, tombstone: Tombstone, *, progress: Progress | None = None
+) -> ErasureReceipt | PendingErasure:
+    """:func:`complete_tombstone`, a failure of the erasure's own records reported as pending.
+
+    A damaged progress log or an unwritable tombstone stops this erasure
+    only: the next one still runs.
+    """
+    try:
+        return complete_tombstone(ctx, tombstone, resumed=True, progress=progress)
+    except ErasureBlockedError:
+        raise
+    except (GovernedMemoryError, OSError) as exc:
+        where = ctx.relative(ctx.tombstones().tombstone_dir / f"{tombstone.id}.json")
+        return PendingErasure(tombstone.id, tombstone.scope, (unfinished_from("", where, exc),))
 
 
 def schedule_erasure(
@@ -397,25 +564,31 @@ def cancel_scheduled_erasure(target: Target, erasure_id: str) -> None:
 
 def run_due_erasures(
     target: Target, now: _dt.datetime | None = None
-) -> list[ErasureReceipt | ErasureBlockedError]:
+) -> list[ErasureReceipt | ErasureBlockedError | PendingErasure]:
     """Run every scheduled erasure due at ``now`` (default: the clock), and resume pending ones.
 
-    A due erasure blocked by a legal hold stays scheduled and is reported as
-    its :class:`ErasureBlockedError`; the others run. Safe to call from
-    several processes: a scheduled erasure becomes a tombstone with the same
-    id before its schedule entry is removed.
+    Every one is tried, whatever happens to the others. A due erasure blocked
+    by a legal hold stays scheduled and is reported as its
+    :class:`ErasureBlockedError`; one that could not be finished in some
+    agents (a damaged file, a missing key, a link) becomes a pending
+    tombstone and is reported as its :class:`PendingErasure` (the next run
+    resumes it). Safe to call from several processes: a scheduled erasure
+    becomes a tombstone with the same id before its schedule entry is removed.
     """
     ctx = subject_context(target)
     when = now if now is not None else ctx.clock.now()
     tombs = ctx.tombstones()
-    results: list[ErasureReceipt | ErasureBlockedError] = list(resume_erasures(ctx))
+    receipts, pending = _resume(ctx)
+    results: list[ErasureReceipt | ErasureBlockedError | PendingErasure] = [*receipts, *pending]
+    tried = {r.id for r in results if not isinstance(r, ErasureBlockedError)}
     for item in tombs.scheduled():
         if not item.due(when):
             continue
         existing = tombs.get(item.id)
         try:
             if existing is not None:
-                results.append(complete_tombstone(ctx, existing, resumed=True))
+                if item.id not in tried:  # another process started it meanwhile
+                    results.append(_try(ctx, existing))
             else:
                 check_holds(ctx, item.scope)
                 results.append(
@@ -430,16 +603,22 @@ def run_due_erasures(
         except ErasureBlockedError as exc:
             results.append(exc)
             continue
+        # Complete or pending: the tombstone carries it from here.
         tombs.unschedule(item.id)
     return results
 
 
-def scheduled_erasure_task(governance: Governance) -> list[ErasureReceipt | ErasureBlockedError]:
-    """The scheduler's task: :func:`run_due_erasures` now, logging what a hold blocked."""
+def scheduled_erasure_task(
+    governance: Governance,
+) -> list[ErasureReceipt | ErasureBlockedError | PendingErasure]:
+    """The scheduler's task: :func:`run_due_erasures` now, logging what is blocked or pending."""
     results = run_due_erasures(governance)
     for result in results:
         if isinstance(result, ErasureBlockedError):
             logger.warning("governed_memory: a scheduled erasure is due but blocked: %s", result)
+        elif isinstance(result, PendingErasure):
+            # The message names agents, files and errors, never the subject.
+            logger.error("governed_memory: %s", result.message())
         else:
             logger.info(
                 "governed_memory: erasure %s of %s complete: %d records, %d summaries",
@@ -449,6 +628,22 @@ def scheduled_erasure_task(governance: Governance) -> list[ErasureReceipt | Eras
                 result.summaries,
             )
     return results
+
+
+def pending_erasure(target: Target, erasure_id: str) -> PendingErasure | None:
+    """What the pending erasure ``erasure_id`` has left and why, as its last run recorded it.
+
+    None when no pending erasure has that id. ``unfinished`` is empty for an
+    erasure that was interrupted (a crash) rather than stopped by a failure.
+    """
+    ctx = subject_context(target)
+    tombs = ctx.tombstones()
+    tombstone = tombs.get(erasure_id)
+    if tombstone is None or not tombstone.pending:
+        return None
+    return PendingErasure(
+        tombstone.id, tombstone.scope, latest_unfinished(tombs.progress(erasure_id))
+    )
 
 
 def erasure_receipts(target: Target) -> list[ErasureReceipt]:

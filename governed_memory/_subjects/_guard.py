@@ -49,11 +49,19 @@ class ErasureGuard:
         self._seen: set[str] = set()
 
     def on_open(self) -> None:
-        """Complete pending erasures covering this agent; remember the rest as seen."""
+        """Complete this agent's part of pending erasures covering it; remember the rest as seen.
+
+        Only this agent's part must succeed: an erasure another agent cannot
+        finish (a damaged file there) stays pending for ``erasures resume``.
+
+        Raises:
+            StorageError: this agent's own part could not be done; nothing is
+                preloaded (the message names the file, the error and the fix).
+        """
         ids = self._tombs.ids()
         for tombstone in self._tombs.pending():
             if tombstone.scope.covers_agent(self._agent):
-                complete_tombstone(self._ctx, tombstone, resumed=True)
+                complete_tombstone(self._ctx, tombstone, resumed=True, first=self._agent)
         self._seen = set(ids)
 
     def marks(self) -> frozenset[str]:
@@ -70,8 +78,8 @@ class ErasureGuard:
             if tombstone is None or not tombstone.scope.covers_agent(self._agent):
                 continue
             if tombstone.pending:
-                # Finish it first, so the preload re-read afterwards is clean.
-                complete_tombstone(self._ctx, tombstone, resumed=True)
+                # Finish this agent's part first, so the preload re-read afterwards is clean.
+                complete_tombstone(self._ctx, tombstone, resumed=True, first=self._agent)
             if tombstone.scope.subject is None:
                 whole = True
             else:

@@ -27,13 +27,26 @@ import datetime as _dt
 from collections.abc import Mapping
 from typing import Any
 
+from .._base import remove_stale_temps
+from .._errors import GovernedMemoryError
 from .._format import ERASED_MARKER_KEY, parse_memory
 from .._records import FileRemoval, HeldSummaries, Tombstone, TombstoneStore
-from .._stores import AgentStore
+from .._stores import SUBJECTS_DIR, AgentFolderStore, AgentStore
 from ._context import SubjectContext
 from ._redact import FileEdit, count_records, strip_subject
+from ._unfinished import Unfinished, unfinished_from
 
-__all__ = ["aggregate_blocked", "aggregate_files", "erase_in_agent"]
+__all__ = [
+    "UNFINISHED_KEY",
+    "aggregate_blocked",
+    "aggregate_files",
+    "erase_in_agent",
+    "latest_unfinished",
+    "remove_temps",
+]
+
+UNFINISHED_KEY = "unfinished"
+"""A progress line with this key records what a run left undone (not a plan)."""
 
 Held = Mapping[str, tuple[str, ...]]
 """The subjects other than the erased one under an active hold, with their hold ids."""
@@ -47,19 +60,55 @@ def erase_in_agent(
     store: AgentStore,
     day: _dt.date,
     held: Held,
-) -> None:
-    """Carry out ``tombstone`` in agent ``name`` (its own ``store``): plan, log, then change."""
+) -> list[Unfinished]:
+    """Carry out ``tombstone`` in agent ``name`` (its own ``store``): plan, log, then change.
+
+    Memory by memory: a memory that cannot be read or rewritten (a damaged
+    file, a missing key) is returned as :class:`Unfinished`, and the agent's
+    other memories are still erased. Every temporary file in each memory's
+    folders goes first (a crashed compaction's may hold the subject's text).
+    """
     subject = tombstone.scope.subject
     with store.lock():
         if subject is None:
             _delete_agent(ctx, tombs, tombstone, name, store)
-            return
+            return []
+        failed: list[Unfinished] = []
         own: str | None = None  # the name of the subject's own memory, once there are any
         for memory in ctx.memories_of(store):
-            if memory.partition is not None and own is None:
-                own = _partition_of(store, subject)
-            whole = memory.partition is not None and memory.partition == own
-            _erase_in_memory(ctx, tombs, tombstone, name, memory, day, held, whole=whole)
+            at = _Cursor(ctx.source(memory))
+            try:
+                remove_temps(memory)
+                if memory.partition is not None and own is None:
+                    own = _partition_of(store, subject)
+                whole = memory.partition is not None and memory.partition == own
+                _erase_in_memory(ctx, tombs, tombstone, name, memory, day, held, at, whole=whole)
+            except (GovernedMemoryError, OSError) as exc:
+                failed.append(unfinished_from(name, at.file, exc))
+        return failed
+
+
+class _Cursor:
+    """The file an erasure is working on, named in its report when that file fails."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+
+def remove_temps(memory: AgentStore) -> int:
+    """Delete every temporary file in ``memory``'s folders (file backend); return how many.
+
+    Its folder and ``archive/``, and for an agent's own memory ``subjects/``
+    too. Call it under the memory's lock (no live writer's file is removed).
+    A compaction killed between its temporary copy and the link leaves the
+    old memory there, in plaintext in a plaintext workspace.
+    """
+    if not isinstance(memory, AgentFolderStore):
+        return 0
+    folders = [memory.folder, memory.archive_dir]
+    if memory.partition is None:
+        folders.append(memory.folder / SUBJECTS_DIR)
+    return sum(remove_stale_temps(folder) for folder in folders)
 
 
 def _partition_of(store: AgentStore, subject: str) -> str | None:
@@ -76,10 +125,19 @@ def _partition_of(store: AgentStore, subject: str) -> str | None:
         memory.close()
 
 
-def _sources(memory: AgentStore) -> list[tuple[str | None, str]]:
-    """(archive id, or None for the active memory; its text) of what ``memory`` holds."""
+def _sources(
+    ctx: SubjectContext, memory: AgentStore, at: _Cursor | None = None
+) -> list[tuple[str | None, str]]:
+    """(archive id, or None for the active memory; its text) of what ``memory`` holds.
+
+    ``at`` is told each file before it is read.
+    """
+    at = at or _Cursor("")
+    at.file = ctx.source(memory)
     found: list[tuple[str | None, str | None]] = [(None, memory.read_memory())]
-    found += [(a, memory.read_archive(a)) for a in memory.list_archives()]
+    for archive in memory.list_archives():
+        at.file = ctx.source(memory, archive)
+        found.append((archive, memory.read_archive(archive)))
     return [(item, text) for item, text in found if text is not None]
 
 
@@ -96,6 +154,7 @@ def _erase_in_memory(
     memory: AgentStore,
     day: _dt.date,
     held: Held,
+    at: _Cursor,
     *,
     whole: bool,
 ) -> None:
@@ -103,7 +162,7 @@ def _erase_in_memory(
     assert subject is not None
     plans: list[tuple[str | None, str, FileEdit | None]] = []
     blocked = []
-    for item, text in _sources(memory):
+    for item, text in _sources(ctx, memory, at):
         edit = strip_subject(text, subject, erasure_id=tombstone.id, day=day, held=held)
         if edit is not None and edit.held_summaries:
             blocked.append(
@@ -142,6 +201,7 @@ def _erase_in_memory(
         | ({"blocked": [b.to_dict() for b in blocked]} if held else {}),
     )
     for item, edit in edits:
+        at.file = ctx.source(memory, item)
         if item is None:
             memory.rewrite_memory(edit.text)
         else:
@@ -194,7 +254,7 @@ def _delete_agent(
 ) -> None:
     files = []
     for memory in ctx.memories_of(store):
-        for item, text in _sources(memory):
+        for item, text in _sources(ctx, memory):
             records, summaries, size = count_records(text)
             files.append(
                 FileRemoval(
@@ -221,6 +281,8 @@ def aggregate_files(entries: list[dict[str, Any]]) -> tuple[FileRemoval, ...]:
     # interrupted run had not rewritten yet.
     latest: dict[tuple[str, str], FileRemoval] = {}
     for entry in entries:
+        if UNFINISHED_KEY in entry:
+            continue
         for item in entry.get("files", []):
             removal = FileRemoval.from_dict(item)
             latest[(removal.agent, removal.file)] = removal
@@ -235,6 +297,16 @@ def aggregate_blocked(entries: list[dict[str, Any]]) -> tuple[HeldSummaries, ...
     """
     latest: dict[tuple[str, str], list[HeldSummaries]] = {}
     for entry in entries:
+        if UNFINISHED_KEY in entry:
+            continue
         key = (str(entry["agent"]), str(entry.get("partition") or ""))
         latest[key] = [HeldSummaries.from_dict(b) for b in entry.get("blocked", [])]
     return tuple(b for key in sorted(latest) for b in latest[key])
+
+
+def latest_unfinished(entries: list[dict[str, Any]]) -> tuple[Unfinished, ...]:
+    """What the last run through every agent left undone (its ``unfinished`` line); () if none."""
+    for entry in reversed(entries):
+        if UNFINISHED_KEY in entry:
+            return tuple(Unfinished.from_dict(u) for u in entry[UNFINISHED_KEY])
+    return ()
