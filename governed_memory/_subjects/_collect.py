@@ -133,7 +133,11 @@ def collect(
     if ctx.on_files:
         # What the backend skips (a linked agent folder) or its stores would
         # follow: reported, never read, so the export cannot silently miss it.
-        names = [scope.agent] if scope.agent is not None else sorted(linked_agents(ctx.workspace))
+        names = (
+            [scope.agent]
+            if scope.agent is not None
+            else sorted(set(ctx.agent_names()) | set(linked_agents(ctx.workspace)))
+        )
         for name in names:
             unreadable += links_in_agent(ctx.workspace, name)
     refused = {u.agent for u in unreadable}

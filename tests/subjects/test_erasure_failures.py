@@ -17,7 +17,7 @@ import pytest
 from subjects_helpers import STORE_KINDS, conversation, memory_text, readable_text
 from unreadable_helpers import damage, gov_of, link_agent, populate, source, tombs
 
-from governed_memory import FixedClock, StorageError
+from governed_memory import FixedClock, Governance, StorageError
 from governed_memory._subjects import (
     PendingErasure,
     erase,
@@ -236,3 +236,64 @@ def test_erasure_removes_every_temporary_file_in_the_agents_folders(
     assert [p for p in planted if p.exists()] == []
     assert not list((workspace / "agents").rglob(".gm-tmp-*"))
     assert "alice secret" not in readable_text(gov)
+
+
+# -- subject memories (isolation = "subject") --------------------------------
+
+
+def _subject_memories(gov: Governance) -> dict[str, Path]:
+    """A holds alice's, bob's and carol's memories, B alice's; the folders of A's, by subject."""
+    from governed_memory._format import render_block, render_header
+
+    folders = {}
+    for agent, subjects in (("A", ("alice", "bob", "carol")), ("B", ("alice",))):
+        store = gov.store_factory(
+            gov.workspace / "agents" / agent / "MEMORY.md",
+            lambda agent=agent: render_header(f"{agent}_conv", "2026-11-30T10:00:00"),
+        )
+        for subject in subjects:
+            memory = store.subject_store(subject)
+            memory.append(
+                render_block(
+                    "Human",
+                    "2026-11-30T10:00:00",
+                    f"{subject} secret {agent}",
+                    {"subject": subject},
+                )
+            )
+            if agent == "A":
+                folders[subject] = memory.folder  # type: ignore[attr-defined]
+            memory.close()
+        store.close()
+    return folders
+
+
+def test_a_damaged_subject_memory_leaves_the_agents_other_memories_erased(
+    workspace: Path, clock: FixedClock, kind: str
+) -> None:
+    gov = gov_of(workspace, clock, kind)
+    folders = _subject_memories(gov)
+    bob = next(folders["bob"].glob("MEMORY.md*"))
+    data = bytearray(bob.read_bytes())
+    if bob.suffix == ".gmenc":
+        data[60] ^= 1
+    else:
+        data[len(data) // 2] = 0xFF
+    bob.write_bytes(bytes(data))
+    planted = folders["carol"] / "archive" / ".gm-tmp-old"
+    planted.parent.mkdir()
+    planted.write_text("alice secret A (a compaction killed at the link step)")
+    with pytest.raises(StorageError, match="is pending") as info:
+        erase(gov, subject="alice")
+    assert bob.relative_to(workspace).as_posix() in str(info.value)
+    assert not folders["alice"].exists()  # A's memory of alice went all the same
+    assert not planted.exists()
+    assert not (workspace / "agents" / "B" / "subjects").exists() or not any(
+        (workspace / "agents" / "B" / "subjects").iterdir()
+    )
+    [tombstone] = tombs(gov).pending()
+    found = pending_erasure(gov, tombstone.id)
+    assert found is not None
+    assert [(u.agent, u.file) for u in found.unfinished] == [
+        ("A", bob.relative_to(workspace).as_posix())
+    ]

@@ -53,3 +53,20 @@ def test_export_fails_naming_every_unreadable_file_and_writes_nothing(
     assert not out.exists()
     [entry] = [e for e in sink.records if e["operation"] == "export"]
     assert entry["outcome"] == "error" and entry["agents"] == ["A", "C"]
+
+
+def test_export_fails_naming_a_link_inside_an_agent(
+    workspace: Path, clock: FixedClock, kind: str, tmp_path: Path
+) -> None:
+    gov = gov_of(workspace, clock, kind)
+    populate(gov, ("A", "B"))
+    memory = (
+        workspace / "agents" / "B" / ("MEMORY.md.gmenc" if kind == "encrypted" else "MEMORY.md")
+    )
+    outside = tmp_path / "outside-memory"
+    memory.rename(outside)
+    memory.symlink_to(outside)
+    out = tmp_path / "export"
+    with pytest.raises(StorageError, match=f"agent 'B', {source(gov, 'B')}: a symbolic link"):
+        export_subject(gov, "alice", out)
+    assert not out.exists()
