@@ -66,13 +66,7 @@ from .._records import (
 )
 from ._context import SubjectContext, subject_context
 from ._errors import ErasureBlockedError
-from ._removal import (
-    UNFINISHED_KEY,
-    aggregate_blocked,
-    aggregate_files,
-    erase_in_agent,
-    latest_unfinished,
-)
+from ._removal import aggregate_blocked, aggregate_files, erase_in_agent, unreadable_in_agent
 from ._unfinished import (
     RESUME_HINT,
     PendingErasure,
@@ -279,14 +273,15 @@ def complete_tombstone(
     Agent by agent: an agent that cannot be finished (a damaged file, a
     missing key, a symbolic link) is recorded and the others go on. The
     tombstone completes only when nothing is left; otherwise it stays
-    pending, its progress log and the audit entry (outcome ``error``) list
-    what is left, and the :class:`PendingErasure` is returned.
+    pending, the audit entry (outcome ``error``) lists what is left, and
+    the :class:`PendingErasure` is returned. What is left is not stored: it
+    is found again when asked (:func:`pending_erasure`).
 
     ``first`` (a governed Conversation opening that agent) does that agent's
-    part first and raises when it fails: its data must not be preloaded. The
-    other agents follow, and what they leave undone is recorded, not raised:
-    another agent's damaged file never stops this agent's open. What is left
-    is logged and audited when it changes, not at every retry.
+    part first and raises when it fails (audited): its data must not be
+    preloaded. The other agents follow, and what they leave undone is
+    returned, not raised or audited: another agent's damaged file never stops
+    this agent's open, and does not add an audit entry to each open either.
     """
     tombs = ctx.tombstones()
     with tombs.locked(tombstone.id):
@@ -318,10 +313,10 @@ def complete_tombstone(
                 tuple(unfinished),
                 done=len(set(names) - {u.agent for u in unfinished}),
             )
-            if latest_unfinished(tombs.progress(current.id)) != pending.unfinished:
-                # Recorded (and audited) when it changes: a damaged agent that
-                # every open retries does not grow the log with each open.
-                tombs.log_progress(current.id, {UNFINISHED_KEY: [u.to_dict() for u in unfinished]})
+            if first is None:
+                # A Conversation's open retries the other agents quietly: the
+                # run that left them pending was audited, and an entry per open
+                # while an agent stays broken would flood the log.
                 _audit_pending(ctx, current, pending, resumed)
             return pending
         progress_log = tombs.progress(current.id)
@@ -631,19 +626,31 @@ def scheduled_erasure_task(
 
 
 def pending_erasure(target: Target, erasure_id: str) -> PendingErasure | None:
-    """What the pending erasure ``erasure_id`` has left and why, as its last run recorded it.
+    """What the pending erasure ``erasure_id`` cannot do now, and why; None if none is pending.
 
-    None when no pending erasure has that id. ``unfinished`` is empty for an
-    erasure that was interrupted (a crash) rather than stopped by a failure.
+    Reads every agent it covers (links, every memory's files) and writes
+    nothing, so it shows the state after a fix, not the last run's. Empty
+    ``unfinished``: nothing stands in the way any more (an interrupted
+    erasure, or one whose causes were fixed); ``erasures resume`` finishes it.
     """
     ctx = subject_context(target)
-    tombs = ctx.tombstones()
-    tombstone = tombs.get(erasure_id)
+    tombstone = ctx.tombstones().get(erasure_id)
     if tombstone is None or not tombstone.pending:
         return None
-    return PendingErasure(
-        tombstone.id, tombstone.scope, latest_unfinished(tombs.progress(erasure_id))
-    )
+    found: list[Unfinished] = []
+    names = _agents_of(ctx, tombstone.scope)
+    for name in names:
+        links = links_in_agent(ctx.workspace, name) if ctx.on_files else []
+        if links:
+            found += links
+            continue
+        try:
+            for _name, store in ctx.stores(only=name):
+                found += unreadable_in_agent(ctx, name, store)
+        except (GovernedMemoryError, OSError) as exc:
+            found.append(unfinished_from(name, f"{AGENTS_DIR}/{name}", exc))
+    done = len(set(names) - {u.agent for u in found})
+    return PendingErasure(tombstone.id, tombstone.scope, tuple(found), done=done)
 
 
 def erasure_receipts(target: Target) -> list[ErasureReceipt]:

@@ -37,16 +37,12 @@ from ._redact import FileEdit, count_records, strip_subject
 from ._unfinished import Unfinished, unfinished_from
 
 __all__ = [
-    "UNFINISHED_KEY",
     "aggregate_blocked",
     "aggregate_files",
     "erase_in_agent",
-    "latest_unfinished",
     "remove_temps",
+    "unreadable_in_agent",
 ]
-
-UNFINISHED_KEY = "unfinished"
-"""A progress line with this key records what a run left undone (not a plan)."""
 
 Held = Mapping[str, tuple[str, ...]]
 """The subjects other than the erased one under an active hold, with their hold ids."""
@@ -86,6 +82,18 @@ def erase_in_agent(
             except (GovernedMemoryError, OSError) as exc:
                 failed.append(unfinished_from(name, at.file, exc))
         return failed
+
+
+def unreadable_in_agent(ctx: SubjectContext, name: str, store: AgentStore) -> list[Unfinished]:
+    """What of agent ``name`` cannot be read now, memory by memory (reads only, writes nothing)."""
+    failed: list[Unfinished] = []
+    for memory in ctx.memories_of(store):
+        at = _Cursor(ctx.source(memory))
+        try:
+            _sources(ctx, memory, at)
+        except (GovernedMemoryError, OSError) as exc:
+            failed.append(unfinished_from(name, at.file, exc))
+    return failed
 
 
 class _Cursor:
@@ -281,8 +289,6 @@ def aggregate_files(entries: list[dict[str, Any]]) -> tuple[FileRemoval, ...]:
     # interrupted run had not rewritten yet.
     latest: dict[tuple[str, str], FileRemoval] = {}
     for entry in entries:
-        if UNFINISHED_KEY in entry:
-            continue
         for item in entry.get("files", []):
             removal = FileRemoval.from_dict(item)
             latest[(removal.agent, removal.file)] = removal
@@ -297,16 +303,6 @@ def aggregate_blocked(entries: list[dict[str, Any]]) -> tuple[HeldSummaries, ...
     """
     latest: dict[tuple[str, str], list[HeldSummaries]] = {}
     for entry in entries:
-        if UNFINISHED_KEY in entry:
-            continue
         key = (str(entry["agent"]), str(entry.get("partition") or ""))
         latest[key] = [HeldSummaries.from_dict(b) for b in entry.get("blocked", [])]
     return tuple(b for key in sorted(latest) for b in latest[key])
-
-
-def latest_unfinished(entries: list[dict[str, Any]]) -> tuple[Unfinished, ...]:
-    """What the last run through every agent left undone (its ``unfinished`` line); () if none."""
-    for entry in reversed(entries):
-        if UNFINISHED_KEY in entry:
-            return tuple(Unfinished.from_dict(u) for u in entry[UNFINISHED_KEY])
-    return ()

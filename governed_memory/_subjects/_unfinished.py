@@ -96,9 +96,9 @@ class Unfinished:
 class PendingErasure:
     """An erasure that ran through every agent it could and is still pending.
 
-    ``done`` is how many agents were finished in this run; ``unfinished``
-    what is left and why. The tombstone stays pending and its progress log
-    lists the same items (``governed-memory erasures show <id>``).
+    ``done`` is how many agents were finished (or are readable, when asked
+    by ``erasures show``); ``unfinished`` what is left and why. The tombstone
+    stays pending until a run finds nothing left.
     """
 
     id: str
