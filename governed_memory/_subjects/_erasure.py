@@ -41,12 +41,11 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .._base import (
-    AGENTS_DIR,
     format_duration,
     parse_duration,
     validate_agent_name,
@@ -60,22 +59,19 @@ from .._records import (
     Hold,
     ScheduledErasure,
     Tombstone,
-    TombstoneStore,
     new_erasure_id,
     validate_subject_id,
 )
 from ._context import SubjectContext, subject_context
 from ._errors import ErasureBlockedError
-from ._removal import aggregate_blocked, aggregate_files, erase_in_agent, unreadable_in_agent
-from ._unfinished import (
-    RESUME_HINT,
-    PendingErasure,
-    Unfinished,
-    link_item,
-    linked_agents,
-    links_in_agent,
-    unfinished_from,
+from ._removal import (
+    aggregate_blocked,
+    aggregate_files,
+    erase_agent,
+    erasure_agents,
+    unreadable_agent,
 )
+from ._unfinished import PendingErasure, Unfinished, refuse_linked_agent, unfinished_from
 
 if TYPE_CHECKING:
     from .._governance import Governance
@@ -220,23 +216,6 @@ def erase(
     return result
 
 
-def refuse_linked_agent(ctx: SubjectContext, scope: ErasureScope, what: str) -> None:
-    """Refuse a request for an agent whose folder is a symbolic link, before anything is written.
-
-    Raises:
-        StorageError: naming the link and the fix.
-    """
-    if scope.agent is None or not ctx.on_files:
-        return
-    folder = ctx.agents_dir / scope.agent
-    if folder.is_symlink():
-        item = link_item(scope.agent, f"{AGENTS_DIR}/{scope.agent}", folder)
-        raise StorageError(
-            f"agent {scope.agent!r} refused: {item.file} is {item.reason}; nothing was {what}. "
-            f"Fix: {item.fix.replace(RESUME_HINT, 'then run the request again')}"
-        )
-
-
 def _start(
     ctx: SubjectContext,
     scope: ErasureScope,
@@ -291,9 +270,9 @@ def complete_tombstone(
         resumed = resumed or bool(tombs.progress(tombstone.id))
         day = ctx.clock.now().date()
         held = _held_others(ctx, current.scope.subject)
-        names = _agents_of(ctx, current.scope)
+        names = erasure_agents(ctx, current.scope)
         if first is not None:
-            mine = _erase_agent(ctx, tombs, current, first, day, held)
+            mine = erase_agent(ctx, tombs, current, first, day, held)
             if mine:
                 pending = PendingErasure(current.id, current.scope, tuple(mine))
                 _audit_pending(ctx, current, pending, resumed)
@@ -303,7 +282,7 @@ def complete_tombstone(
             names = [n for n in names if n != first]
         unfinished: list[Unfinished] = []
         for done, name in enumerate(names, start=1):
-            unfinished += _erase_agent(ctx, tombs, current, name, day, held)
+            unfinished += erase_agent(ctx, tombs, current, name, day, held)
             if progress is not None:
                 progress(name, done, len(names))
         if unfinished:
@@ -363,40 +342,6 @@ def complete_tombstone(
         policy_version=current.policy_version,
     )
     return receipt
-
-
-def _agents_of(ctx: SubjectContext, scope: ErasureScope) -> list[str]:
-    """The agents an erasure of ``scope`` goes through: linked agent folders too (reported)."""
-    if scope.agent is not None:
-        return [scope.agent]
-    names = set(ctx.agent_names())
-    if ctx.on_files:
-        names |= set(linked_agents(ctx.workspace))
-    return sorted(names)
-
-
-def _erase_agent(
-    ctx: SubjectContext,
-    tombs: TombstoneStore,
-    tombstone: Tombstone,
-    name: str,
-    day: _dt.date,
-    held: Mapping[str, tuple[str, ...]],
-) -> list[Unfinished]:
-    """The erasure in one agent; what it could not do (nothing: [])."""
-    if ctx.on_files:
-        # Nothing of an agent with a link in it is touched: the store would
-        # follow the link (or refuse it halfway); the admin resolves it first.
-        links = links_in_agent(ctx.workspace, name)
-        if links:
-            return links
-    folder = f"{AGENTS_DIR}/{name}"
-    try:
-        for _name, store in ctx.stores(only=name):
-            return erase_in_agent(ctx, tombs, tombstone, name, store, day, held)
-    except (GovernedMemoryError, OSError) as exc:
-        return [unfinished_from(name, folder, exc)]
-    return []
 
 
 def _audit_pending(
@@ -637,18 +582,8 @@ def pending_erasure(target: Target, erasure_id: str) -> PendingErasure | None:
     tombstone = ctx.tombstones().get(erasure_id)
     if tombstone is None or not tombstone.pending:
         return None
-    found: list[Unfinished] = []
-    names = _agents_of(ctx, tombstone.scope)
-    for name in names:
-        links = links_in_agent(ctx.workspace, name) if ctx.on_files else []
-        if links:
-            found += links
-            continue
-        try:
-            for _name, store in ctx.stores(only=name):
-                found += unreadable_in_agent(ctx, name, store)
-        except (GovernedMemoryError, OSError) as exc:
-            found.append(unfinished_from(name, f"{AGENTS_DIR}/{name}", exc))
+    names = erasure_agents(ctx, tombstone.scope)
+    found = [item for name in names for item in unreadable_agent(ctx, name)]
     done = len(set(names) - {u.agent for u in found})
     return PendingErasure(tombstone.id, tombstone.scope, tuple(found), done=done)
 

@@ -33,9 +33,9 @@ from .._errors import ConfigurationError, NotFoundError, StorageError
 from .._records import ErasureScope
 from ._collect import collect
 from ._context import SubjectContext, subject_context
-from ._erasure import _scope, refuse_linked_agent
+from ._erasure import _scope
 from ._markdown import render_markdown
-from ._unfinished import Unfinished
+from ._unfinished import Unfinished, refuse_linked_agent
 
 if TYPE_CHECKING:
     from .._governance import Governance

@@ -19,6 +19,10 @@ under the agent's lock (:meth:`SubjectContext.memories_of`):
   its folder (``partition``); the agent's own is written as it always was.
 
 Erasing a whole agent deletes its folder, every subject memory with it.
+
+Failures stay local (``_unfinished``): an agent with a symbolic link in it is
+not touched, and a memory that cannot be read or rewritten is reported; the
+erasure goes on with the next memory and the next agent.
 """
 
 from __future__ import annotations
@@ -27,25 +31,61 @@ import datetime as _dt
 from collections.abc import Mapping
 from typing import Any
 
-from .._base import remove_stale_temps
+from .._base import AGENTS_DIR, remove_stale_temps
 from .._errors import GovernedMemoryError
 from .._format import ERASED_MARKER_KEY, parse_memory
-from .._records import FileRemoval, HeldSummaries, Tombstone, TombstoneStore
+from .._records import ErasureScope, FileRemoval, HeldSummaries, Tombstone, TombstoneStore
 from .._stores import SUBJECTS_DIR, AgentFolderStore, AgentStore
 from ._context import SubjectContext
 from ._redact import FileEdit, count_records, strip_subject
-from ._unfinished import Unfinished, unfinished_from
+from ._unfinished import Unfinished, linked_agents, links_in_agent, unfinished_from
 
 __all__ = [
     "aggregate_blocked",
     "aggregate_files",
+    "erase_agent",
     "erase_in_agent",
+    "erasure_agents",
     "remove_temps",
-    "unreadable_in_agent",
+    "unreadable_agent",
 ]
 
 Held = Mapping[str, tuple[str, ...]]
 """The subjects other than the erased one under an active hold, with their hold ids."""
+
+
+def erasure_agents(ctx: SubjectContext, scope: ErasureScope) -> list[str]:
+    """The agents an erasure of ``scope`` goes through: linked agent folders too (reported)."""
+    if scope.agent is not None:
+        return [scope.agent]
+    names = set(ctx.agent_names())
+    if ctx.on_files:
+        names |= set(linked_agents(ctx.workspace))
+    return sorted(names)
+
+
+def erase_agent(
+    ctx: SubjectContext,
+    tombs: TombstoneStore,
+    tombstone: Tombstone,
+    name: str,
+    day: _dt.date,
+    held: Held,
+) -> list[Unfinished]:
+    """The erasure in one agent; what it could not do (nothing: [])."""
+    if ctx.on_files:
+        # Nothing of an agent with a link in it is touched: the store would
+        # follow the link (or refuse it halfway); the admin resolves it first.
+        links = links_in_agent(ctx.workspace, name)
+        if links:
+            return links
+    folder = f"{AGENTS_DIR}/{name}"
+    try:
+        for _name, store in ctx.stores(only=name):
+            return erase_in_agent(ctx, tombs, tombstone, name, store, day, held)
+    except (GovernedMemoryError, OSError) as exc:
+        return [unfinished_from(name, folder, exc)]
+    return []
 
 
 def erase_in_agent(
@@ -84,8 +124,24 @@ def erase_in_agent(
         return failed
 
 
-def unreadable_in_agent(ctx: SubjectContext, name: str, store: AgentStore) -> list[Unfinished]:
-    """What of agent ``name`` cannot be read now, memory by memory (reads only, writes nothing)."""
+def unreadable_agent(ctx: SubjectContext, name: str) -> list[Unfinished]:
+    """What of agent ``name`` an erasure could not do now: its links, or what cannot be read.
+
+    Reads only, writes nothing (``erasures show`` of a pending erasure).
+    """
+    if ctx.on_files:
+        links = links_in_agent(ctx.workspace, name)
+        if links:
+            return links
+    try:
+        return [
+            item for _name, store in ctx.stores(only=name) for item in _unreadable(ctx, name, store)
+        ]
+    except (GovernedMemoryError, OSError) as exc:
+        return [unfinished_from(name, f"{AGENTS_DIR}/{name}", exc)]
+
+
+def _unreadable(ctx: SubjectContext, name: str, store: AgentStore) -> list[Unfinished]:
     failed: list[Unfinished] = []
     for memory in ctx.memories_of(store):
         at = _Cursor(ctx.source(memory))

@@ -33,6 +33,7 @@ from .._errors import (
     StorageError,
 )
 from .._records import ErasureScope
+from ._context import SubjectContext
 
 __all__ = [
     "LINK_ERROR",
@@ -42,6 +43,7 @@ __all__ = [
     "link_item",
     "linked_agents",
     "links_in_agent",
+    "refuse_linked_agent",
     "unfinished_from",
 ]
 
@@ -225,3 +227,20 @@ def links_in_agent(workspace: Path, agent: str) -> list[Unfinished]:
             relative = path.relative_to(workspace).as_posix()
             found.append(link_item(agent, relative, path))
     return found
+
+
+def refuse_linked_agent(ctx: SubjectContext, scope: ErasureScope, what: str) -> None:
+    """Refuse a request for an agent whose folder is a symbolic link, before anything is written.
+
+    Raises:
+        StorageError: naming the link and the fix.
+    """
+    if scope.agent is None or not ctx.on_files:
+        return
+    folder = ctx.agents_dir / scope.agent
+    if folder.is_symlink():
+        item = link_item(scope.agent, f"{AGENTS_DIR}/{scope.agent}", folder)
+        raise StorageError(
+            f"agent {scope.agent!r} refused: {item.file} is {item.reason}; nothing was {what}. "
+            f"Fix: {item.fix.replace(RESUME_HINT, 'then run the request again')}"
+        )
