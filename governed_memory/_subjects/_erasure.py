@@ -17,6 +17,14 @@ finishes it (each step is idempotent: a file without the subject's data is
 not touched again). One process at a time works on a tombstone (an flock on
 ``.<id>.lock`` beside it); whoever comes second finds it complete.
 
+Failures stay local (issue 13): an agent, or one memory of it, that cannot
+be finished (a damaged file, a missing key, a symbolic link) does not stop
+the others. Step 3 goes on through every agent; steps 4 and 5 wait, the
+tombstone stays pending and the run reports a :class:`PendingErasure`
+(agent, file, error, fix), audited with outcome ``error``. ``erase`` and
+``resume_erasures`` raise it as a StorageError after trying everything;
+``run_due_erasures`` returns it and runs the next erasure.
+
 What is removed: records whose subject is the subject, and summaries whose
 lineage names the subject (replaced by a marker record). Holds follow
 lineage: a summary whose lineage also names another subject under a legal

@@ -5,9 +5,11 @@ still holds the erased messages in memory (its preload and its own turns).
 The only way those could reach disk again is a compaction: the summary the
 LLM writes from the history. So:
 
-* on open, before the preload, pending erasures that cover the agent are
-  completed (an interrupted erasure never gets preloaded back), and the
-  tombstones present are remembered;
+* on open, before the preload, this agent's part of each pending erasure
+  that covers it is done (an interrupted erasure never gets preloaded back;
+  if that part fails, the open fails), then the other agents' parts are
+  tried without failing the open (another agent's damaged file is not this
+  one's problem), and the tombstones present are remembered;
 * before summarising (``Conversation.drop_erased()``, which the compressor
   calls) and again inside ``compact()``, tombstones that appeared since are
   read; messages of their subjects (and summaries whose lineage names them)
