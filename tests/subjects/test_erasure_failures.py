@@ -9,6 +9,7 @@ the cause is fixed; nothing is ever reported complete while data survives.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import shutil
 from pathlib import Path
@@ -18,6 +19,7 @@ from subjects_helpers import STORE_KINDS, conversation, memory_text, readable_te
 from unreadable_helpers import damage, gov_of, link_agent, populate, source, tombs
 
 from governed_memory import FixedClock, Governance, StorageError
+from governed_memory._policy._model import Policy
 from governed_memory._subjects import (
     PendingErasure,
     erase,
@@ -297,3 +299,26 @@ def test_a_damaged_subject_memory_leaves_the_agents_other_memories_erased(
     assert [(u.agent, u.file) for u in found.unfinished] == [
         ("A", bob.relative_to(workspace).as_posix())
     ]
+
+
+def test_the_audit_log_names_the_agents_left_by_keyed_hash_never_raw(
+    workspace: Path, clock: FixedClock
+) -> None:
+    from governed_memory import Settings
+    from governed_memory._audit import audit_key_from_settings, audit_log_dir, iter_entries
+
+    policy = Policy.model_validate({"audit": {"enabled": True}})
+    gov = Governance(
+        workspace=workspace, policy=policy, clock=clock, settings=Settings(audit_key="ab" * 32)
+    )
+    populate(gov)
+    damage(gov, "A")
+    with pytest.raises(StorageError):
+        erase(gov, subject="alice")
+    key = audit_key_from_settings(gov.settings)
+    assert key is not None
+    [entry] = [e for e in iter_entries(audit_log_dir(gov.policy, workspace)) if e.event == "erase"]
+    assert entry.attrs["outcome"] == "error" and entry.attrs["pending"] is True
+    assert entry.attrs["agent.hashes"] == [key.pseudonym("agent", "A")]
+    assert entry.attrs["error.type"] == "StorageError" and entry.attrs["unfinished"] == 1
+    assert '"A"' not in json.dumps(entry.attrs) and "alice" not in json.dumps(entry.attrs)
