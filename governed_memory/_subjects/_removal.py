@@ -28,6 +28,7 @@ erasure goes on with the next memory and the next agent.
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -318,8 +319,8 @@ def _delete_agent(
 ) -> None:
     files = []
     for memory in ctx.memories_of(store):
-        for item, text in _sources(ctx, memory):
-            records, summaries, size = count_records(text)
+        for item, text, size in _deletable(memory):
+            records, summaries, size = count_records(text) if text is not None else (0, 0, size)
             files.append(
                 FileRemoval(
                     agent=name,
@@ -337,6 +338,35 @@ def _delete_agent(
     # and starts a new, empty one (see PlaintextAgentStore locking). The
     # subject memories are inside the agent's folder and go with it.
     store.delete()
+
+
+def _deletable(memory: AgentStore) -> list[tuple[str | None, str | None, int]]:
+    """(archive id or None, text, size on disk) of each file an agent's deletion removes.
+
+    A file that cannot be read (damaged, its key missing) is deleted all the
+    same: the whole agent was asked for. Its text is then None and its counts
+    0 (unknown); the size is what is on disk (0 outside the file backend).
+    """
+    found: list[tuple[str | None, str | None, int]] = []
+    for item in [None, *memory.list_archives()]:
+        try:
+            text = memory.read_memory() if item is None else memory.read_archive(item)
+        except (GovernedMemoryError, OSError):
+            found.append((item, None, _size(memory, item)))
+            continue
+        if text is not None:
+            found.append((item, text, len(text.encode("utf-8"))))
+    return found
+
+
+def _size(memory: AgentStore, item: str | None) -> int:
+    if not isinstance(memory, AgentFolderStore):
+        return 0
+    path = memory.memory_path if item is None else memory.archive_file(item)
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return 0
 
 
 def aggregate_files(entries: list[dict[str, Any]]) -> tuple[FileRemoval, ...]:

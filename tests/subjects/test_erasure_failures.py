@@ -322,3 +322,19 @@ def test_the_audit_log_names_the_agents_left_by_keyed_hash_never_raw(
     assert entry.attrs["agent.hashes"] == [key.pseudonym("agent", "A")]
     assert entry.attrs["error.type"] == "StorageError" and entry.attrs["unfinished"] == 1
     assert '"A"' not in json.dumps(entry.attrs) and "alice" not in json.dumps(entry.attrs)
+
+
+def test_erasing_a_whole_damaged_agent_deletes_it_all_the_same(
+    workspace: Path, clock: FixedClock, kind: str
+) -> None:
+    """The whole agent was asked for: an unreadable file goes too (its counts are 0, unknown)."""
+    gov = gov_of(workspace, clock, kind)
+    populate(gov, ("A", "B"))
+    path, good = damage(gov, "A")  # one byte changed: the same size
+    receipt = erase(gov, agent="A")
+    assert receipt.state == "complete" and not (workspace / "agents" / "A").exists()
+    [removal] = receipt.files
+    assert removal.file == path.relative_to(workspace).as_posix() and removal.deleted
+    assert (removal.records, removal.bytes_removed) == (0, len(good))
+    assert receipt.keys_shredded == (("agent",) if kind == "encrypted" else ())
+    assert "bob note B" in memory_text(gov, "B")
