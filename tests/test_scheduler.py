@@ -380,3 +380,27 @@ def test_status_names_the_pid_of_the_leader_holding_the_lock(workspace: Path) ->
     finally:
         handle._release_lock()
     assert schedule_status(gov)["leader_pid"] is None
+
+
+def test_the_due_erasure_job_runs_every_erasure_when_one_agent_is_damaged(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One unreadable agent leaves its erasure pending (logged); the other due erasures run."""
+    from governed_memory._subjects import TombstoneStore, schedule_erasure
+
+    gov = governance(workspace, T0)
+    gov.clock = FixedClock(T0, tick=dt.timedelta(seconds=1))  # alice's erasure is the first due
+    for agent, subject in (("A", "alice"), ("B", "bob")):
+        Conversation(
+            name=agent, memory_md_path=workspace / "agents" / agent / "MEMORY.md", governance=gov
+        ).add("Human", f"{subject} secret", subject_id=subject)
+    schedule_erasure(gov, subject="alice", grace="1d")
+    schedule_erasure(gov, subject="bob", agent="B", grace="1d")
+    (workspace / "agents" / "A" / "MEMORY.md").write_bytes(b"\xff damaged")
+    gov.clock = FixedClock(T0 + 2 * DAY)
+    handle = PurgeScheduler(gov)
+    assert handle.run_once() is not None
+    assert "bob secret" not in (workspace / "agents" / "B" / "MEMORY.md").read_text()
+    [pending] = TombstoneStore(gov.governance_dir).pending()
+    assert pending.scope.subject == "alice"
+    assert "is pending" in caplog.text and "agents/A/MEMORY.md" in caplog.text

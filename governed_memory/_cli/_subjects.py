@@ -18,12 +18,14 @@ from rich.progress import Progress
 
 from .._subjects import (
     ErasureReceipt,
+    PendingErasure,
     ScheduledErasure,
     cancel_scheduled_erasure,
     erase,
     erasure_receipts,
     export_agent,
     export_subject,
+    pending_erasure,
     resume_erasures,
     run_due_erasures,
     schedule_erasure,
@@ -280,11 +282,14 @@ def _unique(given: str, ids: list[str], what: str) -> str:
     return matches[0] if matches else given
 
 
-def _completed_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
+def _erasure_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
     cli = ctx.find_object(CliContext)
     if cli is None:
         return value
-    return _unique(value, [r.id for r in erasure_receipts(cli.governance())], "completed erasure")
+    governance = cli.governance()
+    ids = [r.id for r in erasure_receipts(governance)]
+    ids += [t.id for t in subject_context(governance).tombstones().pending() if t.id not in ids]
+    return _unique(value, ids, "erasure")
 
 
 def _scheduled_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -296,23 +301,49 @@ def _scheduled_id(ctx: click.Context, param: click.Parameter, value: str) -> str
 
 
 @erasures_group.command("show")
-@click.argument("erasure_id", callback=_completed_id)
+@click.argument("erasure_id", callback=_erasure_id)
 @json_option
 @click.pass_obj
 def erasures_show(ctx: CliContext, erasure_id: str, as_json: bool) -> None:
-    """The receipt of one completed erasure (its id, or the start of one that is unique)."""
-    for receipt in erasure_receipts(ctx.governance()):
+    """The receipt of one completed erasure, or what a pending one has left and why.
+
+    ERASURE_ID is the full id or the start of one that is unique.
+    """
+    governance = ctx.governance()
+    for receipt in erasure_receipts(governance):
         if receipt.id == erasure_id:
             if as_json:
                 emit_json(receipt.to_dict())
             else:
                 _show_receipt(receipt)
             return
+    pending = pending_erasure(governance, erasure_id)
+    if pending is not None:
+        if as_json:
+            emit_json(pending.to_dict())
+        else:
+            _show_pending(pending)
+        return
     from .._errors import NotFoundError
 
     raise NotFoundError(
-        f"no completed erasure {erasure_id!r}; `governed-memory erasures list` shows the ids"
+        f"no completed erasure {erasure_id!r} (nor a pending one); `governed-memory erasures "
+        "list` shows the ids"
     )
+
+
+def _show_pending(pending: PendingErasure) -> None:
+    click.echo(
+        f"erasure {pending.id} of {pending.scope.describe()} is pending: "
+        f"{len(pending.unfinished)} item(s) in {len(pending.agents)} agent(s) left; every other "
+        "agent is done. Fix each item, then run `governed-memory erasures resume`"
+    )
+    if pending.unfinished:
+        emit_table(
+            None,
+            ["agent", "file", "error", "reason", "fix"],
+            [[u.agent, u.file, u.error, u.reason, u.fix] for u in pending.unfinished],
+        )
 
 
 @erasures_group.command("resume")
@@ -334,20 +365,34 @@ def erasures_resume(ctx: CliContext, as_json: bool) -> None:
 @json_option
 @click.pass_obj
 def erasures_run_due(ctx: CliContext, as_json: bool) -> None:
-    """Run scheduled erasures whose grace period is over (the scheduler does this too)."""
+    """Run scheduled erasures whose grace period is over (the scheduler does this too).
+
+    Every due (and interrupted) erasure is tried even when one fails. Exit
+    status 1 when any is blocked by a hold or still pending; each is listed
+    with why.
+    """
     results = run_due_erasures(ctx.governance())
     receipts = [r for r in results if isinstance(r, ErasureReceipt)]
-    blocked = [str(r) for r in results if not isinstance(r, ErasureReceipt)]
+    pending = [r for r in results if isinstance(r, PendingErasure)]
+    blocked = [str(r) for r in results if not isinstance(r, ErasureReceipt | PendingErasure)]
     if as_json:
-        emit_json({"completed": [r.to_dict() for r in receipts], "blocked": blocked})
+        emit_json(
+            {
+                "completed": [r.to_dict() for r in receipts],
+                "blocked": blocked,
+                "pending": [p.to_dict() for p in pending],
+            }
+        )
     else:
         for receipt in receipts:
             _show_receipt(receipt)
         for message in blocked:
             click.echo(f"blocked: {message}", err=True)
+        for item in pending:
+            click.echo(f"pending: {item.message()}", err=True)
         if not results:
             click.echo("no erasure due")
-    if blocked:
+    if blocked or pending:
         raise SystemExit(1)
 
 

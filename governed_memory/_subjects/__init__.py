@@ -8,6 +8,8 @@ Modules, one concept each:
   the erasure receipt (counts, never content)
 * ``_erasure``    erase, resume, schedule, run due erasures
 * ``_removal``    what an erasure does in one agent, memory by memory (subject memories too)
+* ``_unfinished`` what a request could not do in one agent (a damaged file, a missing
+  key, a symbolic link) and the fix; failures stay local to their agent
 * ``_guard``      what a live governed Conversation does about erasures
 * ``_collect``    what a workspace holds about a subject, as plain data
 * ``_markdown``   the readable rendering of an export
@@ -18,8 +20,10 @@ Lineage (which subjects a compaction summary was derived from) lives in
 ``governed_memory._format._lineage``: Conversation needs it in every mode, without
 this package's imports.
 
-For the CLI (a documented internal name): ``subject_context``, through which
-``erasures list`` reads scheduled erasures and tombstones.
+For the CLI (documented internal names): ``subject_context``, through which
+``erasures list`` reads scheduled erasures and tombstones, and
+``pending_erasure`` and ``PendingErasure``, what ``erasures show`` and
+``erasures run-due`` print for a pending erasure.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from ._erasure import (
     cancel_scheduled_erasure,
     erase,
     erasure_receipts,
+    pending_erasure,
     resume_erasures,
     run_due_erasures,
     schedule_erasure,
@@ -48,6 +53,7 @@ from ._erasure import (
 )
 from ._errors import ErasedDuringCompactionError, ErasureBlockedError
 from ._export import ExportResult, export_agent, export_subject
+from ._unfinished import PendingErasure, Unfinished
 
 __all__ = [
     "ErasedDuringCompactionError",
@@ -57,10 +63,12 @@ __all__ = [
     "ErasureScope",
     "ExportResult",
     "FileRemoval",
+    "PendingErasure",
     "ScheduledErasure",
     "SubjectContext",
     "Tombstone",
     "TombstoneStore",
+    "Unfinished",
     "blocking_holds",
     "cancel_scheduled_erasure",
     "erase",
@@ -68,6 +76,7 @@ __all__ = [
     "export_agent",
     "export_subject",
     "filter_history",
+    "pending_erasure",
     "resume_erasures",
     "run_due_erasures",
     "schedule_erasure",

@@ -13,14 +13,19 @@ caller asks for it, and other subjects are only counted, never named.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 from typing import Any
 
+from .._base import AGENTS_DIR
+from .._errors import GovernedMemoryError
 from .._format import Record, is_summary, parse_memory, record_lineage
 from .._records import COMPLETE, ErasureReceipt, ErasureScope
 from .._stores import AgentStore
 from ._context import SubjectContext
 from ._redact import mentions
+from ._unfinished import Unfinished, linked_agents, links_in_agent, unfinished_from
 
 __all__ = ["collect"]
 
@@ -30,19 +35,36 @@ WITHHELD = (
 )
 
 
-def _files(ctx: SubjectContext, store: AgentStore) -> list[tuple[str, str, str | None]]:
+def _agent_files(ctx: SubjectContext, name: str) -> list[tuple[str, str, str | Unfinished | None]]:
+    """:func:`_files` of agent ``name`` ([] when it has no folder), its store closed after."""
+    found: list[tuple[str, str, str | Unfinished | None]] = []
+    for _name, store in ctx.stores(only=name):
+        found += _files(ctx, name, store)
+    return found
+
+
+def _files(
+    ctx: SubjectContext, name: str, store: AgentStore
+) -> list[tuple[str, str, str | Unfinished | None]]:
     """(source, kind, text) of every memory of the agent: archives oldest first, then the memory.
 
     The agent's own memory first, then each subject memory (``subjects/<p>/``):
-    a subject's records may be in any of them.
+    a subject's records may be in any of them. A file that cannot be read
+    (damaged, its key missing) is its :class:`Unfinished` instead of a text;
+    the others are still read, so the export's error lists every one.
     """
-    found: list[tuple[str, str, str | None]] = []
+    found: list[tuple[str, str, str | Unfinished | None]] = []
+
+    def read(source: str, kind: str, reader: Callable[[], str | None]) -> None:
+        try:
+            found.append((source, kind, reader()))
+        except (GovernedMemoryError, OSError) as exc:
+            found.append((source, kind, unfinished_from(name, source, exc)))
+
     for memory in ctx.memories_of(store):
-        found += [
-            (ctx.source(memory, a), "archive", memory.read_archive(a))
-            for a in memory.list_archives()
-        ]
-        found.append((ctx.source(memory), "memory", memory.read_memory()))
+        for archive in memory.list_archives():
+            read(ctx.source(memory, archive), "archive", partial(memory.read_archive, archive))
+        read(ctx.source(memory), "memory", memory.read_memory)
     return found
 
 
@@ -100,11 +122,37 @@ def _matches(record: Record, subject: str | None) -> tuple[bool, bool]:
 def collect(
     ctx: SubjectContext, scope: ErasureScope, *, include_shared_summaries: bool = False
 ) -> dict[str, Any]:
-    """Records, summaries, consent, holds, erasures and audit entries for ``scope``."""
+    """Records, summaries, consent, holds, erasures and audit entries for ``scope``.
+
+    ``unreadable`` lists what could not be read (a damaged file, a missing
+    key, a symbolic link), each with the fix; the rest is read all the same.
+    """
     records: list[dict[str, Any]] = []
     summaries: list[dict[str, Any]] = []
-    for name, store in ctx.stores(only=scope.agent):
-        for file, kind, text in _files(ctx, store):
+    unreadable: list[Unfinished] = []
+    if ctx.on_files:
+        # What the backend skips (a linked agent folder) or its stores would
+        # follow: reported, never read, so the export cannot silently miss it.
+        names = (
+            [scope.agent]
+            if scope.agent is not None
+            else sorted(set(ctx.agent_names()) | set(linked_agents(ctx.workspace)))
+        )
+        for name in names:
+            unreadable += links_in_agent(ctx.workspace, name)
+    refused = {u.agent for u in unreadable}
+    for name in [scope.agent] if scope.agent is not None else ctx.agent_names():
+        if name in refused:
+            continue
+        try:
+            found = _agent_files(ctx, name)
+        except (GovernedMemoryError, OSError) as exc:
+            unreadable.append(unfinished_from(name, f"{AGENTS_DIR}/{name}", exc))
+            continue
+        for file, kind, text in found:
+            if isinstance(text, Unfinished):
+                unreadable.append(text)
+                continue
             if text is None or (scope.subject is not None and not mentions(text, scope.subject)):
                 continue
             for record in parse_memory(text).records:
@@ -116,6 +164,7 @@ def collect(
                         _summary(name, file, kind, record, scope.subject, include_shared_summaries)
                     )
     return {
+        "unreadable": unreadable,
         "records": records,
         "summaries": summaries,
         "consent": _consent(ctx, scope),

@@ -81,6 +81,11 @@ class SubjectContext:
             self.memory = FileMemoryBackend(self.workspace, self.store_factory)
         return self.memory
 
+    @property
+    def on_files(self) -> bool:
+        """Whether the agents are the workspace's folders (links can be there to report)."""
+        return isinstance(self.backend, FileMemoryBackend)
+
     def agent_names(self) -> list[str]:
         """The agents that have memory, sorted (folders with invalid names are not agents)."""
         return self.backend.agents()

@@ -17,6 +17,14 @@ finishes it (each step is idempotent: a file without the subject's data is
 not touched again). One process at a time works on a tombstone (an flock on
 ``.<id>.lock`` beside it); whoever comes second finds it complete.
 
+Failures stay local (issue 13): an agent, or one memory of it, that cannot
+be finished (a damaged file, a missing key, a symbolic link) does not stop
+the others. Step 3 goes on through every agent; steps 4 and 5 wait, the
+tombstone stays pending and the run reports a :class:`PendingErasure`
+(agent, file, error, fix), audited with outcome ``error``. ``erase`` and
+``resume_erasures`` raise it as a StorageError after trying everything;
+``run_due_erasures`` returns it and runs the next erasure.
+
 What is removed: records whose subject is the subject, and summaries whose
 lineage names the subject (replaced by a marker record). Holds follow
 lineage: a summary whose lineage also names another subject under a legal
@@ -50,7 +58,7 @@ from .._base import (
     parse_duration,
     validate_agent_name,
 )
-from .._errors import ConfigurationError, NotFoundError
+from .._errors import ConfigurationError, GovernedMemoryError, NotFoundError, StorageError
 from .._format import subjects_in_text
 from .._records import (
     COMPLETE,
@@ -64,7 +72,14 @@ from .._records import (
 )
 from ._context import SubjectContext, subject_context
 from ._errors import ErasureBlockedError
-from ._removal import aggregate_blocked, aggregate_files, erase_in_agent
+from ._removal import (
+    aggregate_blocked,
+    aggregate_files,
+    erase_agent,
+    erasure_agents,
+    unreadable_agent,
+)
+from ._unfinished import PendingErasure, Unfinished, refuse_linked_agent, unfinished_from
 
 if TYPE_CHECKING:
     from .._governance import Governance
@@ -77,6 +92,7 @@ __all__ = [
     "check_holds",
     "erase",
     "erasure_receipts",
+    "pending_erasure",
     "resume_erasures",
     "run_due_erasures",
     "schedule_erasure",
@@ -195,13 +211,17 @@ def erase(
     """
     ctx = subject_context(target)
     scope = _scope(subject, agent)
+    refuse_linked_agent(ctx, scope, "erased")
     if scope.agent is not None and not ctx.has_agent(scope.agent):
         raise NotFoundError(
             f"agent {scope.agent!r} has no folder in {ctx.agents_dir}; check the name "
             "(governed-memory agents lists them)"
         )
     check_holds(ctx, scope)
-    return _start(ctx, scope, reason=reason, actor=actor, erasure_id=None, progress=progress)
+    result = _start(ctx, scope, reason=reason, actor=actor, erasure_id=None, progress=progress)
+    if isinstance(result, PendingErasure):
+        raise result.error()
+    return result
 
 
 def _start(
@@ -212,7 +232,7 @@ def _start(
     actor: str,
     erasure_id: str | None,
     progress: Progress | None = None,
-) -> ErasureReceipt:
+) -> ErasureReceipt | PendingErasure:
     now = _aware_now(ctx)
     tombstone = Tombstone(
         id=erasure_id or new_erasure_id(now),
@@ -233,8 +253,23 @@ def complete_tombstone(
     *,
     resumed: bool,
     progress: Progress | None = None,
-) -> ErasureReceipt:
-    """Carry out (or finish) the erasure ``tombstone`` describes; return its receipt."""
+    first: str | None = None,
+) -> ErasureReceipt | PendingErasure:
+    """Carry out (or finish) the erasure ``tombstone`` describes: its receipt, or what is pending.
+
+    Agent by agent: an agent that cannot be finished (a damaged file, a
+    missing key, a symbolic link) is recorded and the others go on. The
+    tombstone completes only when nothing is left; otherwise it stays
+    pending, the audit entry (outcome ``error``) lists what is left, and
+    the :class:`PendingErasure` is returned. What is left is not stored: it
+    is found again when asked (:func:`pending_erasure`).
+
+    ``first`` (a governed Conversation opening that agent) does that agent's
+    part first and raises when it fails (audited): its data must not be
+    preloaded. The other agents follow, and what they leave undone is
+    returned, not raised or audited: another agent's damaged file never stops
+    this agent's open, and does not add an audit entry to each open either.
+    """
     tombs = ctx.tombstones()
     with tombs.locked(tombstone.id):
         current = tombs.get(tombstone.id) or tombstone
@@ -243,12 +278,34 @@ def complete_tombstone(
         resumed = resumed or bool(tombs.progress(tombstone.id))
         day = ctx.clock.now().date()
         held = _held_others(ctx, current.scope.subject)
-        names = ctx.agent_names() if current.scope.agent is None else [current.scope.agent]
+        names = erasure_agents(ctx, current.scope)
+        if first is not None:
+            mine = erase_agent(ctx, tombs, current, first, day, held)
+            if mine:
+                pending = PendingErasure(current.id, current.scope, tuple(mine))
+                _audit_pending(ctx, current, pending, resumed)
+                raise StorageError(
+                    f"agent {first!r} cannot be opened: {pending.message()}"
+                ) from None
+            names = [n for n in names if n != first]
+        unfinished: list[Unfinished] = []
         for done, name in enumerate(names, start=1):
-            for _name, store in ctx.stores(only=name):
-                erase_in_agent(ctx, tombs, current, name, store, day, held)
+            unfinished += erase_agent(ctx, tombs, current, name, day, held)
             if progress is not None:
                 progress(name, done, len(names))
+        if unfinished:
+            pending = PendingErasure(
+                current.id,
+                current.scope,
+                tuple(unfinished),
+                done=len(set(names) - {u.agent for u in unfinished}),
+            )
+            if first is None:
+                # A Conversation's open retries the other agents quietly: the
+                # run that left them pending was audited, and an entry per open
+                # while an agent stays broken would flood the log.
+                _audit_pending(ctx, current, pending, resumed)
+            return pending
         progress_log = tombs.progress(current.id)
         blocked = aggregate_blocked(progress_log)
         # A held summary attributed to the subject is sealed under their keys:
@@ -295,6 +352,27 @@ def complete_tombstone(
     return receipt
 
 
+def _audit_pending(
+    ctx: SubjectContext, tombstone: Tombstone, pending: PendingErasure, resumed: bool
+) -> None:
+    """The audit entry of a run that left the erasure pending: outcome error, agents hashed."""
+    ctx.audit.record(
+        "erase",
+        agent=tombstone.scope.agent,
+        subject_id=tombstone.scope.subject,
+        outcome="error",
+        erasure_id=tombstone.id,
+        error=pending.unfinished[0].error,
+        agents=pending.agents,
+        unfinished=len(pending.unfinished),
+        agents_done=pending.done,
+        pending=True,
+        resumed=resumed,
+        policy_id=tombstone.policy_id,
+        policy_version=tombstone.policy_version,
+    )
+
+
 def _held_others(ctx: SubjectContext, subject: str | None) -> dict[str, tuple[str, ...]]:
     """The subjects other than ``subject`` under an active hold, with their hold ids.
 
@@ -325,13 +403,50 @@ def _shred(ctx: SubjectContext, scope: ErasureScope) -> tuple[str, ...]:
 def resume_erasures(
     target: Target, *, agent: str | None = None, progress: Progress | None = None
 ) -> list[ErasureReceipt]:
-    """Finish every pending erasure (or those covering ``agent``); return their receipts."""
-    ctx = subject_context(target)
-    receipts = []
+    """Finish every pending erasure (or those covering ``agent``); return their receipts.
+
+    Each one is tried even when another cannot be finished.
+
+    Raises:
+        StorageError: some erasures are still pending; the message lists each
+            one with its agents, files, errors and fixes (the rest completed).
+    """
+    receipts, pending = _resume(subject_context(target), agent=agent, progress=progress)
+    if pending:
+        raise StorageError(" | ".join(p.message() for p in pending))
+    return receipts
+
+
+def _resume(
+    ctx: SubjectContext, *, agent: str | None = None, progress: Progress | None = None
+) -> tuple[list[ErasureReceipt], list[PendingErasure]]:
+    receipts: list[ErasureReceipt] = []
+    pending: list[PendingErasure] = []
     for tombstone in ctx.tombstones().pending():
         if agent is None or tombstone.scope.covers_agent(agent):
-            receipts.append(complete_tombstone(ctx, tombstone, resumed=True, progress=progress))
-    return receipts
+            result = _try(ctx, tombstone, progress=progress)
+            if isinstance(result, PendingErasure):
+                pending.append(result)
+            else:
+                receipts.append(result)
+    return receipts, pending
+
+
+def _try(
+    ctx: SubjectContext, tombstone: Tombstone, *, progress: Progress | None = None
+) -> ErasureReceipt | PendingErasure:
+    """:func:`complete_tombstone`, a failure of the erasure's own records reported as pending.
+
+    A damaged progress log or an unwritable tombstone stops this erasure
+    only: the next one still runs.
+    """
+    try:
+        return complete_tombstone(ctx, tombstone, resumed=True, progress=progress)
+    except ErasureBlockedError:
+        raise
+    except (GovernedMemoryError, OSError) as exc:
+        where = ctx.relative(ctx.tombstones().tombstone_dir / f"{tombstone.id}.json")
+        return PendingErasure(tombstone.id, tombstone.scope, (unfinished_from("", where, exc),))
 
 
 def schedule_erasure(
@@ -397,25 +512,31 @@ def cancel_scheduled_erasure(target: Target, erasure_id: str) -> None:
 
 def run_due_erasures(
     target: Target, now: _dt.datetime | None = None
-) -> list[ErasureReceipt | ErasureBlockedError]:
+) -> list[ErasureReceipt | ErasureBlockedError | PendingErasure]:
     """Run every scheduled erasure due at ``now`` (default: the clock), and resume pending ones.
 
-    A due erasure blocked by a legal hold stays scheduled and is reported as
-    its :class:`ErasureBlockedError`; the others run. Safe to call from
-    several processes: a scheduled erasure becomes a tombstone with the same
-    id before its schedule entry is removed.
+    Every one is tried, whatever happens to the others. A due erasure blocked
+    by a legal hold stays scheduled and is reported as its
+    :class:`ErasureBlockedError`; one that could not be finished in some
+    agents (a damaged file, a missing key, a link) becomes a pending
+    tombstone and is reported as its :class:`PendingErasure` (the next run
+    resumes it). Safe to call from several processes: a scheduled erasure
+    becomes a tombstone with the same id before its schedule entry is removed.
     """
     ctx = subject_context(target)
     when = now if now is not None else ctx.clock.now()
     tombs = ctx.tombstones()
-    results: list[ErasureReceipt | ErasureBlockedError] = list(resume_erasures(ctx))
+    receipts, pending = _resume(ctx)
+    results: list[ErasureReceipt | ErasureBlockedError | PendingErasure] = [*receipts, *pending]
+    tried = {r.id for r in results if not isinstance(r, ErasureBlockedError)}
     for item in tombs.scheduled():
         if not item.due(when):
             continue
         existing = tombs.get(item.id)
         try:
             if existing is not None:
-                results.append(complete_tombstone(ctx, existing, resumed=True))
+                if item.id not in tried:  # another process started it meanwhile
+                    results.append(_try(ctx, existing))
             else:
                 check_holds(ctx, item.scope)
                 results.append(
@@ -430,16 +551,22 @@ def run_due_erasures(
         except ErasureBlockedError as exc:
             results.append(exc)
             continue
+        # Complete or pending: the tombstone carries it from here.
         tombs.unschedule(item.id)
     return results
 
 
-def scheduled_erasure_task(governance: Governance) -> list[ErasureReceipt | ErasureBlockedError]:
-    """The scheduler's task: :func:`run_due_erasures` now, logging what a hold blocked."""
+def scheduled_erasure_task(
+    governance: Governance,
+) -> list[ErasureReceipt | ErasureBlockedError | PendingErasure]:
+    """The scheduler's task: :func:`run_due_erasures` now, logging what is blocked or pending."""
     results = run_due_erasures(governance)
     for result in results:
         if isinstance(result, ErasureBlockedError):
             logger.warning("governed_memory: a scheduled erasure is due but blocked: %s", result)
+        elif isinstance(result, PendingErasure):
+            # The message names agents, files and errors, never the subject.
+            logger.error("governed_memory: %s", result.message())
         else:
             logger.info(
                 "governed_memory: erasure %s of %s complete: %d records, %d summaries",
@@ -449,6 +576,24 @@ def scheduled_erasure_task(governance: Governance) -> list[ErasureReceipt | Eras
                 result.summaries,
             )
     return results
+
+
+def pending_erasure(target: Target, erasure_id: str) -> PendingErasure | None:
+    """What the pending erasure ``erasure_id`` cannot do now, and why; None if none is pending.
+
+    Reads every agent it covers (links, every memory's files) and writes
+    nothing, so it shows the state after a fix, not the last run's. Empty
+    ``unfinished``: nothing stands in the way any more (an interrupted
+    erasure, or one whose causes were fixed); ``erasures resume`` finishes it.
+    """
+    ctx = subject_context(target)
+    tombstone = ctx.tombstones().get(erasure_id)
+    if tombstone is None or not tombstone.pending:
+        return None
+    names = erasure_agents(ctx, tombstone.scope)
+    found = [item for name in names for item in unreadable_agent(ctx, name)]
+    done = len(set(names) - {u.agent for u in found})
+    return PendingErasure(tombstone.id, tombstone.scope, tuple(found), done=done)
 
 
 def erasure_receipts(target: Target) -> list[ErasureReceipt]:

@@ -35,6 +35,7 @@ from ._collect import collect
 from ._context import SubjectContext, subject_context
 from ._erasure import _scope
 from ._markdown import render_markdown
+from ._unfinished import Unfinished, refuse_linked_agent
 
 if TYPE_CHECKING:
     from .._governance import Governance
@@ -89,7 +90,9 @@ def export_subject(
         ConfigurationError: ``out_dir`` exists and is not an empty folder.
         NotFoundError: ``agent`` has no folder.
         StorageError: reading the workspace or writing the export failed;
-            no partial export is left at ``out_dir``.
+            no partial export is left at ``out_dir``. A file that cannot be
+            read (damaged, its key missing, a symbolic link) fails the export:
+            the message lists every such item with its agent, file and fix.
     """
     ctx = subject_context(target)
     return _export(ctx, _scope(subject, agent), Path(out_dir), include_shared_summaries)
@@ -134,6 +137,7 @@ def _check_target(out: Path) -> None:
 def _export(
     ctx: SubjectContext, scope: ErasureScope, out: Path, include_shared: bool
 ) -> ExportResult:
+    refuse_linked_agent(ctx, scope, "exported")
     if scope.agent is not None and not ctx.has_agent(scope.agent):
         raise NotFoundError(
             f"agent {scope.agent!r} has no folder in {ctx.agents_dir}; check the name "
@@ -141,6 +145,9 @@ def _export(
         )
     _check_target(out)
     data = collect(ctx, scope, include_shared_summaries=include_shared)
+    unreadable: list[Unfinished] = data.pop("unreadable")
+    if unreadable:
+        _refuse(ctx, scope, unreadable)
     now = ctx.clock.now().astimezone()
     document: dict[str, Any] = {
         "format": EXPORT_FORMAT,
@@ -191,6 +198,32 @@ def _export(
         summaries=len(data["summaries"]),
         withheld_summaries=withheld,
         files=digests,
+    )
+
+
+def _refuse(ctx: SubjectContext, scope: ErasureScope, unreadable: list[Unfinished]) -> None:
+    """Fail the export naming every item it could not read (audited, nothing written).
+
+    An export that left them out would be an incomplete answer to an access
+    request presented as a complete one.
+    """
+    agents = sorted({u.agent for u in unreadable})
+    ctx.audit.record(
+        "export",
+        agent=scope.agent,
+        subject_id=scope.subject,
+        outcome="error",
+        error=unreadable[0].error,
+        agents=agents,
+        unreadable=len(unreadable),
+        policy_id=ctx.policy.id,
+        policy_version=ctx.policy.version,
+    )
+    listed = "; ".join(u.describe() for u in unreadable)
+    raise StorageError(
+        f"export of {scope.describe()} refused: {len(unreadable)} item(s) in {len(agents)} "
+        f"agent(s) cannot be read ({listed}); an export never leaves data out, so nothing "
+        "was written. Fix each item as said, then export again"
     )
 
 

@@ -5,9 +5,11 @@ still holds the erased messages in memory (its preload and its own turns).
 The only way those could reach disk again is a compaction: the summary the
 LLM writes from the history. So:
 
-* on open, before the preload, pending erasures that cover the agent are
-  completed (an interrupted erasure never gets preloaded back), and the
-  tombstones present are remembered;
+* on open, before the preload, this agent's part of each pending erasure
+  that covers it is done (an interrupted erasure never gets preloaded back;
+  if that part fails, the open fails), then the other agents' parts are
+  tried without failing the open (another agent's damaged file is not this
+  one's problem), and the tombstones present are remembered;
 * before summarising (``Conversation.drop_erased()``, which the compressor
   calls) and again inside ``compact()``, tombstones that appeared since are
   read; messages of their subjects (and summaries whose lineage names them)
@@ -49,11 +51,19 @@ class ErasureGuard:
         self._seen: set[str] = set()
 
     def on_open(self) -> None:
-        """Complete pending erasures covering this agent; remember the rest as seen."""
+        """Complete this agent's part of pending erasures covering it; remember the rest as seen.
+
+        Only this agent's part must succeed: an erasure another agent cannot
+        finish (a damaged file there) stays pending for ``erasures resume``.
+
+        Raises:
+            StorageError: this agent's own part could not be done; nothing is
+                preloaded (the message names the file, the error and the fix).
+        """
         ids = self._tombs.ids()
         for tombstone in self._tombs.pending():
             if tombstone.scope.covers_agent(self._agent):
-                complete_tombstone(self._ctx, tombstone, resumed=True)
+                complete_tombstone(self._ctx, tombstone, resumed=True, first=self._agent)
         self._seen = set(ids)
 
     def marks(self) -> frozenset[str]:
@@ -70,8 +80,8 @@ class ErasureGuard:
             if tombstone is None or not tombstone.scope.covers_agent(self._agent):
                 continue
             if tombstone.pending:
-                # Finish it first, so the preload re-read afterwards is clean.
-                complete_tombstone(self._ctx, tombstone, resumed=True)
+                # Finish this agent's part first, so the preload re-read afterwards is clean.
+                complete_tombstone(self._ctx, tombstone, resumed=True, first=self._agent)
             if tombstone.scope.subject is None:
                 whole = True
             else:

@@ -19,24 +19,74 @@ under the agent's lock (:meth:`SubjectContext.memories_of`):
   its folder (``partition``); the agent's own is written as it always was.
 
 Erasing a whole agent deletes its folder, every subject memory with it.
+
+Failures stay local (``_unfinished``): an agent with a symbolic link in it is
+not touched, and a memory that cannot be read or rewritten is reported; the
+erasure goes on with the next memory and the next agent.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from collections.abc import Mapping
 from typing import Any
 
+from .._base import AGENTS_DIR, remove_stale_temps
+from .._errors import GovernedMemoryError
 from .._format import ERASED_MARKER_KEY, parse_memory
-from .._records import FileRemoval, HeldSummaries, Tombstone, TombstoneStore
-from .._stores import AgentStore
+from .._records import ErasureScope, FileRemoval, HeldSummaries, Tombstone, TombstoneStore
+from .._stores import SUBJECTS_DIR, AgentFolderStore, AgentStore
 from ._context import SubjectContext
 from ._redact import FileEdit, count_records, strip_subject
+from ._unfinished import Unfinished, linked_agents, links_in_agent, unfinished_from
 
-__all__ = ["aggregate_blocked", "aggregate_files", "erase_in_agent"]
+__all__ = [
+    "aggregate_blocked",
+    "aggregate_files",
+    "erase_agent",
+    "erase_in_agent",
+    "erasure_agents",
+    "remove_temps",
+    "unreadable_agent",
+]
 
 Held = Mapping[str, tuple[str, ...]]
 """The subjects other than the erased one under an active hold, with their hold ids."""
+
+
+def erasure_agents(ctx: SubjectContext, scope: ErasureScope) -> list[str]:
+    """The agents an erasure of ``scope`` goes through: linked agent folders too (reported)."""
+    if scope.agent is not None:
+        return [scope.agent]
+    names = set(ctx.agent_names())
+    if ctx.on_files:
+        names |= set(linked_agents(ctx.workspace))
+    return sorted(names)
+
+
+def erase_agent(
+    ctx: SubjectContext,
+    tombs: TombstoneStore,
+    tombstone: Tombstone,
+    name: str,
+    day: _dt.date,
+    held: Held,
+) -> list[Unfinished]:
+    """The erasure in one agent; what it could not do (nothing: [])."""
+    if ctx.on_files:
+        # Nothing of an agent with a link in it is touched: the store would
+        # follow the link (or refuse it halfway); the admin resolves it first.
+        links = links_in_agent(ctx.workspace, name)
+        if links:
+            return links
+    folder = f"{AGENTS_DIR}/{name}"
+    try:
+        for _name, store in ctx.stores(only=name):
+            return erase_in_agent(ctx, tombs, tombstone, name, store, day, held)
+    except (GovernedMemoryError, OSError) as exc:
+        return [unfinished_from(name, folder, exc)]
+    return []
 
 
 def erase_in_agent(
@@ -47,19 +97,83 @@ def erase_in_agent(
     store: AgentStore,
     day: _dt.date,
     held: Held,
-) -> None:
-    """Carry out ``tombstone`` in agent ``name`` (its own ``store``): plan, log, then change."""
+) -> list[Unfinished]:
+    """Carry out ``tombstone`` in agent ``name`` (its own ``store``): plan, log, then change.
+
+    Memory by memory: a memory that cannot be read or rewritten (a damaged
+    file, a missing key) is returned as :class:`Unfinished`, and the agent's
+    other memories are still erased. Every temporary file in each memory's
+    folders goes first (a crashed compaction's may hold the subject's text).
+    """
     subject = tombstone.scope.subject
     with store.lock():
         if subject is None:
             _delete_agent(ctx, tombs, tombstone, name, store)
-            return
+            return []
+        failed: list[Unfinished] = []
         own: str | None = None  # the name of the subject's own memory, once there are any
         for memory in ctx.memories_of(store):
-            if memory.partition is not None and own is None:
-                own = _partition_of(store, subject)
-            whole = memory.partition is not None and memory.partition == own
-            _erase_in_memory(ctx, tombs, tombstone, name, memory, day, held, whole=whole)
+            at = _Cursor(ctx.source(memory))
+            try:
+                remove_temps(memory)
+                if memory.partition is not None and own is None:
+                    own = _partition_of(store, subject)
+                whole = memory.partition is not None and memory.partition == own
+                _erase_in_memory(ctx, tombs, tombstone, name, memory, day, held, at, whole=whole)
+            except (GovernedMemoryError, OSError) as exc:
+                failed.append(unfinished_from(name, at.file, exc))
+        return failed
+
+
+def unreadable_agent(ctx: SubjectContext, name: str) -> list[Unfinished]:
+    """What of agent ``name`` an erasure could not do now: its links, or what cannot be read.
+
+    Reads only, writes nothing (``erasures show`` of a pending erasure).
+    """
+    if ctx.on_files:
+        links = links_in_agent(ctx.workspace, name)
+        if links:
+            return links
+    try:
+        return [
+            item for _name, store in ctx.stores(only=name) for item in _unreadable(ctx, name, store)
+        ]
+    except (GovernedMemoryError, OSError) as exc:
+        return [unfinished_from(name, f"{AGENTS_DIR}/{name}", exc)]
+
+
+def _unreadable(ctx: SubjectContext, name: str, store: AgentStore) -> list[Unfinished]:
+    failed: list[Unfinished] = []
+    for memory in ctx.memories_of(store):
+        at = _Cursor(ctx.source(memory))
+        try:
+            _sources(ctx, memory, at)
+        except (GovernedMemoryError, OSError) as exc:
+            failed.append(unfinished_from(name, at.file, exc))
+    return failed
+
+
+class _Cursor:
+    """The file an erasure is working on, named in its report when that file fails."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+
+def remove_temps(memory: AgentStore) -> int:
+    """Delete every temporary file in ``memory``'s folders (file backend); return how many.
+
+    Its folder and ``archive/``, and for an agent's own memory ``subjects/``
+    too. Call it under the memory's lock (no live writer's file is removed).
+    A compaction killed between its temporary copy and the link leaves the
+    old memory there, in plaintext in a plaintext workspace.
+    """
+    if not isinstance(memory, AgentFolderStore):
+        return 0
+    folders = [memory.folder, memory.archive_dir]
+    if memory.partition is None:
+        folders.append(memory.folder / SUBJECTS_DIR)
+    return sum(remove_stale_temps(folder) for folder in folders)
 
 
 def _partition_of(store: AgentStore, subject: str) -> str | None:
@@ -76,10 +190,19 @@ def _partition_of(store: AgentStore, subject: str) -> str | None:
         memory.close()
 
 
-def _sources(memory: AgentStore) -> list[tuple[str | None, str]]:
-    """(archive id, or None for the active memory; its text) of what ``memory`` holds."""
+def _sources(
+    ctx: SubjectContext, memory: AgentStore, at: _Cursor | None = None
+) -> list[tuple[str | None, str]]:
+    """(archive id, or None for the active memory; its text) of what ``memory`` holds.
+
+    ``at`` is told each file before it is read.
+    """
+    at = at or _Cursor("")
+    at.file = ctx.source(memory)
     found: list[tuple[str | None, str | None]] = [(None, memory.read_memory())]
-    found += [(a, memory.read_archive(a)) for a in memory.list_archives()]
+    for archive in memory.list_archives():
+        at.file = ctx.source(memory, archive)
+        found.append((archive, memory.read_archive(archive)))
     return [(item, text) for item, text in found if text is not None]
 
 
@@ -96,6 +219,7 @@ def _erase_in_memory(
     memory: AgentStore,
     day: _dt.date,
     held: Held,
+    at: _Cursor,
     *,
     whole: bool,
 ) -> None:
@@ -103,7 +227,7 @@ def _erase_in_memory(
     assert subject is not None
     plans: list[tuple[str | None, str, FileEdit | None]] = []
     blocked = []
-    for item, text in _sources(memory):
+    for item, text in _sources(ctx, memory, at):
         edit = strip_subject(text, subject, erasure_id=tombstone.id, day=day, held=held)
         if edit is not None and edit.held_summaries:
             blocked.append(
@@ -142,6 +266,7 @@ def _erase_in_memory(
         | ({"blocked": [b.to_dict() for b in blocked]} if held else {}),
     )
     for item, edit in edits:
+        at.file = ctx.source(memory, item)
         if item is None:
             memory.rewrite_memory(edit.text)
         else:
@@ -194,8 +319,8 @@ def _delete_agent(
 ) -> None:
     files = []
     for memory in ctx.memories_of(store):
-        for item, text in _sources(memory):
-            records, summaries, size = count_records(text)
+        for item, text, size in _deletable(memory):
+            records, summaries, size = count_records(text) if text is not None else (0, 0, size)
             files.append(
                 FileRemoval(
                     agent=name,
@@ -213,6 +338,35 @@ def _delete_agent(
     # and starts a new, empty one (see PlaintextAgentStore locking). The
     # subject memories are inside the agent's folder and go with it.
     store.delete()
+
+
+def _deletable(memory: AgentStore) -> list[tuple[str | None, str | None, int]]:
+    """(archive id or None, text, size on disk) of each file an agent's deletion removes.
+
+    A file that cannot be read (damaged, its key missing) is deleted all the
+    same: the whole agent was asked for. Its text is then None and its counts
+    0 (unknown); the size is what is on disk (0 outside the file backend).
+    """
+    found: list[tuple[str | None, str | None, int]] = []
+    for item in [None, *memory.list_archives()]:
+        try:
+            text = memory.read_memory() if item is None else memory.read_archive(item)
+        except (GovernedMemoryError, OSError):
+            found.append((item, None, _size(memory, item)))
+            continue
+        if text is not None:
+            found.append((item, text, len(text.encode("utf-8"))))
+    return found
+
+
+def _size(memory: AgentStore, item: str | None) -> int:
+    if not isinstance(memory, AgentFolderStore):
+        return 0
+    path = memory.memory_path if item is None else memory.archive_file(item)
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return 0
 
 
 def aggregate_files(entries: list[dict[str, Any]]) -> tuple[FileRemoval, ...]:

@@ -75,6 +75,14 @@ INTERNAL: dict[tuple[str, str], str] = {
         "erasures list reads scheduled erasures and tombstones; no public function lists "
         "scheduled ones"
     ),
+    ("_subjects", "PendingErasure"): (
+        "erasures run-due tells an erasure left pending (a damaged file, a missing key, a "
+        "link in one agent) from a receipt and a hold, and lists what is left and why"
+    ),
+    ("_subjects", "pending_erasure"): (
+        "erasures show prints what a pending erasure has left, per agent and file, with the "
+        "fix; no public function reads a pending erasure's progress"
+    ),
     ("_stores", "StoreFactory"): (
         "a type alias only: annotates the lazy store factory the CLI passes to the public "
         "list_agents and agent_records"

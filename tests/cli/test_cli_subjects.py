@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -165,3 +166,63 @@ def test_real_entry_point_runs_an_export(populated: Path, tmp_path: Path) -> Non
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["records"] == 2
+
+
+def _damaged_workspace(workspace: Path) -> str:
+    """A, B and C each hold one subject's record; A's memory file is damaged.
+
+    Two erasures are due (scheduled long ago): alice everywhere (A cannot be
+    read) and bob in B. Returns the id of alice's erasure.
+    """
+    from governed_memory._subjects import schedule_erasure
+
+    gov = governance(workspace, FixedClock(dt.datetime(2020, 1, 1), tick=dt.timedelta(seconds=1)))
+    for agent, subject in (("A", "alice"), ("B", "bob"), ("C", "alice")):
+        conversation(gov, agent).add("Human", f"{subject} secret {agent}", subject_id=subject)
+    item = schedule_erasure(gov, subject="alice", grace="1d")
+    schedule_erasure(gov, subject="bob", agent="B", grace="1d")
+    path = workspace / "agents" / "A" / "MEMORY.md"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] = 0xFF  # never valid UTF-8
+    path.write_bytes(bytes(data))
+    return item.id
+
+
+def test_run_due_runs_every_due_erasure_and_exits_1_listing_what_is_pending(
+    workspace: Path,
+) -> None:
+    erasure_id = _damaged_workspace(workspace)
+    code, out, err = run(workspace, "erasures", "run-due")
+    assert code == 1
+    assert f"pending: erasure {erasure_id} is pending" in err
+    assert "agents/A/MEMORY.md" in err and "not valid UTF-8" in err
+    assert "complete" in out  # bob's erasure in B ran all the same
+    assert "bob secret" not in (workspace / "agents" / "B" / "MEMORY.md").read_text()
+    assert "alice secret" not in (workspace / "agents" / "C" / "MEMORY.md").read_text()
+    code, out, _ = run(workspace, "erasures", "run-due", "--json")
+    assert code == 1
+    [pending] = json.loads(out)["pending"]
+    assert pending["id"] == erasure_id and pending["unfinished"][0]["agent"] == "A"
+
+
+def test_show_of_a_pending_erasure_lists_agent_file_error_and_fix(workspace: Path) -> None:
+    erasure_id = _damaged_workspace(workspace)
+    run(workspace, "erasures", "run-due")
+    code, out, _ = run(workspace, "erasures", "show", erasure_id)
+    assert code == 0 and f"erasure {erasure_id} of subject 'alice' is pending" in out
+    code, out, _ = run(workspace, "erasures", "show", erasure_id, "--json")
+    [item] = json.loads(out)["unfinished"]
+    assert item["file"] == "agents/A/MEMORY.md" and item["error"] == "StorageError"
+    assert "run the request again" in item["fix"]
+
+
+def test_erase_of_a_linked_agent_exits_1_and_leaves_no_tombstone(
+    populated: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    (populated / "agents" / "B").rename(outside)
+    (populated / "agents" / "Evil").symlink_to(outside, target_is_directory=True)
+    code, _, err = run(populated, "erase", "--agent", "Evil", "--yes")
+    assert code == 1 and "agents/Evil is a symbolic link" in err and "Traceback" not in err
+    assert not list((populated / GOVERNANCE_DIR / "tombstones").glob("*.json"))
+    assert (outside / "MEMORY.md").exists()
