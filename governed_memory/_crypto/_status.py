@@ -77,6 +77,8 @@ def keyring_status(keyring: Keyring, workspace: Path) -> KeyringStatus:
     if not meta_path.exists():
         return KeyringStatus(str(keyring.folder), False, None, inside, master, None, False)
     meta = json.loads(meta_path.read_bytes())
+    if not isinstance(meta, dict):  # checked before the entries, whose reads would say less
+        raise ValueError(f"{meta_path} holds {type(meta).__name__}, not a JSON object")
     keys = []
     for _, entry in keyring.entries():
         name = (
