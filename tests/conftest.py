@@ -30,8 +30,11 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         "OPENAI_API_BASE",
     ):
         monkeypatch.delenv(name, raising=False)
-    for name in list(os.environ):  # every setting and policy override (GOVERNED_MEMORY_AUDIT__...)
-        if name.upper().startswith("GOVERNED_MEMORY_"):
+    # Every setting and policy override (GOVERNED_MEMORY_AUDIT__...), and the
+    # standard OpenTelemetry variables: a developer's OTEL_EXPORTER_OTLP_ENDPOINT
+    # would make in-process CLI commands export spans.
+    for name in list(os.environ):
+        if name.upper().startswith(("GOVERNED_MEMORY_", "OTEL_")):
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
 

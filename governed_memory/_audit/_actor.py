@@ -24,7 +24,8 @@ class ActorSink:
 
     Args:
         inner: the sink the entries go to (a Governance's ``audit``).
-        actor: who acted (``--actor``, ``GOVERNED_MEMORY_ACTOR``, or the OS user).
+        actor: who acted (``--actor``, else ``GOVERNED_MEMORY_ACTOR``, else
+            ``cli:<login>``: the CLI's one rule, ``CliContext.actor``).
     """
 
     def __init__(self, inner: AuditSink, actor: str) -> None:

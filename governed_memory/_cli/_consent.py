@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import pwd
 from dataclasses import asdict
 
 import click
 
 from .._records import ConsentEvent
-from ._context import CliContext
+from ._context import ACTOR_DEFAULT_HELP, CliContext
 from ._render import emit_json, emit_table, json_option
 
 __all__ = ["commands"]
-
-
-def _default_actor() -> str:
-    # The real uid's account name, not $USER: a record of who acted must not
-    # come from a variable anyone can set.
-    try:
-        return f"cli:{pwd.getpwuid(os.getuid()).pw_name}"
-    except KeyError:
-        return f"cli:uid-{os.getuid()}"
 
 
 _subject = click.option("--subject", "subject_id", required=True, help="The data subject's id.")
@@ -31,7 +20,7 @@ _purpose = click.option(
 _actor = click.option(
     "--actor",
     default=None,
-    help="Who records this (e.g. dpo@example.org); default: cli:<your login name>.",
+    help=f"Who records this (e.g. dpo@example.org); {ACTOR_DEFAULT_HELP}.",
 )
 
 
@@ -51,7 +40,7 @@ def _change(
     ctx: CliContext, subject_id: str, purpose: str, actor: str | None, grant: bool, as_json: bool
 ) -> None:
     governance = ctx.governance()
-    who = actor or _default_actor()
+    who = ctx.actor(actor)
     if grant:
         event = governance.grant(subject_id, purpose, actor=who)
     else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,15 +19,30 @@ if TYPE_CHECKING:
     from .._policy import Settings
     from .._wiring import Governance
 
-__all__ = ["CliContext", "actor_option"]
+__all__ = ["ACTOR_DEFAULT_HELP", "CliContext", "actor_option", "login_actor"]
+
+ACTOR_DEFAULT_HELP = "default: $GOVERNED_MEMORY_ACTOR, else cli:<your login name>"
+"""How every ``--actor`` option states its default (the rule of :meth:`CliContext.actor`)."""
 
 actor_option = click.option(
     "--actor",
     default=None,
-    help="Who runs this, recorded as a keyed hash in its audit entries (default: "
-    "$GOVERNED_MEMORY_ACTOR, else your OS user name).",
+    help=f"Who runs this, recorded as a keyed hash in its audit entries ({ACTOR_DEFAULT_HELP}).",
 )
 """``--actor`` of the commands an operator runs on personal data or keys."""
+
+
+def login_actor() -> str:
+    """``cli:<login>``: the account of the real uid in the password database (``cli:uid-<n>`` without one).
+
+    Not ``$USER`` or ``$LOGNAME`` (which ``getpass.getuser`` reads first): an
+    unstated actor must not come from a variable anyone can set by accident.
+    Naming someone else is an explicit act (``--actor``, GOVERNED_MEMORY_ACTOR).
+    """
+    try:
+        return f"cli:{pwd.getpwuid(os.getuid()).pw_name}"
+    except KeyError:
+        return f"cli:uid-{os.getuid()}"
 
 
 @dataclass
@@ -54,8 +71,19 @@ class CliContext:
         return settings
 
     def actor(self, given: str | None = None) -> str:
-        """Who runs the command: ``--actor``, else the ``actor`` setting (GOVERNED_MEMORY_ACTOR, the OS user)."""
-        return given or self.settings().actor
+        """Who runs the command, the one rule of every command that records an actor.
+
+        ``--actor`` (``given``), else GOVERNED_MEMORY_ACTOR (the ``actor``
+        setting, when it is set), else :func:`login_actor` (``cli:<login>``).
+        """
+        if given:
+            return given
+        settings = self.settings()
+        # The setting's own default (getpass.getuser()) reads $USER first, so
+        # only a value the environment or a caller set explicitly counts here.
+        if "actor" in settings.model_fields_set:
+            return settings.actor
+        return login_actor()
 
     def audit_as(self, actor: str | None, sink: AuditSink | None = None) -> ActorSink:
         """``sink`` (default: the Governance's audit sink) naming the command's actor in every entry."""

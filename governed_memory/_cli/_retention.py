@@ -17,8 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from .._errors import StorageError
 from .._records import Hold
 from .._retention import PurgeReport, Retention
-from ._consent import _default_actor
-from ._context import CliContext
+from ._context import ACTOR_DEFAULT_HELP, CliContext
 from ._memory import human_size
 from ._render import emit_json, emit_table, json_option
 
@@ -234,7 +233,7 @@ _subject_opt = click.option(
 _actor_opt = click.option(
     "--actor",
     default=None,
-    help="Who acts (e.g. legal@example.org); default: cli:<your login name>.",
+    help=f"Who acts (e.g. legal@example.org); {ACTOR_DEFAULT_HELP}.",
 )
 
 
@@ -261,7 +260,7 @@ def hold_place(
     """Place a hold on one agent or one subject (durable when the command returns)."""
     _target(agent, subject)
     hold = Retention(ctx.governance()).holds.place(
-        agent=agent, subject=subject, reason=reason, actor=actor or _default_actor()
+        agent=agent, subject=subject, reason=reason, actor=ctx.actor(actor)
     )
     if as_json:
         emit_json(_hold_row(hold))
@@ -292,7 +291,7 @@ def hold_release(
         hold_id=hold_id,
         agent=agent,
         subject=subject,
-        actor=actor or _default_actor(),
+        actor=ctx.actor(actor),
         reason=reason,
     )
     if as_json:

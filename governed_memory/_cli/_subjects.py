@@ -6,8 +6,6 @@ See docs/subject-requests.md for the procedure these commands serve.
 from __future__ import annotations
 
 import dataclasses
-import os
-import pwd
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,19 +29,10 @@ from .._subjects import (
     schedule_erasure,
     subject_context,
 )
-from ._context import CliContext, actor_option
+from ._context import ACTOR_DEFAULT_HELP, CliContext, actor_option
 from ._render import emit_json, emit_table, json_option
 
 __all__ = ["commands"]
-
-
-def _default_actor() -> str:
-    # The account of the real uid, not $USER: who acted must not come from a
-    # variable anyone can set.
-    try:
-        return f"cli:{pwd.getpwuid(os.getuid()).pw_name}"
-    except KeyError:
-        return f"cli:uid-{os.getuid()}"
 
 
 def _need_scope(subject: str | None, agent: str | None) -> None:
@@ -153,7 +142,7 @@ def _show_receipt(receipt: ErasureReceipt) -> None:
 @_subject_opt
 @_agent_opt
 @click.option("--reason", default="", help="Why (stored in the receipt), e.g. a ticket number.")
-@click.option("--actor", default=None, help="Who asks; default: cli:<your login name>.")
+@click.option("--actor", default=None, help=f"Who asks; {ACTOR_DEFAULT_HELP}.")
 @click.option(
     "--grace",
     default=None,
@@ -179,11 +168,14 @@ def erase_command(
     receipt says partial, naming the hold. Prints and stores a receipt.
     """
     _need_scope(subject, agent)
-    governance = ctx.governance()
-    who = actor or _default_actor()
+    who = ctx.actor(actor)
+    # The erasure records itself through the context's sink: wrapped, its
+    # entries name who asked (actor.hash), as erasures cancel's entry does.
+    sctx = subject_context(ctx.governance())
+    sctx = dataclasses.replace(sctx, audit=ctx.audit_as(who, sctx.audit))
     if grace is not None:
         item = schedule_erasure(
-            governance, subject=subject, agent=agent, grace=grace, reason=reason, actor=who
+            sctx, subject=subject, agent=agent, grace=grace, reason=reason, actor=who
         )
         if as_json:
             emit_json(item.to_dict())
@@ -213,9 +205,7 @@ def erase_command(
         def step(agent_name: str, done: int, total: int) -> None:
             bar.update(task, completed=done, total=total, description=f"erasing ({agent_name})")
 
-        receipt = erase(
-            governance, subject=subject, agent=agent, reason=reason, actor=who, progress=step
-        )
+        receipt = erase(sctx, subject=subject, agent=agent, reason=reason, actor=who, progress=step)
     if as_json:
         emit_json(receipt.to_dict())
     else:

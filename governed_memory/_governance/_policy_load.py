@@ -5,9 +5,12 @@ that names the policy a workspace runs under cannot be written at
 construction. It is written when that policy is first used to govern
 something: immediately before the first other entry that Governance's sink
 receives (a persisted message, a consent change, an export, an erasure, a
-purge, a key created, ...), once per Governance. A command that only reads
-(``audit tail``, ``consent status``, ``show``, ``purge --dry-run``) records
-nothing, so it leaves the audit log as it found it.
+purge, a key created, a ``memory.show``, ...), once per Governance. A
+command that changes nothing and prints no memory content (``audit tail``,
+``consent status``, ``purge --dry-run``) records nothing, so it leaves the
+audit log as it found it. ``show`` is not one of them: it prints personal
+data, so it records ``memory.show`` (counts only), and ``policy.load``
+before it.
 
 Every layer that audits through a Governance (its gate, retention, subject
 requests, the keyring as its observer) reaches the sink as

@@ -97,7 +97,8 @@ class Governance:
             from ``settings``: ``GOVERNED_MEMORY_MASTER_KEY`` or ``..._FILE``).
         tracer_provider: OpenTelemetry tracer provider for the audit layer.
         audit: the audit sink (default: the audit trail when the policy enables
-            audit or a tracer provider is passed, else :class:`NullAuditSink`).
+            audit, a tracer provider is passed or an OTLP endpoint is
+            configured, spans only when audit is off; else :class:`NullAuditSink`).
         consent: the consent registry (default: the one in the governance folder).
     """
 
@@ -419,11 +420,15 @@ def _default_audit(
     """The sink used when none is given.
 
     An :class:`~governed_memory.AuditTrail` (spans, plus the hash-chained log
-    when ``audit.enabled``) when the policy enables audit or a tracer provider
-    was passed; otherwise :class:`NullAuditSink`: default mode creates no
-    spans and writes no audit files. Building the trail writes nothing.
+    when ``audit.enabled``) when the policy enables audit, a tracer provider
+    was passed, or an OTLP endpoint is configured (``otlp_endpoint``: the CLI
+    and the scheduler daemon then export to the global provider they
+    install); with audit disabled that trail is spans only, writing nothing
+    in the workspace. Otherwise :class:`NullAuditSink`: default mode creates
+    no spans and writes no audit files. Building the trail writes nothing.
     """
-    if not policy.audit.enabled and tracer_provider is None:
+    wants_spans = tracer_provider is not None or bool(settings.otlp_endpoint)
+    if not policy.audit.enabled and not wants_spans:
         return NullAuditSink()
     from .._audit import AuditTrail
 

@@ -72,19 +72,6 @@ _FINAL_ERRORS = frozenset(
 )
 
 
-def _quiet_litellm() -> None:
-    """Stop litellm printing its "Give Feedback / Get Help" banner on stdout at every failed call.
-
-    The failure reaches the caller as :class:`ModelCallError` with litellm's
-    exception chained; the banner would only land in the middle of the
-    program's own output (the chat's replies, a script's JSON).
-    """
-    from ._llm import import_litellm
-
-    litellm: Any = import_litellm()
-    litellm.suppress_debug_info = True
-
-
 def _worth_retrying(exc: BaseException) -> bool:
     """Whether a failed model call may succeed if sent again (a 5xx, a timeout, a 429)."""
     cause = exc.__cause__
@@ -358,8 +345,6 @@ class Agent:
         """
         if not isinstance(task, str) or not task.strip():
             raise ConfigurationError(f"task {task!r} must be a non-blank string")
-        if self._completion is None:
-            _quiet_litellm()
         self.short_memory.add(role=self.user_name, content=task)
         auto = self.max_loops == "auto"
         limit = self.auto_max_loops if auto else int(self.max_loops)

@@ -23,7 +23,15 @@ first call):
 ``LITELLM_LOCAL_BLOG_POSTS=True``           the blog RSS fetch (older litellm)
 ==========================================  ===========================================
 
-litellm's own configuration is untouched: ``OPENAI_API_KEY``,
+litellm's "Give Feedback / Get Help" banner, which it prints on stdout at
+every failed call, is switched off (``litellm.suppress_debug_info = True``)
+each time :func:`import_litellm` hands litellm out, so every path to a model
+(the Agent, a ContextCompressor or summarizer on its own, a model-table
+lookup) gets it, also when the application imported litellm first. The
+failure itself reaches the caller as :class:`ModelCallError` with litellm's
+exception chained; the banner would only land in the program's own output.
+
+Otherwise litellm's own configuration is untouched: ``OPENAI_API_KEY``,
 ``OPENAI_API_BASE`` and the other provider variables keep working;
 ``api_base``/``api_key`` are only passed when given. Each call is made with
 ``no-log`` and ``turn_off_message_logging`` set, so litellm callbacks that
@@ -64,19 +72,25 @@ Completion = Callable[..., Any]
 
 
 def import_litellm() -> ModuleType:
-    """Import litellm with its network fetches at import and first use switched off."""
-    module = sys.modules.get("litellm")
-    if module is not None:
-        return module
-    for name, value in OFFLINE_ENV.items():
-        os.environ.setdefault(name, value)
-    import litellm
+    """litellm, imported with its network fetches switched off, and its banner silenced.
 
-    # Older litellm reads this flag instead of LITELLM_OFFLINE_MODE; only
-    # fill it in when nobody chose a value.
-    if getattr(litellm, "disable_hf_tokenizer_download", False) is None:
-        litellm.disable_hf_tokenizer_download = True
-    return litellm
+    The banner switch is set on every call, not only at the import: the
+    application (or a test) may have imported litellm before us, or reset it.
+    """
+    module: Any = sys.modules.get("litellm")
+    if module is None:
+        for name, value in OFFLINE_ENV.items():
+            os.environ.setdefault(name, value)
+        import litellm
+
+        module = litellm
+        # Older litellm reads this flag instead of LITELLM_OFFLINE_MODE; only
+        # fill it in when nobody chose a value.
+        if getattr(module, "disable_hf_tokenizer_download", False) is None:
+            module.disable_hf_tokenizer_download = True
+    module.suppress_debug_info = True
+    result: ModuleType = module
+    return result
 
 
 def model_input_window(model_name: str) -> int | None:

@@ -3,7 +3,7 @@
 Key rotation, workspace encryption and decryption, cancelling a scheduled
 erasure, printing an agent's records (``show``) and exporting a subject each
 leave an entry that names the operation, its outcome, the actor (``--actor``,
-else ``GOVERNED_MEMORY_ACTOR``, else the OS user) and keyed hashes of agent
+else ``GOVERNED_MEMORY_ACTOR``, else ``cli:<login>``) and keyed hashes of agent
 and subject, never content. Run through the real entry point.
 """
 
@@ -109,7 +109,8 @@ def test_show_records_which_agent_and_subject_how_many_records_and_who_never_con
 def test_show_without_actor_names_the_configured_actor_else_the_os_user(
     workspace: Path, teller: Path
 ) -> None:
-    import getpass
+    import os
+    import pwd
 
     before = len(_entries(workspace))
     _run(workspace, teller, "show", "Teller", "--json", env=_env(GOVERNED_MEMORY_ACTOR="svc-b"))
@@ -117,7 +118,7 @@ def test_show_without_actor_names_the_configured_actor_else_the_os_user(
     first, second = _new(workspace, before)
     assert first.attrs["actor.hash"] == _actor("svc-b")
     assert "subject.hash" not in first.attrs and first.attrs["records"] == 2
-    assert second.attrs["actor.hash"] == _actor(getpass.getuser())
+    assert second.attrs["actor.hash"] == _actor(f"cli:{pwd.getpwuid(os.getuid()).pw_name}")
     assert second.attrs["archives"] is True
 
 
