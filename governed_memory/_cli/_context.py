@@ -78,12 +78,8 @@ class CliContext:
         """
         if given:
             return given
-        settings = self.settings()
-        # The setting's own default (getpass.getuser()) reads $USER first, so
-        # only a value the environment or a caller set explicitly counts here.
-        if "actor" in settings.model_fields_set:
-            return settings.actor
-        return login_actor()
+        configured = self.settings().actor
+        return configured if configured is not None else login_actor()
 
     def audit_as(self, actor: str | None, sink: AuditSink | None = None) -> ActorSink:
         """``sink`` (default: the Governance's audit sink) naming the command's actor in every entry."""

@@ -16,7 +16,6 @@ from. See docs/settings.md.
 from __future__ import annotations
 
 import difflib
-import getpass
 import json
 import os
 from collections.abc import Mapping
@@ -28,7 +27,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .._errors import ConfigurationError
 
-__all__ = ["ENV_PREFIX", "OVERRIDABLE_SECTIONS", "Settings", "os_user"]
+__all__ = ["ENV_PREFIX", "OVERRIDABLE_SECTIONS", "Settings"]
 
 ENV_PREFIX = "GOVERNED_MEMORY_"
 OVERRIDABLE_SECTIONS = ("consent", "encryption", "summarization", "retention", "schedule", "audit")
@@ -64,7 +63,9 @@ class Settings(BaseSettings):
             (``GOVERNED_MEMORY_SERVICE_NAME``, else ``OTEL_SERVICE_NAME``).
         actor: who operates the command line, recorded (as a keyed hash) in
             the audit entries of the operations they run
-            (``GOVERNED_MEMORY_ACTOR``; default: the OS user).
+            (``GOVERNED_MEMORY_ACTOR``). None (the default): the command line
+            names the login of the password database (``cli:<login>``), which
+            no variable can change.
         consent, encryption, summarization, retention, schedule, audit:
             per-key overrides of the policy's sections.
 
@@ -111,7 +112,7 @@ class Settings(BaseSettings):
             "service_name", "GOVERNED_MEMORY_SERVICE_NAME", "OTEL_SERVICE_NAME"
         ),
     )
-    actor: str = Field(default_factory=lambda: os_user(), min_length=1, max_length=200)
+    actor: str | None = Field(default=None, min_length=1, max_length=200)
 
     consent: dict[str, Any] = Field(default_factory=dict)
     encryption: dict[str, Any] = Field(default_factory=dict)
@@ -164,20 +165,6 @@ class Settings(BaseSettings):
                     for key, value in values.items()
                 }
         return result
-
-
-def os_user() -> str:
-    """The OS user running this process (:func:`getpass.getuser`), else ``uid-<n>``.
-
-    ``getpass`` looks at ``LOGNAME``/``USER`` first and then the password
-    database; a process with neither (a container's arbitrary uid) gets its
-    uid, never an error.
-    """
-    try:
-        name = getpass.getuser()
-    except (KeyError, OSError, ImportError):
-        name = ""
-    return name or f"uid-{os.getuid()}"
 
 
 _FIXED_SECTIONS = {
