@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ._document import JsonDocument
     from ._holds import HOLDS_FILE, HOLDS_LOCK, Hold, HoldNotFoundError, HoldRegistry, HoldSet
     from ._jsonl import JsonlLog
-    from ._receipts import ErasureReceipt, FileRemoval, HeldSummaries
+    from ._receipts import ErasureReceipt, FileRemoval, HeldSummaries, UnreachedItem
     from ._tombstones import (
         COMPLETE,
         PROGRESS_SUFFIX,
@@ -63,6 +63,7 @@ _LAZY: dict[str, str] = {
     "ErasureReceipt": "._receipts",
     "FileRemoval": "._receipts",
     "HeldSummaries": "._receipts",
+    "UnreachedItem": "._receipts",
     "COMPLETE": "._tombstones",
     "ErasureScope": "._tombstones",
     "PROGRESS_SUFFIX": "._tombstones",
@@ -103,6 +104,7 @@ __all__ = [
     "ScheduledErasure",
     "Tombstone",
     "TombstoneStore",
+    "UnreachedItem",
     "check_version",
     "new_erasure_id",
     "validate_subject_id",

@@ -7,7 +7,10 @@ from typing import Any
 
 from ._tombstones import ErasureScope, request_from_dict, request_to_dict
 
-__all__ = ["ErasureReceipt", "FileRemoval", "HeldSummaries"]
+__all__ = ["BLOCKED", "PARTIAL", "ErasureReceipt", "FileRemoval", "HeldSummaries", "UnreachedItem"]
+
+PARTIAL = "partial"
+BLOCKED = "blocked"
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,26 @@ class HeldSummaries:
 
 
 @dataclass(frozen=True)
+class UnreachedItem:
+    """An item an erasure could not reach: which agent, which file, and why.
+
+    ``reason`` is ``a symbolic link`` (never followed) or ``unreadable: <error>``.
+    The data there survives until the cause is fixed and the erasure resumed.
+    """
+
+    agent: str
+    file: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"agent": self.agent, "file": self.file, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> UnreachedItem:
+        return cls(agent=str(data["agent"]), file=str(data["file"]), reason=str(data["reason"]))
+
+
+@dataclass(frozen=True)
 class ErasureReceipt:
     """Proof of one completed erasure, stored with its tombstone.
 
@@ -91,6 +114,11 @@ class ErasureReceipt:
     since each agent's plan is logged durably before its files are rewritten.
     ``blocked`` lists the summaries a legal hold on another subject of their
     lineage kept (``state`` is then ``partial``: erase again once released).
+    ``unreached`` lists the items the erasure could not reach (a symbolic
+    link, an unreadable file): ``state`` is then ``blocked``, the erasure
+    stays pending, and this receipt (stored with the pending tombstone)
+    records what its last run did and what it left; ``completed_at`` is then
+    when that run ended.
     """
 
     id: str
@@ -105,11 +133,15 @@ class ErasureReceipt:
     keys_shredded: tuple[str, ...]
     resumed: bool
     blocked: tuple[HeldSummaries, ...] = ()
+    unreached: tuple[UnreachedItem, ...] = ()
 
     @property
     def state(self) -> str:
-        """``complete``, or ``partial`` when a hold kept some summaries (see ``blocked``)."""
-        return "partial" if self.blocked else "complete"
+        """``complete``; ``blocked`` when items were not reached (see ``unreached``);
+        ``partial`` when a hold kept some summaries (see ``blocked``)."""
+        if self.unreached:
+            return BLOCKED
+        return PARTIAL if self.blocked else "complete"
 
     @property
     def blocking_holds(self) -> tuple[str, ...]:
@@ -163,12 +195,11 @@ class ErasureReceipt:
                 "bytes_removed": self.bytes_removed,
                 "bytes_written": self.bytes_written,
             },
-            # Only when a hold kept something: every other receipt keeps its bytes.
-            **(
-                {"state": self.state, "blocked": [b.to_dict() for b in self.blocked]}
-                if self.blocked
-                else {}
-            ),
+            # Only when a hold kept something or an item was not reached: every
+            # other receipt keeps its bytes (and older releases read the rest).
+            **({"state": self.state} if self.blocked or self.unreached else {}),
+            **({"blocked": [b.to_dict() for b in self.blocked]} if self.blocked else {}),
+            **({"unreached": [u.to_dict() for u in self.unreached]} if self.unreached else {}),
         }
 
     @classmethod
@@ -182,4 +213,5 @@ class ErasureReceipt:
             keys_shredded=tuple(str(k) for k in data.get("keys_shredded", [])),
             resumed=bool(data.get("resumed", False)),
             blocked=tuple(HeldSummaries.from_dict(b) for b in data.get("blocked", [])),
+            unreached=tuple(UnreachedItem.from_dict(u) for u in data.get("unreached", [])),
         )

@@ -64,6 +64,7 @@ from .._records import (
     COMPLETE,
     ErasureReceipt,
     ErasureScope,
+    HeldSummaries,
     Hold,
     ScheduledErasure,
     Tombstone,
@@ -293,6 +294,8 @@ def complete_tombstone(
             unfinished += erase_agent(ctx, tombs, current, name, day, held)
             if progress is not None:
                 progress(name, done, len(names))
+        progress_log = tombs.progress(current.id)
+        blocked = aggregate_blocked(progress_log)
         if unfinished:
             pending = PendingErasure(
                 current.id,
@@ -301,30 +304,20 @@ def complete_tombstone(
                 done=len(set(names) - {u.agent for u in unfinished}),
             )
             if first is None:
+                # The receipt of this run, state blocked, kept with the pending
+                # tombstone: what was removed and what could not be reached.
                 # A Conversation's open retries the other agents quietly: the
-                # run that left them pending was audited, and an entry per open
-                # while an agent stays broken would flood the log.
+                # run that left them pending was audited and stored, and an
+                # entry per open while an agent stays broken would flood both.
+                last = _receipt(ctx, current, progress_log, (), resumed, blocked, unfinished)
+                tombs.write(replace(current, receipt=last.to_dict()))
+                pending = replace(pending, last_run=last)
                 _audit_pending(ctx, current, pending, resumed)
             return pending
-        progress_log = tombs.progress(current.id)
-        blocked = aggregate_blocked(progress_log)
         # A held summary attributed to the subject is sealed under their keys:
         # shredding waits until nothing of theirs is held (the next erasure).
         shredded = _shred(ctx, current.scope) if not blocked else ()
-        receipt = ErasureReceipt(
-            id=current.id,
-            scope=current.scope,
-            requested_at=current.requested_at,
-            requested_by=current.requested_by,
-            reason=current.reason,
-            completed_at=_aware_now(ctx).isoformat(),
-            policy_id=current.policy_id,
-            policy_version=current.policy_version,
-            files=aggregate_files(progress_log),
-            keys_shredded=shredded,
-            resumed=resumed,
-            blocked=blocked,
-        )
+        receipt = _receipt(ctx, current, progress_log, shredded, resumed, blocked, [])
         tombs.write(
             replace(
                 current,
@@ -350,6 +343,32 @@ def complete_tombstone(
         policy_version=current.policy_version,
     )
     return receipt
+
+
+def _receipt(
+    ctx: SubjectContext,
+    tombstone: Tombstone,
+    progress_log: list[dict[str, Any]],
+    shredded: tuple[str, ...],
+    resumed: bool,
+    blocked: tuple[HeldSummaries, ...],
+    unfinished: list[Unfinished],
+) -> ErasureReceipt:
+    return ErasureReceipt(
+        id=tombstone.id,
+        scope=tombstone.scope,
+        requested_at=tombstone.requested_at,
+        requested_by=tombstone.requested_by,
+        reason=tombstone.reason,
+        completed_at=_aware_now(ctx).isoformat(),
+        policy_id=tombstone.policy_id,
+        policy_version=tombstone.policy_version,
+        files=aggregate_files(progress_log),
+        keys_shredded=shredded,
+        resumed=resumed,
+        blocked=blocked,
+        unreached=tuple(u.unreached() for u in unfinished),
+    )
 
 
 def _audit_pending(
@@ -593,7 +612,8 @@ def pending_erasure(target: Target, erasure_id: str) -> PendingErasure | None:
     names = erasure_agents(ctx, tombstone.scope)
     found = [item for name in names for item in unreadable_agent(ctx, name)]
     done = len(set(names) - {u.agent for u in found})
-    return PendingErasure(tombstone.id, tombstone.scope, tuple(found), done=done)
+    last = ErasureReceipt.from_dict(tombstone.receipt) if tombstone.receipt is not None else None
+    return PendingErasure(tombstone.id, tombstone.scope, tuple(found), done=done, last_run=last)
 
 
 def erasure_receipts(target: Target) -> list[ErasureReceipt]:
