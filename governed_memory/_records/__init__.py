@@ -9,6 +9,7 @@ Modules, one concept each:
 * ``_holds``       legal holds (a document)
 * ``_tombstones``  erasure records: tombstones, progress logs, scheduled erasures
 * ``_receipts``    erasure receipts
+* ``_text``        the check that text can be stored (UTF-8, no NUL)
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from ._holds import HOLDS_FILE, HOLDS_LOCK, Hold, HoldNotFoundError, HoldRegistry, HoldSet
     from ._jsonl import JsonlLog
     from ._receipts import ErasureReceipt, FileRemoval, HeldSummaries, UnreachedItem
+    from ._text import validate_text
     from ._tombstones import (
         COMPLETE,
         PROGRESS_SUFFIX,
@@ -74,6 +76,7 @@ _LAZY: dict[str, str] = {
     "TombstoneStore": "._tombstones",
     "new_erasure_id": "._tombstones",
     "check_version": "._version",
+    "validate_text": "._text",
 }
 
 if not TYPE_CHECKING:  # type checkers read the imports above
@@ -108,4 +111,5 @@ __all__ = [
     "check_version",
     "new_erasure_id",
     "validate_subject_id",
+    "validate_text",
 ]

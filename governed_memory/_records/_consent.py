@@ -58,6 +58,7 @@ from .._crypto import CONSENT_PURPOSE, RecordSealing
 from .._errors import ConfigurationError, GovernedMemoryError, StorageError
 from ._chain import is_note
 from ._jsonl import JsonlLog, encode_line
+from ._text import validate_text
 from ._version import check_version
 
 __all__ = [
@@ -88,8 +89,13 @@ def validate_subject_id(subject_id: object) -> str:
     """Return ``subject_id`` if it can identify a data subject.
 
     Raises:
-        ConfigurationError: not a non-empty single-line string of at most 256 characters.
+        ConfigurationError: not a non-empty single-line string of at most 256
+            characters, or not UTF-8 text (a lone surrogate, a NUL).
     """
+    if isinstance(subject_id, str):
+        validate_text(
+            "subject_id", subject_id, fix="use a stable pseudonymous identifier", nul=False
+        )
     if not isinstance(subject_id, str) or not subject_id.strip():
         raise ConfigurationError(
             f"subject_id {subject_id!r} must be a non-empty string, e.g. a customer number"
@@ -386,6 +392,10 @@ class ConsentRegistry:
         policy_version: str,
     ) -> ConsentEvent:
         """Build a validated event (the time is made timezone-aware)."""
+        if isinstance(actor, str):
+            validate_text("actor", actor, fix="give a name such as 'dpo@example.org'", nul=False)
+        if isinstance(purpose, str):
+            validate_text("purpose", purpose, fix="use a purpose the policy names")
         if not actor or _CONTROL.search(actor):
             raise ConfigurationError(
                 f"actor {actor!r} must be a non-empty single-line name, e.g. 'dpo@example.org'"

@@ -34,6 +34,7 @@ from .._crypto import HOLDS_PURPOSE, RecordSealing
 from .._errors import ConfigurationError, HoldNotFoundError, StorageError
 from ._consent import validate_subject_id
 from ._document import JsonDocument
+from ._text import validate_text
 
 __all__ = [
     "HOLDS_FILE",
@@ -120,6 +121,8 @@ class HoldSet:
 
 
 def _text(name: str, value: object, *, example: str) -> str:
+    if isinstance(value, str):
+        validate_text(name, value, fix=f"give text such as {example!r}", nul=False)
     if not isinstance(value, str) or not value.strip():
         raise ConfigurationError(f"{name} {value!r} must be a non-empty text, e.g. {example!r}")
     if len(value) > _MAX_TEXT or _CONTROL.search(value):

@@ -70,6 +70,7 @@ from .._records import (
     Tombstone,
     new_erasure_id,
     validate_subject_id,
+    validate_text,
 )
 from ._context import SubjectContext, subject_context
 from ._errors import ErasureBlockedError
@@ -112,6 +113,12 @@ def _scope(subject: str | None, agent: str | None) -> ErasureScope:
         subject=validate_subject_id(subject) if subject is not None else None,
         agent=validate_agent_name(agent) if agent is not None else None,
     )
+
+
+def _request(reason: str, actor: str) -> None:
+    """Refuse a reason or actor no record can store, before anything is written."""
+    validate_text("reason", reason, fix="give a reason such as a ticket number")
+    validate_text("actor", actor, fix="give a name such as 'dpo@example.org'")
 
 
 def _aware_now(ctx: SubjectContext) -> _dt.datetime:
@@ -204,6 +211,8 @@ def erase(
         that summary (``blocked`` names the files and holds); the rest is erased.
 
     Raises:
+        ConfigurationError: a subject id, agent name, reason or actor no
+            record can store (a lone surrogate, a NUL, ...); nothing was written.
         ErasureBlockedError: a legal hold on the subject (or on an agent
             holding its records) applies; nothing was erased.
         NotFoundError: ``agent`` has no folder in the workspace.
@@ -212,6 +221,7 @@ def erase(
     """
     ctx = subject_context(target)
     scope = _scope(subject, agent)
+    _request(reason, actor)
     refuse_linked_agent(ctx, scope, "erased")
     if scope.agent is not None and not ctx.has_agent(scope.agent):
         raise NotFoundError(
@@ -483,6 +493,7 @@ def schedule_erasure(
     """
     ctx = subject_context(target)
     scope = _scope(subject, agent)
+    _request(reason, actor)
     try:
         delay = parse_duration(grace)
     except ValueError as exc:
