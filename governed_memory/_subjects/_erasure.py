@@ -593,7 +593,12 @@ def scheduled_erasure_task(
     results = run_due_erasures(governance)
     for result in results:
         if isinstance(result, ErasureBlockedError):
-            logger.warning("governed_memory: a scheduled erasure is due but blocked: %s", result)
+            # Not str(result): it names the subject and the holds' targets raw.
+            logger.warning(
+                "governed_memory: a scheduled erasure is due but blocked by legal hold(s) %s; "
+                "it stays scheduled (governed-memory hold list, erasures list)",
+                ", ".join(f"{h.id} on {_target_ref(governance, h)}" for h in result.holds),
+            )
         elif isinstance(result, PendingErasure):
             # The message names agents, files and errors, never the subject.
             logger.error("governed_memory: %s", result.message())
@@ -601,11 +606,26 @@ def scheduled_erasure_task(
             logger.info(
                 "governed_memory: erasure %s of %s complete: %d records, %d summaries",
                 result.id,
-                result.scope.describe(),
+                _scope_ref(governance, result.scope),
                 result.records,
                 result.summaries,
             )
     return results
+
+
+def _scope_ref(governance: Governance, scope: ErasureScope) -> str:
+    """``scope.describe()`` with the subject named by its keyed hash (issue 13, item 7)."""
+    parts = []
+    if scope.subject is not None:
+        parts.append(governance.subject_ref(scope.subject))
+    if scope.agent is not None:
+        parts.append(f"agent {scope.agent!r}")
+    return " in ".join(parts)
+
+
+def _target_ref(governance: Governance, hold: Any) -> str:
+    subject = getattr(hold, "subject", None)
+    return governance.subject_ref(subject) if subject else f"agent {getattr(hold, 'agent', '')!r}"
 
 
 def pending_erasure(target: Target, erasure_id: str) -> PendingErasure | None:
