@@ -57,6 +57,7 @@ from .._base import FileLock
 from .._crypto import CONSENT_PURPOSE, RecordSealing
 from .._errors import ConfigurationError, GovernedMemoryError, StorageError
 from ._chain import is_note
+from ._fields import Fields
 from ._jsonl import JsonlLog, encode_line
 from ._text import validate_text
 from ._version import check_version
@@ -150,19 +151,21 @@ class ConsentEvent:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str) -> ConsentEvent:
-        """The event of one stored line's JSON object (``where`` names it in messages)."""
-        try:
-            return cls(
-                subject=str(data["subject"]),
-                purpose=str(data["purpose"]),
-                action=ConsentAction(data["action"]),
-                at=str(data["at"]),
-                actor=str(data["actor"]),
-                policy_id=str(data["policy_id"]),
-                policy_version=str(data["policy_version"]),
-            )
-        except (KeyError, ValueError) as exc:
-            raise StorageError(f"{where} lacks a valid field {exc}; the log is damaged") from exc
+        """The event of one stored line's JSON object (``where`` names it in messages).
+
+        Raises:
+            StorageError: a field missing or of the wrong type, naming the line and the field.
+        """
+        fields = Fields(data, where)
+        return cls(
+            subject=fields.text("subject"),
+            purpose=fields.text("purpose"),
+            action=ConsentAction(fields.text("action", choices=[a.value for a in ConsentAction])),
+            at=fields.time("at"),
+            actor=fields.text("actor"),
+            policy_id=fields.version_text("policy_id"),
+            policy_version=fields.version_text("policy_version"),
+        )
 
     @classmethod
     def from_json(cls, line: str, where: str) -> ConsentEvent:

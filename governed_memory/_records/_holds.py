@@ -34,6 +34,7 @@ from .._crypto import HOLDS_PURPOSE, RecordSealing
 from .._errors import ConfigurationError, HoldNotFoundError, StorageError
 from ._consent import validate_subject_id
 from ._document import JsonDocument
+from ._fields import Fields
 from ._text import validate_text
 
 __all__ = [
@@ -361,8 +362,26 @@ def _encode(document: dict[str, Any]) -> str:
     return json.dumps(document, indent=1, ensure_ascii=False)
 
 
+_HOLD_FIELDS = tuple(Hold.__dataclass_fields__)
+
+
 def _holds_of(document: dict[str, Any], path: Path) -> tuple[Hold, ...]:
-    try:
-        return tuple(Hold(**item) for item in document["holds"])
-    except (KeyError, TypeError) as exc:
-        raise StorageError(f"legal holds file {path} has an invalid entry ({exc})") from exc
+    """The holds of the stored document; a wrong-typed or unknown field is named (StorageError)."""
+    return tuple(
+        _hold_of(item) for item in Fields(document, f"legal holds file {path}").records("holds")
+    )
+
+
+def _hold_of(fields: Fields) -> Hold:
+    fields.only(_HOLD_FIELDS)
+    return Hold(
+        id=fields.text("id"),
+        reason=fields.text("reason"),
+        placed_by=fields.text("placed_by"),
+        placed_at=fields.text("placed_at"),
+        agent=fields.optional_text("agent"),
+        subject=fields.optional_text("subject"),
+        released_at=fields.optional_text("released_at"),
+        released_by=fields.optional_text("released_by"),
+        release_reason=fields.optional_text("release_reason"),
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ._fields import Fields
 from ._tombstones import ErasureScope, request_from_dict, request_to_dict
 
 __all__ = ["BLOCKED", "PARTIAL", "ErasureReceipt", "FileRemoval", "HeldSummaries", "UnreachedItem"]
@@ -42,15 +43,20 @@ class FileRemoval:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FileRemoval:
+    def from_dict(cls, data: dict[str, Any], where: str = "erasure receipt") -> FileRemoval:
+        return cls.from_fields(Fields(data, where))
+
+    @classmethod
+    def from_fields(cls, fields: Fields) -> FileRemoval:
+        """Read from a stored record's fields (StorageError naming a wrong-typed one)."""
         return cls(
-            agent=str(data["agent"]),
-            file=str(data["file"]),
-            records=int(data["records"]),
-            summaries=int(data["summaries"]),
-            bytes_removed=int(data["bytes_removed"]),
-            bytes_written=int(data["bytes_written"]),
-            deleted=bool(data.get("deleted", False)),
+            agent=fields.text("agent"),
+            file=fields.text("file"),
+            records=fields.count("records"),
+            summaries=fields.count("summaries"),
+            bytes_removed=fields.count("bytes_removed"),
+            bytes_written=fields.count("bytes_written"),
+            deleted=fields.flag("deleted"),
         )
 
 
@@ -76,12 +82,17 @@ class HeldSummaries:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> HeldSummaries:
+    def from_dict(cls, data: dict[str, Any], where: str = "erasure receipt") -> HeldSummaries:
+        return cls.from_fields(Fields(data, where))
+
+    @classmethod
+    def from_fields(cls, fields: Fields) -> HeldSummaries:
+        """Read from a stored record's fields (StorageError naming a wrong-typed one)."""
         return cls(
-            agent=str(data["agent"]),
-            file=str(data["file"]),
-            summaries=int(data["summaries"]),
-            holds=tuple(str(h) for h in data.get("holds", [])),
+            agent=fields.text("agent"),
+            file=fields.text("file"),
+            summaries=fields.count("summaries"),
+            holds=fields.texts("holds"),
         )
 
 
@@ -101,8 +112,15 @@ class UnreachedItem:
         return {"agent": self.agent, "file": self.file, "reason": self.reason}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> UnreachedItem:
-        return cls(agent=str(data["agent"]), file=str(data["file"]), reason=str(data["reason"]))
+    def from_dict(cls, data: dict[str, Any], where: str = "erasure receipt") -> UnreachedItem:
+        return cls.from_fields(Fields(data, where))
+
+    @classmethod
+    def from_fields(cls, fields: Fields) -> UnreachedItem:
+        """Read from a stored record's fields (StorageError naming a wrong-typed one)."""
+        return cls(
+            agent=fields.text("agent"), file=fields.text("file"), reason=fields.text("reason")
+        )
 
 
 @dataclass(frozen=True)
@@ -203,15 +221,21 @@ class ErasureReceipt:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ErasureReceipt:
+    def from_dict(cls, data: dict[str, Any], where: str = "erasure receipt") -> ErasureReceipt:
+        """The receipt of a stored document (``where`` names it in messages).
+
+        Raises:
+            StorageError: a field missing or of the wrong type, naming it.
+        """
+        fields = Fields(data, where)
         return cls(
-            **request_from_dict(data),
-            completed_at=str(data["completed_at"]),
-            policy_id=str(data["policy_id"]),
-            policy_version=str(data["policy_version"]),
-            files=tuple(FileRemoval.from_dict(f) for f in data.get("files", [])),
-            keys_shredded=tuple(str(k) for k in data.get("keys_shredded", [])),
-            resumed=bool(data.get("resumed", False)),
-            blocked=tuple(HeldSummaries.from_dict(b) for b in data.get("blocked", [])),
-            unreached=tuple(UnreachedItem.from_dict(u) for u in data.get("unreached", [])),
+            **request_from_dict(fields),
+            completed_at=fields.text("completed_at"),
+            policy_id=fields.version_text("policy_id"),
+            policy_version=fields.version_text("policy_version"),
+            files=tuple(FileRemoval.from_fields(f) for f in fields.records("files")),
+            keys_shredded=fields.texts("keys_shredded"),
+            resumed=fields.flag("resumed"),
+            blocked=tuple(HeldSummaries.from_fields(b) for b in fields.records("blocked")),
+            unreached=tuple(UnreachedItem.from_fields(u) for u in fields.records("unreached")),
         )

@@ -305,7 +305,8 @@ def complete_tombstone(
             if progress is not None:
                 progress(name, done, len(names))
         progress_log = tombs.progress(current.id)
-        blocked = aggregate_blocked(progress_log)
+        where = f"erasure progress of erasure {current.id}"
+        blocked = aggregate_blocked(progress_log, where)
         if unfinished:
             pending = PendingErasure(
                 current.id,
@@ -319,7 +320,7 @@ def complete_tombstone(
                 # A Conversation's open retries the other agents quietly: the
                 # run that left them pending was audited and stored, and an
                 # entry per open while an agent stays broken would flood both.
-                last = _receipt(ctx, current, progress_log, (), resumed, blocked, unfinished)
+                last = _receipt(ctx, current, progress_log, where, (), resumed, blocked, unfinished)
                 tombs.write(replace(current, receipt=last.to_dict()))
                 pending = replace(pending, last_run=last)
                 _audit_pending(ctx, current, pending, resumed)
@@ -327,7 +328,7 @@ def complete_tombstone(
         # A held summary attributed to the subject is sealed under their keys:
         # shredding waits until nothing of theirs is held (the next erasure).
         shredded = _shred(ctx, current.scope) if not blocked else ()
-        receipt = _receipt(ctx, current, progress_log, shredded, resumed, blocked, [])
+        receipt = _receipt(ctx, current, progress_log, where, shredded, resumed, blocked, [])
         tombs.write(
             replace(
                 current,
@@ -359,6 +360,7 @@ def _receipt(
     ctx: SubjectContext,
     tombstone: Tombstone,
     progress_log: list[dict[str, Any]],
+    where: str,
     shredded: tuple[str, ...],
     resumed: bool,
     blocked: tuple[HeldSummaries, ...],
@@ -373,7 +375,7 @@ def _receipt(
         completed_at=_aware_now(ctx).isoformat(),
         policy_id=tombstone.policy_id,
         policy_version=tombstone.policy_version,
-        files=aggregate_files(progress_log),
+        files=aggregate_files(progress_log, where),
         keys_shredded=shredded,
         resumed=resumed,
         blocked=blocked,
