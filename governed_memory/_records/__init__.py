@@ -5,6 +5,7 @@ Modules, one concept each:
 * ``_jsonl``       an append-only JSON Lines log (locked, fsynced, torn-tail safe, cached)
 * ``_document``    one JSON document replaced atomically
 * ``_version``     the one format-version check
+* ``_fields``      typed fields of a stored record (a wrong type is a damaged file, named)
 * ``_consent``     the consent registry (a log)
 * ``_holds``       legal holds (a document)
 * ``_tombstones``  erasure records: tombstones, progress logs, scheduled erasures
