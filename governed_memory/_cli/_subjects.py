@@ -238,18 +238,24 @@ def erasures_list(ctx: CliContext, as_json: bool) -> None:
         [s.id, "scheduled", s.scope.describe(), s.requested_at, f"due {s.due_at}", ""]
         for s in scheduled
     ]
+    rows = [[*row, ""] for row in rows]
     for t in tombstones:
-        counts = ""
+        counts = why = ""
         state = t.state
         if t.receipt is not None:
             r = ErasureReceipt.from_dict(t.receipt)
             counts = f"{r.records} records, {r.summaries} summaries, {len(r.files)} files"
-            if r.blocked:  # a hold on another subject of a summary's lineage kept it
+            if r.unreached:  # the last run of a pending erasure could not reach these
+                state = f"{state} (blocked)"
+                why = "; ".join(f"{u.file}: {u.reason}" for u in r.unreached)
+            elif r.blocked:  # a hold on another subject of a summary's lineage kept it
                 state = f"{state} (partial: held by {', '.join(r.blocking_holds)})"
-        rows.append([t.id, state, t.scope.describe(), t.requested_at, t.completed_at, counts])
+        elif t.pending:
+            why = "interrupted (`erasures show ID` checks what is left)"
+        rows.append([t.id, state, t.scope.describe(), t.requested_at, t.completed_at, counts, why])
     emit_table(
         "Erasures",
-        ["id", "state", "scope", "requested", "completed / due", "removed"],
+        ["id", "state", "scope", "requested", "completed / due", "removed", "reason pending"],
         rows,
         whole=["id"],
     )
@@ -333,6 +339,18 @@ def _show_pending(pending: PendingErasure) -> None:
             None,
             ["agent", "file", "error", "reason", "fix"],
             [[u.agent, u.file, u.error, u.reason, u.fix] for u in pending.unfinished],
+        )
+    last = pending.last_run
+    if last is not None and last.unreached:
+        click.echo(
+            f"last run {last.completed_at}: blocked: {last.records} records and "
+            f"{last.summaries} summaries removed from {len(last.files)} files; "
+            f"{len(last.unreached)} item(s) not reached"
+        )
+        emit_table(
+            None,
+            ["agent", "file", "blocked because"],
+            [[u.agent, u.file, u.reason] for u in last.unreached],
         )
 
 

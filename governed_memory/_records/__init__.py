@@ -5,10 +5,12 @@ Modules, one concept each:
 * ``_jsonl``       an append-only JSON Lines log (locked, fsynced, torn-tail safe, cached)
 * ``_document``    one JSON document replaced atomically
 * ``_version``     the one format-version check
+* ``_fields``      typed fields of a stored record (a wrong type is a damaged file, named)
 * ``_consent``     the consent registry (a log)
 * ``_holds``       legal holds (a document)
 * ``_tombstones``  erasure records: tombstones, progress logs, scheduled erasures
 * ``_receipts``    erasure receipts
+* ``_text``        the check that text can be stored (UTF-8, no NUL)
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ if TYPE_CHECKING:
     from ._document import JsonDocument
     from ._holds import HOLDS_FILE, HOLDS_LOCK, Hold, HoldNotFoundError, HoldRegistry, HoldSet
     from ._jsonl import JsonlLog
-    from ._receipts import ErasureReceipt, FileRemoval, HeldSummaries
+    from ._receipts import ErasureReceipt, FileRemoval, HeldSummaries, UnreachedItem
+    from ._text import validate_text
     from ._tombstones import (
         COMPLETE,
         PROGRESS_SUFFIX,
@@ -63,6 +66,7 @@ _LAZY: dict[str, str] = {
     "ErasureReceipt": "._receipts",
     "FileRemoval": "._receipts",
     "HeldSummaries": "._receipts",
+    "UnreachedItem": "._receipts",
     "COMPLETE": "._tombstones",
     "ErasureScope": "._tombstones",
     "PROGRESS_SUFFIX": "._tombstones",
@@ -73,6 +77,7 @@ _LAZY: dict[str, str] = {
     "TombstoneStore": "._tombstones",
     "new_erasure_id": "._tombstones",
     "check_version": "._version",
+    "validate_text": "._text",
 }
 
 if not TYPE_CHECKING:  # type checkers read the imports above
@@ -103,7 +108,9 @@ __all__ = [
     "ScheduledErasure",
     "Tombstone",
     "TombstoneStore",
+    "UnreachedItem",
     "check_version",
     "new_erasure_id",
     "validate_subject_id",
+    "validate_text",
 ]

@@ -57,7 +57,9 @@ from .._base import FileLock
 from .._crypto import CONSENT_PURPOSE, RecordSealing
 from .._errors import ConfigurationError, GovernedMemoryError, StorageError
 from ._chain import is_note
+from ._fields import Fields
 from ._jsonl import JsonlLog, encode_line
+from ._text import validate_text
 from ._version import check_version
 
 __all__ = [
@@ -88,8 +90,13 @@ def validate_subject_id(subject_id: object) -> str:
     """Return ``subject_id`` if it can identify a data subject.
 
     Raises:
-        ConfigurationError: not a non-empty single-line string of at most 256 characters.
+        ConfigurationError: not a non-empty single-line string of at most 256
+            characters, or not UTF-8 text (a lone surrogate, a NUL).
     """
+    if isinstance(subject_id, str):
+        validate_text(
+            "subject_id", subject_id, fix="use a stable pseudonymous identifier", nul=False
+        )
     if not isinstance(subject_id, str) or not subject_id.strip():
         raise ConfigurationError(
             f"subject_id {subject_id!r} must be a non-empty string, e.g. a customer number"
@@ -144,19 +151,21 @@ class ConsentEvent:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str) -> ConsentEvent:
-        """The event of one stored line's JSON object (``where`` names it in messages)."""
-        try:
-            return cls(
-                subject=str(data["subject"]),
-                purpose=str(data["purpose"]),
-                action=ConsentAction(data["action"]),
-                at=str(data["at"]),
-                actor=str(data["actor"]),
-                policy_id=str(data["policy_id"]),
-                policy_version=str(data["policy_version"]),
-            )
-        except (KeyError, ValueError) as exc:
-            raise StorageError(f"{where} lacks a valid field {exc}; the log is damaged") from exc
+        """The event of one stored line's JSON object (``where`` names it in messages).
+
+        Raises:
+            StorageError: a field missing or of the wrong type, naming the line and the field.
+        """
+        fields = Fields(data, where)
+        return cls(
+            subject=fields.text("subject"),
+            purpose=fields.text("purpose"),
+            action=ConsentAction(fields.text("action", choices=[a.value for a in ConsentAction])),
+            at=fields.time("at"),
+            actor=fields.text("actor"),
+            policy_id=fields.version_text("policy_id"),
+            policy_version=fields.version_text("policy_version"),
+        )
 
     @classmethod
     def from_json(cls, line: str, where: str) -> ConsentEvent:
@@ -386,6 +395,10 @@ class ConsentRegistry:
         policy_version: str,
     ) -> ConsentEvent:
         """Build a validated event (the time is made timezone-aware)."""
+        if isinstance(actor, str):
+            validate_text("actor", actor, fix="give a name such as 'dpo@example.org'", nul=False)
+        if isinstance(purpose, str):
+            validate_text("purpose", purpose, fix="use a purpose the policy names")
         if not actor or _CONTROL.search(actor):
             raise ConfigurationError(
                 f"actor {actor!r} must be a non-empty single-line name, e.g. 'dpo@example.org'"

@@ -34,6 +34,8 @@ from .._crypto import HOLDS_PURPOSE, RecordSealing
 from .._errors import ConfigurationError, HoldNotFoundError, StorageError
 from ._consent import validate_subject_id
 from ._document import JsonDocument
+from ._fields import Fields
+from ._text import validate_text
 
 __all__ = [
     "HOLDS_FILE",
@@ -120,6 +122,8 @@ class HoldSet:
 
 
 def _text(name: str, value: object, *, example: str) -> str:
+    if isinstance(value, str):
+        validate_text(name, value, fix=f"give text such as {example!r}", nul=False)
     if not isinstance(value, str) or not value.strip():
         raise ConfigurationError(f"{name} {value!r} must be a non-empty text, e.g. {example!r}")
     if len(value) > _MAX_TEXT or _CONTROL.search(value):
@@ -358,8 +362,26 @@ def _encode(document: dict[str, Any]) -> str:
     return json.dumps(document, indent=1, ensure_ascii=False)
 
 
+_HOLD_FIELDS = tuple(Hold.__dataclass_fields__)
+
+
 def _holds_of(document: dict[str, Any], path: Path) -> tuple[Hold, ...]:
-    try:
-        return tuple(Hold(**item) for item in document["holds"])
-    except (KeyError, TypeError) as exc:
-        raise StorageError(f"legal holds file {path} has an invalid entry ({exc})") from exc
+    """The holds of the stored document; a wrong-typed or unknown field is named (StorageError)."""
+    return tuple(
+        _hold_of(item) for item in Fields(document, f"legal holds file {path}").records("holds")
+    )
+
+
+def _hold_of(fields: Fields) -> Hold:
+    fields.only(_HOLD_FIELDS)
+    return Hold(
+        id=fields.text("id"),
+        reason=fields.text("reason"),
+        placed_by=fields.text("placed_by"),
+        placed_at=fields.text("placed_at"),
+        agent=fields.optional_text("agent"),
+        subject=fields.optional_text("subject"),
+        released_at=fields.optional_text("released_at"),
+        released_by=fields.optional_text("released_by"),
+        release_reason=fields.optional_text("release_reason"),
+    )

@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ._fields import Fields
 from ._tombstones import ErasureScope, request_from_dict, request_to_dict
 
-__all__ = ["ErasureReceipt", "FileRemoval", "HeldSummaries"]
+__all__ = ["BLOCKED", "PARTIAL", "ErasureReceipt", "FileRemoval", "HeldSummaries", "UnreachedItem"]
+
+PARTIAL = "partial"
+BLOCKED = "blocked"
 
 
 @dataclass(frozen=True)
@@ -39,15 +43,20 @@ class FileRemoval:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FileRemoval:
+    def from_dict(cls, data: dict[str, Any], where: str = "erasure receipt") -> FileRemoval:
+        return cls.from_fields(Fields(data, where))
+
+    @classmethod
+    def from_fields(cls, fields: Fields) -> FileRemoval:
+        """Read from a stored record's fields (StorageError naming a wrong-typed one)."""
         return cls(
-            agent=str(data["agent"]),
-            file=str(data["file"]),
-            records=int(data["records"]),
-            summaries=int(data["summaries"]),
-            bytes_removed=int(data["bytes_removed"]),
-            bytes_written=int(data["bytes_written"]),
-            deleted=bool(data.get("deleted", False)),
+            agent=fields.text("agent"),
+            file=fields.text("file"),
+            records=fields.count("records"),
+            summaries=fields.count("summaries"),
+            bytes_removed=fields.count("bytes_removed"),
+            bytes_written=fields.count("bytes_written"),
+            deleted=fields.flag("deleted"),
         )
 
 
@@ -73,12 +82,44 @@ class HeldSummaries:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> HeldSummaries:
+    def from_dict(cls, data: dict[str, Any], where: str = "erasure receipt") -> HeldSummaries:
+        return cls.from_fields(Fields(data, where))
+
+    @classmethod
+    def from_fields(cls, fields: Fields) -> HeldSummaries:
+        """Read from a stored record's fields (StorageError naming a wrong-typed one)."""
         return cls(
-            agent=str(data["agent"]),
-            file=str(data["file"]),
-            summaries=int(data["summaries"]),
-            holds=tuple(str(h) for h in data.get("holds", [])),
+            agent=fields.text("agent"),
+            file=fields.text("file"),
+            summaries=fields.count("summaries"),
+            holds=fields.texts("holds"),
+        )
+
+
+@dataclass(frozen=True)
+class UnreachedItem:
+    """An item an erasure could not reach: which agent, which file, and why.
+
+    ``reason`` is ``a symbolic link`` (never followed) or ``unreadable: <error>``.
+    The data there survives until the cause is fixed and the erasure resumed.
+    """
+
+    agent: str
+    file: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"agent": self.agent, "file": self.file, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "erasure receipt") -> UnreachedItem:
+        return cls.from_fields(Fields(data, where))
+
+    @classmethod
+    def from_fields(cls, fields: Fields) -> UnreachedItem:
+        """Read from a stored record's fields (StorageError naming a wrong-typed one)."""
+        return cls(
+            agent=fields.text("agent"), file=fields.text("file"), reason=fields.text("reason")
         )
 
 
@@ -91,6 +132,11 @@ class ErasureReceipt:
     since each agent's plan is logged durably before its files are rewritten.
     ``blocked`` lists the summaries a legal hold on another subject of their
     lineage kept (``state`` is then ``partial``: erase again once released).
+    ``unreached`` lists the items the erasure could not reach (a symbolic
+    link, an unreadable file): ``state`` is then ``blocked``, the erasure
+    stays pending, and this receipt (stored with the pending tombstone)
+    records what its last run did and what it left; ``completed_at`` is then
+    when that run ended.
     """
 
     id: str
@@ -105,11 +151,15 @@ class ErasureReceipt:
     keys_shredded: tuple[str, ...]
     resumed: bool
     blocked: tuple[HeldSummaries, ...] = ()
+    unreached: tuple[UnreachedItem, ...] = ()
 
     @property
     def state(self) -> str:
-        """``complete``, or ``partial`` when a hold kept some summaries (see ``blocked``)."""
-        return "partial" if self.blocked else "complete"
+        """``complete``; ``blocked`` when items were not reached (see ``unreached``);
+        ``partial`` when a hold kept some summaries (see ``blocked``)."""
+        if self.unreached:
+            return BLOCKED
+        return PARTIAL if self.blocked else "complete"
 
     @property
     def blocking_holds(self) -> tuple[str, ...]:
@@ -163,23 +213,29 @@ class ErasureReceipt:
                 "bytes_removed": self.bytes_removed,
                 "bytes_written": self.bytes_written,
             },
-            # Only when a hold kept something: every other receipt keeps its bytes.
-            **(
-                {"state": self.state, "blocked": [b.to_dict() for b in self.blocked]}
-                if self.blocked
-                else {}
-            ),
+            # Only when a hold kept something or an item was not reached: every
+            # other receipt keeps its bytes (and older releases read the rest).
+            **({"state": self.state} if self.blocked or self.unreached else {}),
+            **({"blocked": [b.to_dict() for b in self.blocked]} if self.blocked else {}),
+            **({"unreached": [u.to_dict() for u in self.unreached]} if self.unreached else {}),
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ErasureReceipt:
+    def from_dict(cls, data: dict[str, Any], where: str = "erasure receipt") -> ErasureReceipt:
+        """The receipt of a stored document (``where`` names it in messages).
+
+        Raises:
+            StorageError: a field missing or of the wrong type, naming it.
+        """
+        fields = Fields(data, where)
         return cls(
-            **request_from_dict(data),
-            completed_at=str(data["completed_at"]),
-            policy_id=str(data["policy_id"]),
-            policy_version=str(data["policy_version"]),
-            files=tuple(FileRemoval.from_dict(f) for f in data.get("files", [])),
-            keys_shredded=tuple(str(k) for k in data.get("keys_shredded", [])),
-            resumed=bool(data.get("resumed", False)),
-            blocked=tuple(HeldSummaries.from_dict(b) for b in data.get("blocked", [])),
+            **request_from_dict(fields),
+            completed_at=fields.text("completed_at"),
+            policy_id=fields.version_text("policy_id"),
+            policy_version=fields.version_text("policy_version"),
+            files=tuple(FileRemoval.from_fields(f) for f in fields.records("files")),
+            keys_shredded=fields.texts("keys_shredded"),
+            resumed=fields.flag("resumed"),
+            blocked=tuple(HeldSummaries.from_fields(b) for b in fields.records("blocked")),
+            unreached=tuple(UnreachedItem.from_fields(u) for u in fields.records("unreached")),
         )

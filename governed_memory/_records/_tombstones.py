@@ -48,6 +48,7 @@ from .._base import TMP_PREFIX, FileLock
 from .._crypto import ERASURE_PURPOSE, RecordSealing
 from .._errors import ConfigurationError
 from ._document import JsonDocument
+from ._fields import Fields, damaged
 from ._jsonl import JsonlLog
 
 __all__ = [
@@ -112,8 +113,21 @@ class ErasureScope:
         return {"subject": self.subject, "agent": self.agent}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ErasureScope:
-        return cls(subject=data.get("subject"), agent=data.get("agent"))
+    def from_dict(cls, data: dict[str, Any], where: str = "erasure record") -> ErasureScope:
+        """The scope stored in a record (``where`` names it in messages).
+
+        Raises:
+            StorageError: a field of the wrong type, or neither a subject nor an agent.
+        """
+        return scope_of(Fields(data, where, "scope."))
+
+
+def scope_of(fields: Fields) -> ErasureScope:
+    """The scope held by ``fields`` (a stored record's ``scope`` object)."""
+    subject, agent = fields.optional_text("subject"), fields.optional_text("agent")
+    if subject is None and agent is None:
+        raise damaged(fields.where, fields.prefix.rstrip("."), fields.data, "a subject or an agent")
+    return ErasureScope(subject=subject, agent=agent)
 
 
 class ErasureRequest(Protocol):
@@ -152,14 +166,21 @@ class RequestFields(TypedDict):
     reason: str
 
 
-def request_from_dict(data: dict[str, Any]) -> RequestFields:
-    """The request's fields read back from a stored document, as constructor arguments."""
+def request_from_dict(
+    data: dict[str, Any] | Fields, where: str = "erasure record"
+) -> RequestFields:
+    """The request's fields read back from a stored document, as constructor arguments.
+
+    Raises:
+        StorageError: a field missing or of the wrong type (naming ``where`` and the field).
+    """
+    fields = data if isinstance(data, Fields) else Fields(data, where)
     return {
-        "id": str(data["id"]),
-        "scope": ErasureScope.from_dict(data["scope"]),
-        "requested_at": str(data["requested_at"]),
-        "requested_by": str(data["requested_by"]),
-        "reason": str(data["reason"]),
+        "id": fields.text("id"),
+        "scope": scope_of(fields.record("scope")),
+        "requested_at": fields.text("requested_at"),
+        "requested_by": fields.text("requested_by"),
+        "reason": fields.text("reason"),
     }
 
 
@@ -194,14 +215,20 @@ class Tombstone:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Tombstone:
+    def from_dict(cls, data: dict[str, Any], where: str = "erasure record") -> Tombstone:
+        """The tombstone of a stored document (``where`` names it in messages).
+
+        Raises:
+            StorageError: a field missing or of the wrong type.
+        """
+        fields = Fields(data, where)
         return cls(
-            **request_from_dict(data),
-            policy_id=str(data["policy_id"]),
-            policy_version=str(data["policy_version"]),
-            state=str(data["state"]),
-            completed_at=data.get("completed_at"),
-            receipt=data.get("receipt"),
+            **request_from_dict(fields),
+            policy_id=fields.version_text("policy_id"),
+            policy_version=fields.version_text("policy_version"),
+            state=fields.text("state", choices=(PENDING, COMPLETE)),
+            completed_at=fields.optional_text("completed_at"),
+            receipt=fields.optional_record("receipt"),
         )
 
 
@@ -217,7 +244,7 @@ class ScheduledErasure:
     reason: str
 
     def due(self, now: _dt.datetime) -> bool:
-        return _dt.datetime.fromisoformat(self.due_at) <= _aware(now)
+        return _aware(_dt.datetime.fromisoformat(self.due_at)) <= _aware(now)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -231,8 +258,14 @@ class ScheduledErasure:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ScheduledErasure:
-        return cls(**request_from_dict(data), due_at=str(data["due_at"]))
+    def from_dict(cls, data: dict[str, Any], where: str = "scheduled erasure") -> ScheduledErasure:
+        """The scheduled erasure of a stored document (``where`` names it in messages).
+
+        Raises:
+            StorageError: a field missing or of the wrong type (``due_at`` not a time).
+        """
+        fields = Fields(data, where)
+        return cls(**request_from_dict(fields), due_at=fields.time("due_at"))
 
 
 def _aware(when: _dt.datetime) -> _dt.datetime:
@@ -271,8 +304,22 @@ class TombstoneStore:
         self._tombstone(tombstone.id).write(tombstone.to_dict())
 
     def get(self, erasure_id: str) -> Tombstone | None:
+        """The tombstone (its receipt checked too); None when absent.
+
+        Raises:
+            StorageError: unreadable, or damaged (a field missing or of the wrong
+                type: the message names the file and the field).
+        """
         data = self.document(erasure_id)
-        return None if data is None else Tombstone.from_dict(data)
+        if data is None:
+            return None
+        where = f"erasure record {self._tombstone(erasure_id).path}"
+        tombstone = Tombstone.from_dict(data, where)
+        if tombstone.receipt is not None:
+            from ._receipts import ErasureReceipt  # here: it imports this module
+
+            ErasureReceipt.from_dict(tombstone.receipt, f"{where}, receipt")
+        return tombstone
 
     def document(self, erasure_id: str) -> dict[str, Any] | None:
         """The stored JSON document of a tombstone (opened when sealed); None when absent."""
@@ -357,9 +404,10 @@ class TombstoneStore:
     def scheduled(self) -> list[ScheduledErasure]:
         found = []
         for name in sorted(self._names(self._scheduled, ".json")):
-            data = self._scheduled_erasure(name[: -len(".json")]).read()
+            document = self._scheduled_erasure(name[: -len(".json")])
+            data = document.read()
             if data is not None:
-                found.append(ScheduledErasure.from_dict(data))
+                found.append(ScheduledErasure.from_dict(data, f"scheduled erasure {document.path}"))
         return found
 
     def unschedule(self, erasure_id: str) -> bool:
@@ -413,7 +461,37 @@ def _encode(document: dict[str, Any]) -> str:
 
 
 def _entry(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """A progress line, the type of each field it has checked (StorageError naming it).
+
+    A line's fields are read when the erasure's receipt is built; a field of
+    the wrong type is reported here, with the file and the line.
+    """
+    fields = Fields(data, where)
+    fields.text("agent")
+    fields.optional_text("partition")
+    for item in fields.records("files"):
+        _present(item, texts=("agent", "file"), counts=_FILE_COUNTS, flags=("deleted",))
+    for item in fields.records("blocked"):
+        _present(item, texts=("agent", "file"), counts=("summaries",), flags=())
+        item.texts("holds")
     return data
+
+
+_FILE_COUNTS = ("records", "summaries", "bytes_removed", "bytes_written")
+
+
+def _present(
+    fields: Fields, *, texts: tuple[str, ...], counts: tuple[str, ...], flags: tuple[str, ...]
+) -> None:
+    for name in texts:
+        if name in fields.data:
+            fields.text(name)
+    for name in counts:
+        if name in fields.data:
+            fields.count(name)
+    for name in flags:
+        if name in fields.data:
+            fields.flag(name)
 
 
 def _context(path: Path) -> str:

@@ -64,11 +64,13 @@ from .._records import (
     COMPLETE,
     ErasureReceipt,
     ErasureScope,
+    HeldSummaries,
     Hold,
     ScheduledErasure,
     Tombstone,
     new_erasure_id,
     validate_subject_id,
+    validate_text,
 )
 from ._context import SubjectContext, subject_context
 from ._errors import ErasureBlockedError
@@ -111,6 +113,12 @@ def _scope(subject: str | None, agent: str | None) -> ErasureScope:
         subject=validate_subject_id(subject) if subject is not None else None,
         agent=validate_agent_name(agent) if agent is not None else None,
     )
+
+
+def _request(reason: str, actor: str) -> None:
+    """Refuse a reason or actor no record can store, before anything is written."""
+    validate_text("reason", reason, fix="give a reason such as a ticket number")
+    validate_text("actor", actor, fix="give a name such as 'dpo@example.org'")
 
 
 def _aware_now(ctx: SubjectContext) -> _dt.datetime:
@@ -203,6 +211,8 @@ def erase(
         that summary (``blocked`` names the files and holds); the rest is erased.
 
     Raises:
+        ConfigurationError: a subject id, agent name, reason or actor no
+            record can store (a lone surrogate, a NUL, ...); nothing was written.
         ErasureBlockedError: a legal hold on the subject (or on an agent
             holding its records) applies; nothing was erased.
         NotFoundError: ``agent`` has no folder in the workspace.
@@ -211,6 +221,7 @@ def erase(
     """
     ctx = subject_context(target)
     scope = _scope(subject, agent)
+    _request(reason, actor)
     refuse_linked_agent(ctx, scope, "erased")
     if scope.agent is not None and not ctx.has_agent(scope.agent):
         raise NotFoundError(
@@ -293,6 +304,9 @@ def complete_tombstone(
             unfinished += erase_agent(ctx, tombs, current, name, day, held)
             if progress is not None:
                 progress(name, done, len(names))
+        progress_log = tombs.progress(current.id)
+        where = f"erasure progress of erasure {current.id}"
+        blocked = aggregate_blocked(progress_log, where)
         if unfinished:
             pending = PendingErasure(
                 current.id,
@@ -301,30 +315,20 @@ def complete_tombstone(
                 done=len(set(names) - {u.agent for u in unfinished}),
             )
             if first is None:
+                # The receipt of this run, state blocked, kept with the pending
+                # tombstone: what was removed and what could not be reached.
                 # A Conversation's open retries the other agents quietly: the
-                # run that left them pending was audited, and an entry per open
-                # while an agent stays broken would flood the log.
+                # run that left them pending was audited and stored, and an
+                # entry per open while an agent stays broken would flood both.
+                last = _receipt(ctx, current, progress_log, where, (), resumed, blocked, unfinished)
+                tombs.write(replace(current, receipt=last.to_dict()))
+                pending = replace(pending, last_run=last)
                 _audit_pending(ctx, current, pending, resumed)
             return pending
-        progress_log = tombs.progress(current.id)
-        blocked = aggregate_blocked(progress_log)
         # A held summary attributed to the subject is sealed under their keys:
         # shredding waits until nothing of theirs is held (the next erasure).
         shredded = _shred(ctx, current.scope) if not blocked else ()
-        receipt = ErasureReceipt(
-            id=current.id,
-            scope=current.scope,
-            requested_at=current.requested_at,
-            requested_by=current.requested_by,
-            reason=current.reason,
-            completed_at=_aware_now(ctx).isoformat(),
-            policy_id=current.policy_id,
-            policy_version=current.policy_version,
-            files=aggregate_files(progress_log),
-            keys_shredded=shredded,
-            resumed=resumed,
-            blocked=blocked,
-        )
+        receipt = _receipt(ctx, current, progress_log, where, shredded, resumed, blocked, [])
         tombs.write(
             replace(
                 current,
@@ -350,6 +354,33 @@ def complete_tombstone(
         policy_version=current.policy_version,
     )
     return receipt
+
+
+def _receipt(
+    ctx: SubjectContext,
+    tombstone: Tombstone,
+    progress_log: list[dict[str, Any]],
+    where: str,
+    shredded: tuple[str, ...],
+    resumed: bool,
+    blocked: tuple[HeldSummaries, ...],
+    unfinished: list[Unfinished],
+) -> ErasureReceipt:
+    return ErasureReceipt(
+        id=tombstone.id,
+        scope=tombstone.scope,
+        requested_at=tombstone.requested_at,
+        requested_by=tombstone.requested_by,
+        reason=tombstone.reason,
+        completed_at=_aware_now(ctx).isoformat(),
+        policy_id=tombstone.policy_id,
+        policy_version=tombstone.policy_version,
+        files=aggregate_files(progress_log, where),
+        keys_shredded=shredded,
+        resumed=resumed,
+        blocked=blocked,
+        unreached=tuple(u.unreached() for u in unfinished),
+    )
 
 
 def _audit_pending(
@@ -464,6 +495,7 @@ def schedule_erasure(
     """
     ctx = subject_context(target)
     scope = _scope(subject, agent)
+    _request(reason, actor)
     try:
         delay = parse_duration(grace)
     except ValueError as exc:
@@ -563,7 +595,12 @@ def scheduled_erasure_task(
     results = run_due_erasures(governance)
     for result in results:
         if isinstance(result, ErasureBlockedError):
-            logger.warning("governed_memory: a scheduled erasure is due but blocked: %s", result)
+            # Not str(result): it names the subject and the holds' targets raw.
+            logger.warning(
+                "governed_memory: a scheduled erasure is due but blocked by legal hold(s) %s; "
+                "it stays scheduled (governed-memory hold list, erasures list)",
+                ", ".join(f"{h.id} on {_target_ref(governance, h)}" for h in result.holds),
+            )
         elif isinstance(result, PendingErasure):
             # The message names agents, files and errors, never the subject.
             logger.error("governed_memory: %s", result.message())
@@ -571,11 +608,26 @@ def scheduled_erasure_task(
             logger.info(
                 "governed_memory: erasure %s of %s complete: %d records, %d summaries",
                 result.id,
-                result.scope.describe(),
+                _scope_ref(governance, result.scope),
                 result.records,
                 result.summaries,
             )
     return results
+
+
+def _scope_ref(governance: Governance, scope: ErasureScope) -> str:
+    """``scope.describe()`` with the subject named by its keyed hash (issue 13, item 7)."""
+    parts = []
+    if scope.subject is not None:
+        parts.append(governance.subject_ref(scope.subject))
+    if scope.agent is not None:
+        parts.append(f"agent {scope.agent!r}")
+    return " in ".join(parts)
+
+
+def _target_ref(governance: Governance, hold: Any) -> str:
+    subject = getattr(hold, "subject", None)
+    return governance.subject_ref(subject) if subject else f"agent {getattr(hold, 'agent', '')!r}"
 
 
 def pending_erasure(target: Target, erasure_id: str) -> PendingErasure | None:
@@ -593,7 +645,8 @@ def pending_erasure(target: Target, erasure_id: str) -> PendingErasure | None:
     names = erasure_agents(ctx, tombstone.scope)
     found = [item for name in names for item in unreadable_agent(ctx, name)]
     done = len(set(names) - {u.agent for u in found})
-    return PendingErasure(tombstone.id, tombstone.scope, tuple(found), done=done)
+    last = ErasureReceipt.from_dict(tombstone.receipt) if tombstone.receipt is not None else None
+    return PendingErasure(tombstone.id, tombstone.scope, tuple(found), done=done, last_run=last)
 
 
 def erasure_receipts(target: Target) -> list[ErasureReceipt]:

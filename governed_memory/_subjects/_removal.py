@@ -369,19 +369,27 @@ def _size(memory: AgentStore, item: str | None) -> int:
         return 0
 
 
-def aggregate_files(entries: list[dict[str, Any]]) -> tuple[FileRemoval, ...]:
-    """What the progress lines say was removed, per file, sorted by agent and file."""
+def aggregate_files(
+    entries: list[dict[str, Any]], where: str = "erasure progress"
+) -> tuple[FileRemoval, ...]:
+    """What the progress lines say was removed, per file, sorted by agent and file.
+
+    Raises:
+        StorageError: a line's file entry lacks a field (``where`` names the log).
+    """
     # The last plan for a file wins: a resumed run re-plans only what the
     # interrupted run had not rewritten yet.
     latest: dict[tuple[str, str], FileRemoval] = {}
     for entry in entries:
         for item in entry.get("files", []):
-            removal = FileRemoval.from_dict(item)
+            removal = FileRemoval.from_dict(item, where)
             latest[(removal.agent, removal.file)] = removal
     return tuple(latest[k] for k in sorted(latest))
 
 
-def aggregate_blocked(entries: list[dict[str, Any]]) -> tuple[HeldSummaries, ...]:
+def aggregate_blocked(
+    entries: list[dict[str, Any]], where: str = "erasure progress"
+) -> tuple[HeldSummaries, ...]:
     """What a hold still keeps, per memory, as the last run through each memory saw it.
 
     A line without ``blocked`` was written when no other subject was held:
@@ -390,5 +398,5 @@ def aggregate_blocked(entries: list[dict[str, Any]]) -> tuple[HeldSummaries, ...
     latest: dict[tuple[str, str], list[HeldSummaries]] = {}
     for entry in entries:
         key = (str(entry["agent"]), str(entry.get("partition") or ""))
-        latest[key] = [HeldSummaries.from_dict(b) for b in entry.get("blocked", [])]
+        latest[key] = [HeldSummaries.from_dict(b, where) for b in entry.get("blocked", [])]
     return tuple(b for key in sorted(latest) for b in latest[key])

@@ -32,7 +32,7 @@ from .._errors import (
     KeyUnavailableError,
     StorageError,
 )
-from .._records import ErasureScope
+from .._records import ErasureReceipt, ErasureScope, UnreachedItem
 from ._context import SubjectContext
 
 __all__ = [
@@ -74,6 +74,11 @@ class Unfinished:
         where = f"agent {self.agent!r}, {self.file}" if self.agent else self.file
         return f"{where}: {self.reason} ({self.error}); fix: {self.fix}"
 
+    def unreached(self) -> UnreachedItem:
+        """How a receipt records it: the path and ``a symbolic link`` or ``unreadable: <error>``."""
+        why = "a symbolic link" if self.error == LINK_ERROR else f"unreadable: {self.reason}"
+        return UnreachedItem(agent=self.agent, file=self.file, reason=why)
+
     def to_dict(self) -> dict[str, str]:
         return {
             "agent": self.agent,
@@ -100,13 +105,16 @@ class PendingErasure:
 
     ``done`` is how many agents were finished (or are readable, when asked
     by ``erasures show``); ``unfinished`` what is left and why. The tombstone
-    stays pending until a run finds nothing left.
+    stays pending until a run finds nothing left. ``last_run`` is the receipt
+    the last full run stored with the tombstone (state ``blocked``: what it
+    removed and the items it could not reach), when there is one.
     """
 
     id: str
     scope: ErasureScope
     unfinished: tuple[Unfinished, ...]
     done: int = 0
+    last_run: ErasureReceipt | None = None
 
     @property
     def agents(self) -> list[str]:
@@ -131,6 +139,7 @@ class PendingErasure:
             "state": "pending",
             "agents_done": self.done,
             "unfinished": [u.to_dict() for u in self.unfinished],
+            **({"last_run": self.last_run.to_dict()} if self.last_run is not None else {}),
         }
 
 

@@ -163,8 +163,8 @@ def test_an_as_of_outside_the_plannable_years_names_the_range(workspace: Path, a
 
 
 def test_a_wrong_typed_erasure_record_is_one_line_not_a_traceback(workspace: Path) -> None:
-    # The record readers (_records) do not check field types yet; the CLI's edge
-    # still turns what they raise into one line with its place and the fix.
+    # The record readers (_records) check field types: one line naming the file,
+    # the field, what was found and expected, and the fix.
     assert _run("--workspace", str(workspace), "erase", "--subject", "s1", "--yes")[0] == 0
     (record,) = (workspace / ".governed_memory" / "tombstones").glob("*.json")
     document = json.loads(record.read_text(encoding="utf-8"))
@@ -172,5 +172,5 @@ def test_a_wrong_typed_erasure_record_is_one_line_not_a_traceback(workspace: Pat
     record.write_text(json.dumps(document), encoding="utf-8")
     code, out = _run("--workspace", str(workspace), "erasures", "list")
     assert code == 1
-    assert out.startswith("error: unexpected TypeError")
+    assert out.startswith(f"error: erasure record {record}, receipt: field 'files' is 5 (int)")
     assert "restore it from a backup" in out
