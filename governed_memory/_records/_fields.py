@@ -107,7 +107,8 @@ class Fields:
             raise self._bad(name, value, "a list of texts")
         return tuple(value)
 
-    def record(self, name: str) -> Fields:
+    def nested(self, name: str) -> Fields:
+        """The fields of the JSON object ``name`` (its errors name ``name.<field>``)."""
         return Fields(self._get(name, _MISSING), self.where, f"{self.prefix}{name}.")
 
     def optional_record(self, name: str) -> dict[str, Any] | None:

@@ -177,7 +177,7 @@ def request_from_dict(
     fields = data if isinstance(data, Fields) else Fields(data, where)
     return {
         "id": fields.text("id"),
-        "scope": scope_of(fields.record("scope")),
+        "scope": scope_of(fields.nested("scope")),
         "requested_at": fields.text("requested_at"),
         "requested_by": fields.text("requested_by"),
         "reason": fields.text("reason"),
