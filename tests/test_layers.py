@@ -50,10 +50,14 @@ def test_conversation_module_can_load_no_governed_layer(runtime_reach: set[str])
 
 
 def test_conversation_module_loads_at_most_the_data_path(runtime_reach: set[str]) -> None:
-    """Errors, base, format, protocols, stores and the module's own erasure filter: 13 modules."""
+    """Errors, base, format, protocols, stores, the module's own erasure filter and isolation helpers.
+
+    15 modules: the subject-isolation helpers (``_memory._isolation``) moved out
+    of the Conversation module into one of their own, so it stays readable.
+    """
     layers = {m.split(".")[1] for m in runtime_reach}
     assert layers <= {"_base", "_errors", "_format", "_memory", "_protocols", "_stores"}
-    assert len(runtime_reach) <= 14
+    assert len(runtime_reach) <= 15
 
 
 def test_conversation_module_names_no_governed_layer_even_for_type_checking() -> None:

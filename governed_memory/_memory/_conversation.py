@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -54,6 +53,7 @@ from .._format import (
 from .._protocols import CONFIGURED, Configured, ConsentGate, ErasureWatch, resolve_governance
 from .._stores import AgentStore, BlockAppender, PlaintextAgentStore, StoreFactory, isolate_subjects
 from ._erasures import filter_history, is_preload
+from ._isolation import Parts, isolated_preload, sort_turns
 
 __all__ = ["Conversation", "bounded_preload_text", "newest_records"]
 
@@ -114,16 +114,6 @@ def newest_records(preamble: str, records: list[Record], max_chars: int | None) 
         first -= 1
         budget -= len(records[first].raw)
     return records[first:]
-
-
-@dataclass
-class _Parts:
-    """The turns of a history as a compaction sorts them (see ``Conversation._compaction_parts``)."""
-
-    shared: list[Message] = field(default_factory=list)  # the agent's shared preload: kept
-    own: list[Message] = field(default_factory=list)  # summarised
-    others: list[Message] = field(default_factory=list)  # other subjects' (isolation): kept
-    left_out: list[Message] = field(default_factory=list)  # without consent: kept when left out
 
 
 def _history_string(messages: list[Message]) -> str:
@@ -363,65 +353,15 @@ class Conversation:
         )
 
     def _preload_isolated(self, at: int | None = None) -> None:
-        """Preload under subject isolation: the agent's subject-free records, then the subject's own.
-
-        Two messages, so a compaction can keep the first (records every
-        subject of the agent shares) and summarise only the second. A record
-        is shown only when every subject it holds (its own and its lineage)
-        is the conversation's subject: nothing of anyone else, wherever it
-        was stored.
-        """
+        """Preload under subject isolation (:func:`._isolation.isolated_preload`)."""
         assert self._agent_store is not None and self.governance is not None
-        wanted = set() if self._bound is None else {self._bound}
-        parts: list[tuple[str, list[Record]]] = []
-        stores = (
-            [self._agent_store]
-            if self._store is self._agent_store
-            else [
-                self._agent_store,
-                self._store,
-            ]
+        own = None if self._store is self._agent_store else self._store
+        preload = isolated_preload(
+            self._agent_store, own, self._bound, self.governance, self.preload_max_chars
         )
-        for i, store in enumerate(stores):
-            text = store.read_memory() if store is not None else None
-            if text is None or not has_records(text):
-                parts.append(("", []))
-                continue
-            parsed = parse_memory(text)
-            allowed = set() if i == 0 else wanted
-            records = [r for r in parsed.records if record_subjects(r) <= allowed]
-            records = self.governance.preload_records(records, agent=self._agent_store.agent)
-            parts.append((parsed.preamble, records))
-        if self.preload_max_chars is not None:
-            # One bound over both, the newest records kept (each part has its preamble).
-            budget = self.preload_max_chars - sum(len(p) for p, records in parts if records)
-            combined = [(i, r) for i, (_, records) in enumerate(parts) for r in records]
-            kept = combined
-            if sum(len(r.raw) for _, r in combined) > budget:
-                first = len(combined)
-                while first and len(combined[first - 1][1].raw) <= budget:
-                    first -= 1
-                    budget -= len(combined[first][1].raw)
-                kept = combined[first:]
-            parts = [(p, [r for j, r in kept if j == i]) for i, (p, _) in enumerate(parts)]
-        messages: list[Message] = []
-        self._shared_preload = None
-        self._preload_subjects = set()
-        for i, (preamble, records) in enumerate(parts):
-            if not records:
-                continue
-            text = preamble + "".join(record.raw for record in records)
-            if "\r" in text:
-                text = text.replace("\r\n", "\n").replace("\r", "\n")
-            message: Message = {"role": "System", "content": PRELOAD_PREFIX + text}
-            if i == 0 and len(stores) > 1:
-                self._shared_preload = message
-            else:
-                for record in records:
-                    self._preload_subjects |= record_subjects(record)
-            messages.append(message)
+        self._shared_preload, self._preload_subjects = preload.shared, preload.subjects
         where = len(self.conversation_history) if at is None else at
-        self.conversation_history[where:where] = messages
+        self.conversation_history[where:where] = preload.messages
 
     # -- building messages ---------------------------------------------
 
@@ -642,20 +582,14 @@ class Conversation:
         self._preload_subjects = set()
         self._reset_tokens()
 
-    def _compaction_parts(self) -> _Parts:
+    def _compaction_parts(self) -> Parts:
         """The turns after the static context, sorted by what a compaction does with them.
 
-        Without subject isolation every turn is the conversation's own. Under
-        it, the preloaded subject-free records of the agent are kept as they
-        are, and a message holding any subject but the conversation's own is
-        another subject's. Turns holding a subject the gate says a summary
-        must leave out (``summarization.without_consent = "leave_out"``) are
-        set apart as well.
+        See :func:`._isolation.sort_turns`; the subjects a summary must leave
+        out are the gate's (``summarization.without_consent``).
         """
-        parts = _Parts()
         turns = self.conversation_history[self._static_prefix() :]
         isolated = self._agent_store is not None
-        mine = set() if self._bound is None else {self._bound}
         left: set[str] = set()
         if self.governance is not None:
             subjects: set[str] = set(self._preload_subjects)
@@ -663,18 +597,13 @@ class Conversation:
                 subjects |= message_subjects(message)
             own_subject = self._bound if isolated else self.subject_id
             left = self.governance.left_out(subjects - {own_subject} if own_subject else subjects)
-        for message in turns:
-            if isolated and message is self._shared_preload:
-                parts.shared.append(message)
-                continue
-            held = self._preload_subjects if is_preload(message) else message_subjects(message)
-            if isolated and not held <= mine:
-                parts.others.append(message)
-            elif held & left:
-                parts.left_out.append(message)
-            else:
-                parts.own.append(message)
-        return parts
+        return sort_turns(
+            turns,
+            mine=(set() if self._bound is None else {self._bound}) if isolated else None,
+            shared_preload=self._shared_preload,
+            preload_subjects=self._preload_subjects,
+            left_out=left,
+        )
 
     def compaction_transcript(self) -> tuple[str, list[Message]]:
         """What a summary for :meth:`compact` may be built from: (the text, the turns).
