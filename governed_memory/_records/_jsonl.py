@@ -266,13 +266,17 @@ class JsonlLog(Generic[Record]):
 
     def stored_lines(self) -> list[bytes]:
         """The log's complete lines as stored (sealed or not), read now; [] when absent."""
+        data = self._stored()
+        return [] if data is None else _complete_lines(data)
+
+    def _stored(self) -> bytes | None:
+        """The log's bytes as stored, read now; None when the log is absent."""
         try:
-            data = self.path.read_bytes()
+            return self.path.read_bytes()
         except FileNotFoundError:
-            return []
+            return None
         except OSError as exc:
             raise StorageError(f"cannot read {self.what} {self.path}: {exc}") from exc
-        return data[: data.rfind(b"\n") + 1].splitlines()
 
     # -- writing -------------------------------------------------------
 
@@ -365,13 +369,10 @@ class JsonlLog(Generic[Record]):
         if not self.chained:
             return self.rewrite(lambda raw: None if drop(raw) else raw)
         with self._mutex, self.locked():
-            try:
-                data = self.path.read_bytes()
-            except FileNotFoundError:
+            data = self._stored()
+            if data is None:
                 return False
-            except OSError as exc:
-                raise StorageError(f"cannot read {self.what} {self.path}: {exc}") from exc
-            lines = data[: data.rfind(b"\n") + 1].splitlines()
+            lines = _complete_lines(data)
             kept: list[bytes] = []
             old = Chain()  # the old notes' runs, and the walk of the unchained prefix
             found = []
@@ -450,14 +451,11 @@ class JsonlLog(Generic[Record]):
         nothing.
         """
         with self._mutex, self.locked():
-            try:
-                data = self.path.read_bytes()
-            except FileNotFoundError:
+            data = self._stored()
+            if data is None:
                 return False
-            except OSError as exc:
-                raise StorageError(f"cannot read {self.what} {self.path}: {exc}") from exc
             kept = []
-            for raw in data[: data.rfind(b"\n") + 1].splitlines():
+            for raw in _complete_lines(data):
                 new = convert(raw) if raw.strip() else raw
                 if new is not None:
                     kept.append(new)
@@ -501,6 +499,11 @@ def _repair_torn_tail(fd: int) -> None:
             os.ftruncate(fd, 0)
             return
         start = max(0, start - _CHUNK)
+
+
+def _complete_lines(data: bytes) -> list[bytes]:
+    """The complete lines of ``data`` (a torn last line, without its newline, left out)."""
+    return data[: data.rfind(b"\n") + 1].splitlines()
 
 
 if TYPE_CHECKING:  # mypy checks that the class implements the storage seam's protocol
