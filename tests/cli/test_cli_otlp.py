@@ -103,17 +103,40 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _cli(workspace: Path, policy: Path, *args: str) -> list[str]:
+def _cli(workspace: Path, policy: Path | None, *args: str) -> list[str]:
+    """The CLI as its own process (``policy`` None: the default policy)."""
+    chosen = [] if policy is None else ["--policy", str(policy)]
     return [
         sys.executable,
         "-c",
         "from governed_memory._cli import main; main()",
         "--workspace",
         str(workspace),
-        "--policy",
-        str(policy),
+        *chosen,
         *args,
     ]
+
+
+def run_scheduler_until_it_purges(command: list[str], env: dict[str, str]) -> None:
+    """Run ``scheduler run`` until it reports a purge, then stop it with SIGTERM (exit 0)."""
+    proc = subprocess.Popen(
+        command, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        seen = ""
+        while "deleted " not in seen and time.monotonic() < deadline:
+            seen += proc.stderr.readline()  # never purged: it catches up at once
+        assert "deleted " in seen, seen
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
 
 
 def _grant(workspace: Path, policy: Path, env: dict[str, str]) -> None:
@@ -181,26 +204,7 @@ def test_the_scheduler_daemon_exports_its_purge_spans_by_the_time_it_stops(
     workspace: Path, policy: Path, collector: Collector
 ) -> None:
     env = _env(GOVERNED_MEMORY_OTLP_ENDPOINT=collector.url, GOVERNED_MEMORY_SERVICE_NAME="sched")
-    proc = subprocess.Popen(
-        _cli(workspace, policy, "scheduler", "run", "--leader-retry", "0.2"),
-        env=env,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
+    run_scheduler_until_it_purges(
+        _cli(workspace, policy, "scheduler", "run", "--leader-retry", "0.2"), env
     )
-    try:
-        assert proc.stderr is not None
-        deadline = time.monotonic() + 60
-        seen = ""
-        while "deleted " not in seen and time.monotonic() < deadline:
-            seen += proc.stderr.readline()  # never purged: it catches up at once
-        assert "deleted " in seen, seen
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
     assert ("sched", "delete_memory") in collector.spans()

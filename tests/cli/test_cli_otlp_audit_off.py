@@ -8,38 +8,13 @@ endpoint, default mode stays as it was: no spans, no audit files.
 
 from __future__ import annotations
 
-import signal
 import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from test_cli_otlp import Collector, _env
+from test_cli_otlp import Collector, _cli, _env, run_scheduler_until_it_purges
+from test_cli_otlp import collector as collector  # the receiver fixture, shared
 
 from governed_memory import Governance, NullAuditSink, Settings
-
-
-@pytest.fixture
-def collector() -> Iterator[Collector]:
-    receiver = Collector()
-    try:
-        yield receiver
-    finally:
-        receiver.close()
-
-
-def _cli(workspace: Path, *args: str) -> list[str]:
-    import sys
-
-    return [
-        sys.executable,
-        "-c",
-        "from governed_memory._cli import main; main()",
-        "--workspace",
-        str(workspace),
-        *args,
-    ]
 
 
 def _files(root: Path) -> list[str]:
@@ -51,7 +26,7 @@ def test_a_cli_command_under_the_default_policy_exports_spans_and_writes_no_log(
 ) -> None:
     env = _env(OTEL_EXPORTER_OTLP_ENDPOINT=collector.url)
     done = subprocess.run(
-        _cli(workspace, "consent", "grant", "--subject", "s-1", "--purpose", "persist"),
+        _cli(workspace, None, "consent", "grant", "--subject", "s-1", "--purpose", "persist"),
         env=env,
         capture_output=True,
         text=True,
@@ -72,28 +47,9 @@ def test_the_scheduler_daemon_with_audit_off_exports_its_purge_spans(
         '[retention]\narchives_max_age = "30d"\n\n[schedule]\npurge_interval = "1d"\n'
     )
     env = _env(GOVERNED_MEMORY_OTLP_ENDPOINT=collector.url, GOVERNED_MEMORY_SERVICE_NAME="sched")
-    proc = subprocess.Popen(
-        _cli(workspace, "--policy", str(policy), "scheduler", "run", "--leader-retry", "0.2"),
-        env=env,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
+    run_scheduler_until_it_purges(
+        _cli(workspace, policy, "scheduler", "run", "--leader-retry", "0.2"), env
     )
-    try:
-        assert proc.stderr is not None
-        deadline = time.monotonic() + 60
-        seen = ""
-        while "deleted " not in seen and time.monotonic() < deadline:
-            seen += proc.stderr.readline()  # never purged: it catches up at once
-        assert "deleted " in seen, seen
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
     assert ("sched", "delete_memory") in collector.spans()
     assert not [f for f in _files(workspace) if "audit" in f]
 
