@@ -39,10 +39,16 @@ def policy(on_missing: str = "memory_only") -> Policy:
 
 
 def setup(
-    workspace: Path, clock: FixedClock, kind: str, *, b_state: str, on_missing: str = "memory_only"
+    workspace: Path,
+    clock: FixedClock,
+    kind: str,
+    *,
+    b_state: str,
+    on_missing: str = "memory_only",
+    rules: Policy | None = None,
 ) -> tuple[Governance, RecordingAuditSink, Conversation]:
     """A-1 consents; B-2 never did, or did and withdrew after B-SECRET was stored."""
-    gov = governance(workspace, clock, policy(on_missing), kind=kind)
+    gov = governance(workspace, clock, rules or policy(on_missing), kind=kind)
     sink = RecordingAuditSink()
     gov.audit = sink
     gov.grant("A-1", "persist", actor="dpo")
@@ -185,23 +191,7 @@ def leave_out_policy() -> Policy:
 def leave_out_setup(
     workspace: Path, clock: FixedClock, kind: str, b_state: str
 ) -> tuple[Governance, RecordingAuditSink, Conversation]:
-    gov = governance(workspace, clock, leave_out_policy(), kind=kind)
-    sink = RecordingAuditSink()
-    gov.audit = sink
-    gov.grant("A-1", "persist", actor="dpo")
-    if b_state == "withdrawn":
-        gov.grant("B-2", "persist", actor="dpo")
-    conv = Conversation(
-        name="teller",
-        memory_md_path=memory_md_path("Teller", workspace),
-        governance=gov,
-        subject_id="A-1",
-    )
-    conv.add("Human", "A-1 asks about the opening hours.")
-    conv.add("Human", SECRET, subject_id="B-2")
-    if b_state == "withdrawn":
-        gov.withdraw("B-2", "persist", actor="B-2")
-    return gov, sink, conv
+    return setup(workspace, clock, kind, b_state=b_state, rules=leave_out_policy())
 
 
 @pytest.mark.parametrize("b_state", ["never", "withdrawn"])
