@@ -34,6 +34,7 @@ __all__ = [
     "Record",
     "escape_content",
     "has_records",
+    "newest_records",
     "parse_memory",
     "record_offsets",
     "record_offsets_newest_first",
@@ -279,3 +280,21 @@ def parse_memory(text: str) -> MemoryFile:
         preamble=text[: headers[0].start()] if headers else text,
         records=records,
     )
+
+
+def newest_records(preamble: str, records: list[Record], max_chars: int | None) -> list[Record]:
+    """The newest of ``records`` that fit ``max_chars`` together with ``preamble``.
+
+    All of them when they fit (or there is no bound); none when not even the
+    newest does: ``Conversation``'s bounded preload for records parsed already.
+    """
+    if max_chars is None:
+        return records
+    budget = max_chars - len(preamble)
+    if sum(len(record.raw) for record in records) <= budget:
+        return records
+    first = len(records)
+    while first and len(records[first - 1].raw) <= budget:
+        first -= 1
+        budget -= len(records[first].raw)
+    return records[first:]

@@ -35,13 +35,13 @@ from .._format import (
     LINEAGE_KEY,
     META_OPEN,
     PRELOAD_PREFIX,
-    Record,
     TokenCounter,
     TokenLedger,
     full_count,
     has_records,
     history_lineage,
     message_subjects,
+    newest_records,
     parse_memory,
     record_offsets,
     record_offsets_newest_first,
@@ -96,24 +96,6 @@ def bounded_preload_text(text: str, max_chars: int | None) -> str:
             break
         cut = start
     return text[:preamble] + text[cut:] if cut is not None else ""
-
-
-def newest_records(preamble: str, records: list[Record], max_chars: int | None) -> list[Record]:
-    """The newest of ``records`` that fit ``max_chars`` together with ``preamble``.
-
-    All of them when they fit (or there is no bound); none when not even the
-    newest does: :func:`bounded_preload_text` for records parsed already.
-    """
-    if max_chars is None:
-        return records
-    budget = max_chars - len(preamble)
-    if sum(len(record.raw) for record in records) <= budget:
-        return records
-    first = len(records)
-    while first and len(records[first - 1].raw) <= budget:
-        first -= 1
-        budget -= len(records[first].raw)
-    return records[first:]
 
 
 def _history_string(messages: list[Message]) -> str:

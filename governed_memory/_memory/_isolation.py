@@ -20,6 +20,7 @@ from .._format import (
     Record,
     has_records,
     message_subjects,
+    newest_records,
     parse_memory,
     record_subjects,
 )
@@ -69,15 +70,11 @@ def isolated_preload(
         records = [r for r in parsed.records if record_subjects(r) <= allowed]
         parts.append((parsed.preamble, gate.preload_records(records, agent=agent_store.agent)))
     if max_chars is not None:
-        budget = max_chars - sum(len(p) for p, records in parts if records)
+        # The newest records of both that fit with both preambles (the single-memory bound).
+        preambles = "".join(p for p, records in parts if records)
         combined = [(i, r) for i, (_, records) in enumerate(parts) for r in records]
-        kept = combined
-        if sum(len(r.raw) for _, r in combined) > budget:
-            first = len(combined)
-            while first and len(combined[first - 1][1].raw) <= budget:
-                first -= 1
-                budget -= len(combined[first][1].raw)
-            kept = combined[first:]
+        fitting = len(newest_records(preambles, [r for _, r in combined], max_chars))
+        kept = combined[len(combined) - fitting :]
         parts = [(p, [r for j, r in kept if j == i]) for i, (p, _) in enumerate(parts)]
     result = IsolatedPreload([], None, set())
     for i, (preamble, records) in enumerate(parts):
