@@ -437,3 +437,20 @@ def test_in_memory_provider_works_end_to_end(workspace: Path) -> None:
     assert _store(
         workspace, Keyring(workspace / "kr", provider)
     ).read_memory() == _header() + _block("hi")
+
+
+def test_a_subject_memory_under_a_wrong_master_key_is_refused_and_left_as_it_was(
+    workspace: Path, keyring: Keyring
+) -> None:
+    alice = _store(workspace, keyring).subject_store("alice")
+    alice.append(_block("alice's secret", "alice"))
+    files = {p: p.read_bytes() for p in (workspace / "agents").rglob("*") if p.is_file()}
+    wrong = make_keyring(keyring.folder, LocalKeyProvider(bytes(32)))
+    with pytest.raises(KeyUnavailableError):  # the folder name itself needs the index key
+        _store(workspace, wrong).subject_store("alice")
+    (listed,) = _store(workspace, wrong).subject_stores()
+    with pytest.raises(KeyUnavailableError, match=r"MEMORY.md.gmenc cannot be read"):
+        listed.read_memory()
+    with pytest.raises(DecryptionError):
+        listed.append(_block("written under the wrong key", "alice"))
+    assert {p: p.read_bytes() for p in (workspace / "agents").rglob("*") if p.is_file()} == files
