@@ -89,8 +89,9 @@ class Agent(SwarmsAgent):  # type: ignore[misc]  # swarms ships no types
             refuse(
                 self._governance,
                 "Agent(autosave=True)",
-                "it writes the agent's state with the whole conversation as plaintext JSON to "
-                "the agent's swarms workspace at every step",
+                "at every step it writes the agent's state as plaintext JSON (its task, the "
+                "messages it was seeded with, its plan's subtasks, its subject_id) and its "
+                "config to the agent's swarms workspace",
                 _STATE_FIX,
             )
         self._check_subject(subject_id, name)
@@ -188,7 +189,8 @@ class Agent(SwarmsAgent):  # type: ignore[misc]  # swarms ships no types
         refuse(
             self._governance,
             "Agent.save()",
-            "it writes the agent's state with the whole conversation as plaintext JSON",
+            "it writes the agent's state as plaintext JSON (its task, the messages it was "
+            "seeded with, its plan's subtasks, its subject_id)",
             _STATE_FIX,
         )
         super().save(file_path)
