@@ -53,7 +53,9 @@ def test_autosave_is_refused_at_construction(
             lambda a, tmp: a.short_memory.export_conversation(str(tmp / "c.json")),
             id="export_conversation",
         ),
-        pytest.param(lambda a, tmp: a.short_memory.load(str(tmp / "c.json")), id="Conversation.load"),
+        pytest.param(
+            lambda a, tmp: a.short_memory.load(str(tmp / "c.json")), id="Conversation.load"
+        ),
     ],
 )
 def test_swarms_copies_are_refused_under_the_policy(

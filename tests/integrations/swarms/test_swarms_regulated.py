@@ -92,7 +92,9 @@ def test_compaction_without_summarize_consent_uses_the_local_summarizer(
     agent.run(f"Compare three vector databases for {CANARY}.")
     assert not any(map(is_summary_request, stub.requests)), "the transcript never left"
     summary = agent.short_memory.conversation_history[1]
-    assert summary["role"] == "user" and summary["content"].startswith("[Compressed Memory Summary]")
+    assert summary["role"] == "user" and summary["content"].startswith(
+        "[Compressed Memory Summary]"
+    )
     assert "EXTERNAL SUMMARY" not in summary["content"]
     assert list((regulated / "agents" / "Quant").rglob("history_*"))  # archived (encrypted)
     assert CANARY.encode() not in all_bytes(regulated)

@@ -1,0 +1,40 @@
+"""The worked example of docs/integrations.md ("swarms") runs, and does what its text says."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from conftest import SWARMS_WARNINGS, all_bytes
+
+from governed_memory._cli import main
+
+pytestmark = pytest.mark.filterwarnings(SWARMS_WARNINGS)
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "integrations.md"
+
+
+def _example(name: str) -> str:
+    text = DOC.read_text(encoding="utf-8")
+    found = re.search(rf"<!-- example: {name} -->\n```python\n(.*?)```", text, re.S)
+    assert found, f"docs/integrations.md has no example {name!r}"
+    return found.group(1)
+
+
+def test_the_worked_example_governs_a_swarms_agent(regulated: Path, stub: Any) -> None:
+    stub.queue("Transfer set up.")
+    namespace: dict[str, Any] = {}
+    exec(compile(_example("swarms"), str(DOC), "exec"), namespace)
+    agent = namespace["agent"]
+    sent = stub.requests[0]
+    assert sent["model"] == "gpt-4o-mini"
+    assert sent["messages"][-1]["content"].startswith("My IBAN is DE89")
+    assert b"DE89" not in all_bytes(regulated), "no plaintext anywhere in the workspace"
+    folder = regulated / "agents" / "Teller"
+    assert (folder / "MEMORY.md.gmenc").exists() and not (folder / "MEMORY.md").exists()
+    assert agent.short_memory.subject_id == "cust-7"
+    result = CliRunner().invoke(main, ["audit", "verify"])
+    assert result.exit_code == 0 and result.output.startswith("OK:"), result.output
