@@ -68,7 +68,8 @@ class Agent(SwarmsAgent):  # type: ignore[misc]  # swarms ships no types
     Raises:
         ConfigurationError: under a non-default policy: ``governance=None``;
             no ``subject_id`` while the policy asks for consent or isolates
-            subjects; ``autosave=True``; swarms telemetry on.
+            subjects; ``autosave=True``; ``publish_to_marketplace=True``;
+            swarms telemetry on.
         InvalidAgentNameError: with ``persistent_memory=True``, an
             ``agent_name`` that is not one folder name.
     """
@@ -94,9 +95,20 @@ class Agent(SwarmsAgent):  # type: ignore[misc]  # swarms ships no types
                 "config to the agent's swarms workspace",
                 _STATE_FIX,
             )
+        if given.get("publish_to_marketplace"):
+            self._refuse_publish("Agent(publish_to_marketplace=True)")
         self._check_subject(subject_id, name)
         self._subject_id = subject_id
         super().__init__(*args, **kwargs)
+
+    def _refuse_publish(self, feature: str) -> None:
+        refuse(
+            self._governance,
+            feature,
+            "it publishes short_memory.get_str() as the agent's prompt to the Swarms "
+            "Marketplace: the conversation, with the preloaded memory of earlier sessions",
+            "publish a prompt written for the marketplace from an agent without memory",
+        )
 
     # -- the subject -----------------------------------------------------
 
@@ -183,6 +195,11 @@ class Agent(SwarmsAgent):  # type: ignore[misc]  # swarms ships no types
         """swarms' run; under a non-default policy only while telemetry stays off."""
         require_telemetry_off(self._governance)
         return super().run(*args, **kwargs)
+
+    def handle_publish_to_marketplace(self) -> Any:
+        """swarms' marketplace publication; refused under a non-default policy."""
+        self._refuse_publish("Agent.handle_publish_to_marketplace()")
+        return super().handle_publish_to_marketplace()
 
     def save(self, file_path: str | None = None) -> None:
         """swarms' state file (the whole conversation, plaintext); refused under a non-default policy."""

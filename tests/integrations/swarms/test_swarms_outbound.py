@@ -69,6 +69,17 @@ def test_swarms_copies_are_refused_under_the_policy(
     assert sorted(p for p in tmp_path.rglob("*") if ".governed_memory" not in p.parts) == before
 
 
+def test_publishing_the_memory_to_the_marketplace_is_refused(
+    regulated: Path, make_agent: Callable[..., Any]
+) -> None:
+    """swarms publishes short_memory.get_str() (the preloaded memory included) as the prompt."""
+    with pytest.raises(ConfigurationError, match=r"publish_to_marketplace=True\) refused"):
+        make_agent(subject_id="cust-42", publish_to_marketplace=True, use_cases=[])
+    agent = make_agent(subject_id="cust-42")
+    with pytest.raises(ConfigurationError, match="Swarms Marketplace"):
+        agent.handle_publish_to_marketplace()
+
+
 def test_telemetry_on_is_refused_before_swarms_builds_anything(
     regulated: Path, make_agent: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
