@@ -30,12 +30,19 @@ def scripted_run(make_agent: Callable[..., Any], cls: type[Any], stub: Any) -> l
     return [first, second]
 
 
+@pytest.mark.parametrize("policy", [None, "default"], ids=["no-policy", "default.toml"])
 def test_the_files_are_swarms_own_byte_for_byte(
-    make_agent: Callable[..., Any], stub: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    make_agent: Callable[..., Any],
+    stub: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    policy: str | None,
 ) -> None:
     """The same scripted run by swarms.Agent and by ours, each in its own workspace (timestamps aside)."""
     from swarms.utils.workspace_utils import get_workspace_dir
 
+    if policy is not None:
+        monkeypatch.setenv("GOVERNED_MEMORY_POLICY", policy)
     trees = []
     for cls, folder in ((swarms.Agent, "plain"), (Agent, "adapted")):
         workspace = tmp_path / folder
@@ -120,3 +127,17 @@ def test_default_mode_has_no_governance(make_agent: Callable[..., Any]) -> None:
     agent = make_agent()
     assert agent.governance is None and agent.short_memory.governance is None
     assert normalise(agent.short_memory.name) == "Quant_id_<id>_conversation"
+
+
+def test_a_subject_in_default_mode_is_recorded_for_a_later_policy(
+    make_agent: Callable[..., Any], stub: Any, workspace: Path, tmp_path: Path
+) -> None:
+    """swarms has no subject; given one, each block names it, so export and erasure find it."""
+    from governed_memory import export_subject, parse_memory
+
+    stub.queue("noted")
+    make_agent(subject_id="cust-42").run("my words")
+    records = parse_memory((workspace / "agents" / "Quant" / "MEMORY.md").read_text()).records
+    assert [r.subject_id for r in records] == ["cust-42", "cust-42"]
+    exported = export_subject(workspace, "cust-42", tmp_path / "export")
+    assert exported.records == 2 and b"my words" in all_bytes(exported.out_dir)
