@@ -130,8 +130,12 @@ class Agent(SwarmsAgent):  # type: ignore[misc]  # swarms ships no types
     def subject_id(self, value: str | None) -> None:
         """Attribute the next runs to ``value``: the memory is opened again for that subject."""
         self._check_subject(value, self.agent_name)
-        self._subject_id = value
-        self.short_memory = self.short_memory_init()
+        previous, self._subject_id = self._subject_id, value
+        try:
+            self.short_memory = self.short_memory_init()
+        except BaseException:
+            self._subject_id = previous  # the agent stays with the memory it had
+            raise
 
     @property
     def governance(self) -> Any:

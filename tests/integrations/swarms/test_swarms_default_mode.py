@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ import pytest
 import swarms
 from conftest import SWARMS_WARNINGS, all_bytes, is_summary_request, normalise, tree
 
-from governed_memory import InvalidAgentNameError
+from governed_memory import InvalidAgentNameError, StorageError
 from governed_memory.integrations.swarms import Agent, GovernedConversation
 
 pytestmark = pytest.mark.filterwarnings(SWARMS_WARNINGS)
@@ -71,6 +72,28 @@ def test_a_restarted_agent_resumes_from_its_memory(
     assert preload["content"].endswith(before.decode())
     assert "Roughly 0.45." in again.short_memory.get_str()
     assert memory.read_bytes() == before, "construction rewrites nothing"
+    assert stat.S_IMODE(memory.stat().st_mode) == 0o600  # swarms: the umask's
+    assert stat.S_IMODE(memory.parent.stat().st_mode) == 0o700
+
+
+def test_a_failed_write_raises_and_the_run_keeps_nothing_of_it(
+    make_agent: Callable[..., Any], stub: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Intentional difference: swarms logs a failed MEMORY.md write and carries on without it."""
+    agent = make_agent()
+    store = agent.short_memory.memory.store
+
+    def full_disk(*_: Any) -> None:
+        raise StorageError("cannot append to MEMORY.md: [Errno 28] No space left on device")
+
+    monkeypatch.setattr(store, "append", full_disk)
+    monkeypatch.setattr(store, "append_utf8", full_disk)
+    before = (workspace / "agents" / "Quant" / "MEMORY.md").read_bytes()
+    with pytest.raises(StorageError, match="No space left"):
+        agent.run("hello")
+    assert [m["role"] for m in agent.short_memory.conversation_history] == ["System"]
+    assert (workspace / "agents" / "Quant" / "MEMORY.md").read_bytes() == before
+    assert stub.requests == [], "the model was not asked about a turn that was not kept"
 
 
 def test_swarms_compressor_archives_the_memory_before_compacting(

@@ -128,3 +128,19 @@ def test_changing_the_subject_opens_that_subjects_memory(
     assert agent.short_memory.subject_id == "cust-7"
     with pytest.raises(ConfigurationError, match="no subject_id"):
         agent.subject_id = None
+
+
+def test_a_policy_refusing_external_summaries_skips_the_compaction(
+    regulated: Path, make_agent: Callable[..., Any], stub: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GOVERNED_MEMORY_SUMMARIZATION__EXTERNAL_ALLOWED", "false")
+    monkeypatch.setenv("GOVERNED_MEMORY_SUMMARIZATION__ALLOWED_MODELS", '["local/*"]')
+    monkeypatch.setenv("GOVERNED_MEMORY_SUMMARIZATION__FALLBACK", "skip")
+    stub.responder = lambda body: "EXTERNAL SUMMARY" if is_summary_request(body) else "ok"
+    agent = consented(make_agent(subject_id="cust-42"), "persist", "summarize")
+    agent.short_memory.add("Human", "a turn")
+    history = list(agent.short_memory.conversation_history)
+    assert agent._context_compressor.compress(agent) is None
+    assert agent.short_memory.conversation_history == history
+    assert not any(map(is_summary_request, stub.requests))
+    assert not list((regulated / "agents" / "Quant").rglob("history_*"))
