@@ -17,12 +17,23 @@ from governed_memory.integrations.swarms import Agent, GovernedConversation
 pytestmark = pytest.mark.filterwarnings(SWARMS_WARNINGS)
 
 
+def price(ticker: str) -> str:
+    """The last close of ``ticker``.
+
+    Args:
+        ticker: the symbol, e.g. SPY.
+    """
+    return f"{ticker}: 471.2"
+
+
 def scripted_run(make_agent: Callable[..., Any], cls: type[Any], stub: Any) -> list[Any]:
     """Two runs in two processes' worth of agents, the second compacting: the same replies each time."""
     stub.responder = lambda body: (
         "The user asked about SPY." if is_summary_request(body) else "Roughly 0.45 " * 8
     )
-    first = make_agent(cls, id="fixed")
+    stub.requests.clear()  # the stub numbers its tool call ids by request
+    stub.queue({"tool_calls": [("price", {"ticker": "SPY"})]}, "Roughly 0.45.")
+    first = make_agent(cls, id="fixed", tools=[price], max_loops=2)
     first.run("What is the Sharpe ratio of SPY over 2020?")
     first.run({"ticker": "SPY", "year": 2020})  # non-string content is written as str()
     # Restarted: preloads MEMORY.md; a small window makes swarms' compressor fire.
@@ -54,6 +65,7 @@ def test_the_files_are_swarms_own_byte_for_byte(
     plain, adapted = trees
     assert plain == adapted
     assert "Quant/archive/history_<ts>.md" in adapted
+    assert "SPY: 471.2" in adapted["Quant/archive/history_<ts>.md"]  # the tool's output
     assert "### user — <ts>\n\n[Compressed Memory Summary]" in adapted["Quant/MEMORY.md"]
 
 
@@ -164,3 +176,30 @@ def test_a_subject_in_default_mode_is_recorded_for_a_later_policy(
     assert [r.subject_id for r in records] == ["cust-42", "cust-42"]
     exported = export_subject(workspace, "cust-42", tmp_path / "export")
     assert exported.records == 2 and b"my words" in all_bytes(exported.out_dir)
+
+
+def test_two_compactions_in_one_second_keep_both_archives(
+    make_agent: Callable[..., Any], workspace: Path
+) -> None:
+    """Intentional difference (reference defect D2): swarms' second archive overwrites the first."""
+    memory = make_agent().short_memory
+    for turn in ("first", "second"):
+        memory.add("Human", f"the {turn} transcript")
+        memory.compact(f"summary of the {turn}", "user")
+    archives = sorted((workspace / "agents" / "Quant" / "archive").glob("history_*.md"))
+    assert len(archives) == 2
+    assert "the first transcript" in archives[0].read_text()
+    assert "the second transcript" in "".join(a.read_text() for a in archives)
+
+
+def test_a_blank_summary_wipes_nothing(make_agent: Callable[..., Any], workspace: Path) -> None:
+    """Intentional difference (reference defect D8): swarms wipes the history for an empty summary."""
+    from governed_memory import EmptySummaryError
+
+    memory = make_agent().short_memory
+    memory.add("Human", "keep me")
+    before = (workspace / "agents" / "Quant" / "MEMORY.md").read_bytes()
+    with pytest.raises(EmptySummaryError):
+        memory.compact("  ", "user")
+    assert memory.conversation_history[-1]["content"] == "keep me"
+    assert (workspace / "agents" / "Quant" / "MEMORY.md").read_bytes() == before
