@@ -174,6 +174,23 @@ class Agent(SwarmsAgent):  # type: ignore[misc]  # swarms ships no types
         )
 
     @property
+    def short_memory(self) -> GovernedConversation | None:
+        """The agent's memory (a :class:`GovernedConversation`)."""
+        return self.__dict__.get("_governed_memory")
+
+    @short_memory.setter
+    def short_memory(self, value: Any) -> None:
+        if not isinstance(value, GovernedConversation):
+            refuse(
+                self._governance,
+                f"short_memory = {type(value).__name__}(...)",
+                "it would keep the agent's memory outside the policy's consent gate",
+                "build it with agent.short_memory_init(), or assign agent.subject_id to start "
+                "a subject's memory",
+            )
+        self.__dict__["_governed_memory"] = value
+
+    @property
     def _context_compressor(self) -> GovernedContextCompressor | None:
         return self.__dict__.get("_governed_compressor")
 

@@ -128,6 +128,17 @@ def test_another_compressor_is_refused_under_the_policy(
     assert agent._context_compressor is None
 
 
+def test_a_plain_swarms_conversation_cannot_replace_the_memory(
+    regulated: Path, make_agent: Callable[..., Any]
+) -> None:
+    from swarms.structs.conversation import Conversation
+
+    agent = make_agent(subject_id="cust-42")
+    with pytest.raises(ConfigurationError, match=r"short_memory = Conversation\(\.\.\.\) refused"):
+        agent.short_memory = Conversation(name="plain")
+    agent.short_memory = agent.short_memory_init()  # as swarms' reset() does
+
+
 def test_default_policy_keeps_swarms_save(make_agent: Callable[..., Any], workspace: Path) -> None:
     agent = make_agent(messages=[{"role": "user", "content": "plain words"}])
     target = workspace / "state.json"
