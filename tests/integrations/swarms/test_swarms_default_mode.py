@@ -69,6 +69,41 @@ def test_the_files_are_swarms_own_byte_for_byte(
     assert "### user — <ts>\n\n[Compressed Memory Summary]" in adapted["Quant/MEMORY.md"]
 
 
+AUTONOMOUS_REPLIES: list[Any] = [
+    {
+        "tool_calls": [
+            (
+                "create_plan",
+                {
+                    "task_description": "6*7",
+                    "steps": [{"step_id": "s1", "description": "multiply"}],
+                },
+            )
+        ]
+    },
+    {"tool_calls": [("subtask_done", {"task_id": "s1", "summary": "6*7 = 42", "success": True})]},
+    {"tool_calls": [("complete_task", {"task_id": "main", "summary": "42", "success": True})]},
+]
+
+
+def test_an_autonomous_run_writes_swarms_own_files(
+    make_agent: Callable[..., Any], stub: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """max_loops="auto": swarms' plan, subtask and completion tools, the same files."""
+    from swarms.utils.workspace_utils import get_workspace_dir
+
+    trees = []
+    for cls, folder in ((swarms.Agent, "plain"), (Agent, "adapted")):
+        monkeypatch.setenv("WORKSPACE_DIR", str(tmp_path / folder))
+        get_workspace_dir.cache_clear()
+        stub.requests.clear()
+        stub.queue(*AUTONOMOUS_REPLIES)
+        make_agent(cls, id="fixed", max_loops="auto").run("What is 6*7?")
+        trees.append(tree(tmp_path / folder / "agents"))
+    assert trees[0] == trees[1]
+    assert "6*7 = 42" in trees[1]["Quant/MEMORY.md"]
+
+
 def test_a_restarted_agent_resumes_from_its_memory(
     make_agent: Callable[..., Any], stub: Any, workspace: Path
 ) -> None:
