@@ -118,7 +118,8 @@ class Agent(SwarmsAgent):  # type: ignore[misc]  # swarms ships no types
             raise ConfigurationError(
                 f"Agent({name!r}) has no subject_id, but {policy_name(self._governance)} "
                 f"attributes every turn to a data subject: {why}; pass "
-                "Agent(..., subject_id='<the customer or user id>'), one agent per subject"
+                "Agent(..., subject_id='<the customer or user id>') and assign agent.subject_id "
+                "when the next run is another subject's"
             )
 
     @property

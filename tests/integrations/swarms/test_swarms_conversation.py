@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import normalise
 from swarms.structs.conversation import Conversation as SwarmsConversation
+from swarms_helpers import normalise
 
 from governed_memory.integrations.swarms import GovernedConversation
 

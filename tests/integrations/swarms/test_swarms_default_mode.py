@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import swarms
-from conftest import SWARMS_WARNINGS, all_bytes, is_summary_request, normalise, tree
+from swarms_helpers import SWARMS_WARNINGS, all_bytes, is_summary_request, normalise, tree
 
 from governed_memory import InvalidAgentNameError, StorageError
 from governed_memory.integrations.swarms import Agent, GovernedConversation

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import SWARMS_WARNINGS, all_bytes
+from swarms_helpers import SWARMS_WARNINGS, all_bytes
 
 from governed_memory._cli import main
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SWARMS_WARNINGS
 from swarms.agents.context_compressor import ContextCompressor as SwarmsContextCompressor
+from swarms_helpers import SWARMS_WARNINGS
 
 from governed_memory import ConfigurationError
 from governed_memory.integrations.swarms import GovernedContextCompressor

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import SWARMS_WARNINGS, all_bytes, is_summary_request
+from swarms_helpers import SWARMS_WARNINGS, all_bytes, is_summary_request
 
 from governed_memory import ConfigurationError, erase, export_subject
 from governed_memory._cli import main
