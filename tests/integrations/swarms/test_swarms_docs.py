@@ -17,17 +17,13 @@ pytestmark = pytest.mark.filterwarnings(SWARMS_WARNINGS)
 DOC = Path(__file__).resolve().parents[3] / "docs" / "integrations.md"
 
 
-def _example(name: str) -> str:
-    text = DOC.read_text(encoding="utf-8")
-    found = re.search(rf"<!-- example: {name} -->\n```python\n(.*?)```", text, re.S)
-    assert found, f"docs/integrations.md has no example {name!r}"
-    return found.group(1)
-
-
 def test_the_worked_example_governs_a_swarms_agent(regulated: Path, stub: Any) -> None:
     stub.queue("Transfer set up.")
+    text = DOC.read_text(encoding="utf-8")
+    example = re.search(r"<!-- example: swarms -->\n```python\n(.*?)```", text, re.S)
+    assert example, "docs/integrations.md has no swarms example"
     namespace: dict[str, Any] = {}
-    exec(compile(_example("swarms"), str(DOC), "exec"), namespace)
+    exec(compile(example.group(1), str(DOC), "exec"), namespace)
     agent = namespace["agent"]
     sent = stub.requests[0]
     assert sent["model"] == "gpt-4o-mini"
