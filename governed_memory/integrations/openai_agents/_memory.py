@@ -23,7 +23,13 @@ from ..._errors import ConfigurationError, InvalidAgentNameError
 from ..._format import MemoryFile, parse_memory, render_header
 from ..._protocols import ErasureWatch
 from ..._records import HoldRegistry, validate_subject_id
-from ..._stores import ENCRYPTED_MEMORY, AgentStore, PlaintextAgentStore, isolate_subjects
+from ..._stores import (
+    ENCRYPTED_MEMORY,
+    SUBJECTS_DIR,
+    AgentStore,
+    PlaintextAgentStore,
+    isolate_subjects,
+)
 from ..._subjects import ErasureBlockedError, subject_context
 from ..._wiring import Governance
 from ._items import decode_item, render_items
@@ -94,13 +100,17 @@ class SessionMemory:
             return self._store
         gov = self.governance
         if gov is None:
-            if (self._path.parent / ENCRYPTED_MEMORY).exists():
+            folder = self._path.parent
+            governed = [n for n in (ENCRYPTED_MEMORY, SUBJECTS_DIR) if (folder / n).exists()]
+            if governed:
+                # Memory only its policy can read (encrypted, or kept per subject):
+                # default mode would miss it and write plaintext beside it.
                 raise ConfigurationError(
-                    f"session {self.agent!r} holds encrypted memory ({ENCRYPTED_MEMORY}) and "
+                    f"session {self.agent!r} holds governed memory ({', '.join(governed)}) and "
                     "this GovernedSession has no governance, so it could not read it and would "
-                    "write plaintext beside it; configure the policy that encrypted it "
-                    "(GOVERNED_MEMORY_POLICY and GOVERNED_MEMORY_MASTER_KEY) or pass "
-                    "governance=governed_memory.Governance(...)"
+                    "write plaintext beside it; configure the policy that wrote it "
+                    "(GOVERNED_MEMORY_POLICY, and GOVERNED_MEMORY_MASTER_KEY when it encrypts) "
+                    "or pass governance=governed_memory.Governance(...)"
                 )
             store: AgentStore = PlaintextAgentStore(self._path, self._header, clock=self._clock)
         else:
@@ -112,7 +122,8 @@ class SessionMemory:
             if gov.isolates_subjects:
                 # As a governed Conversation does: records written before the
                 # policy isolated subjects move to their subjects' memories first.
-                isolate_subjects(store)
+                if store.stat() is not None:  # nothing to move in a new session (no folder made)
+                    isolate_subjects(store)
                 if self.subject_id is not None:
                     store = store.subject_store(self.subject_id)
         self._store = store
@@ -178,7 +189,7 @@ class SessionMemory:
         items = self._merged([item for _, item in stored])
         if limit is None or limit < 0:  # negative: no limit, as the SDK's SQLiteSession
             return items
-        return items[len(items) - limit :] if limit else []
+        return items[-limit:] if limit else []
 
     # -- writing -------------------------------------------------------
 

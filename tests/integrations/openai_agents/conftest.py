@@ -1,0 +1,91 @@
+"""Fixtures of the OpenAI Agents SDK tests: a Governance per shipped policy, an SDK model on the stub."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from governed_memory import FixedClock, Governance, Settings
+from governed_memory._audit import AuditKey, generate_audit_key
+from governed_memory._crypto import generate_master_key
+
+if TYPE_CHECKING:
+    from agents import OpenAIChatCompletionsModel
+    from llm_stub import StubLLM
+
+POLICIES = Path(__file__).parents[3] / "policies"
+SUBJECT = "customer-42"
+
+
+@dataclass
+class Setup:
+    """One policy's workspace: the Governance, its settings and the audit key."""
+
+    name: str
+    gov: Governance
+    settings: Settings
+    audit_key: str
+
+    @property
+    def workspace(self) -> Path:
+        return self.gov.workspace
+
+    def new_governance(self) -> Governance:
+        """Another Governance on the same workspace and settings (a restarted process)."""
+        return Governance(workspace=self.workspace, settings=self.settings, clock=self.gov.clock)
+
+    def key(self) -> AuditKey:
+        return AuditKey.from_text(self.audit_key)
+
+
+def make_setup(tmp_path: Path, name: str, *, grant: bool = True) -> Setup:
+    """A Governance under ``policies/<name>.toml`` (regulated: a master key, consent for SUBJECT)."""
+    audit_key = generate_audit_key()
+    settings = Settings(
+        policy=POLICIES / f"{name}.toml",
+        master_key=generate_master_key(),
+        keyring_dir=tmp_path / "keyring",
+        audit_key=audit_key,
+    )
+    clock = FixedClock(dt.datetime(2026, 11, 30, 10, 0, 0), tick=dt.timedelta(milliseconds=1))
+    gov = Governance(workspace=tmp_path / "ws", settings=settings, clock=clock)
+    if grant and gov.policy.consent.required_for:
+        gov.grant(SUBJECT, "persist", actor="dpo@example.org")
+    return Setup(name, gov, settings, audit_key)
+
+
+def close_audit(gov: Governance) -> None:
+    """Close the audit log's open segment (the default policy has none)."""
+    close = getattr(gov.audit, "close", None)
+    if close is not None:
+        close()
+
+
+@pytest.fixture(params=["default", "regulated"])
+def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
+    """The workspace under each shipped policy the issue names."""
+    made = make_setup(tmp_path, str(request.param))
+    yield made
+    close_audit(made.gov)
+
+
+@pytest.fixture
+def regulated(tmp_path: Path) -> Iterator[Setup]:
+    made = make_setup(tmp_path, "regulated")
+    yield made
+    close_audit(made.gov)
+
+
+@pytest.fixture
+def model(stub_llm: StubLLM) -> OpenAIChatCompletionsModel:
+    """An Agents SDK chat-completions model served by the stub on 127.0.0.1."""
+    from agents import OpenAIChatCompletionsModel
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=stub_llm.url, api_key="sk-test", max_retries=0)
+    return OpenAIChatCompletionsModel(model="stub-model", openai_client=client)
