@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -20,6 +21,29 @@ if TYPE_CHECKING:
 
 POLICIES = Path(__file__).parents[3] / "policies"
 SUBJECT = "customer-42"
+
+_T = TypeVar("_T")
+
+
+def run(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``coro`` on a loop of its own, as ``asyncio.run`` does, leaving the thread's default loop alone.
+
+    ``asyncio.run`` resets the thread's default event loop when it ends: a
+    default loop an earlier test made (litellm makes one) would be dropped
+    unclosed, and its ResourceWarning would fail whichever test runs when it
+    is collected.
+    """
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        try:
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
 
 
 @dataclass

@@ -7,7 +7,6 @@ policy: the plaintext store for concurrent writers, the encrypted one
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -16,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import POLICIES, SUBJECT, Setup, close_audit, make_setup
+from conftest import POLICIES, SUBJECT, Setup, close_audit, make_setup, run
 
 from governed_memory.integrations.openai_agents import GovernedSession
 
@@ -66,7 +65,7 @@ def _child(setup: Setup, tag: str, mode: str, count: int) -> subprocess.Popen[st
 
 def _contents(setup: Setup) -> list[str]:
     session = GovernedSession("conv-1", subject_id=SUBJECT, governance=setup.new_governance())
-    return [str(item["content"]) for item in asyncio.run(session.get_items())]
+    return [str(item["content"]) for item in run(session.get_items())]
 
 
 @pytest.fixture
@@ -105,8 +104,8 @@ def test_kill_9_mid_operation_leaves_the_old_state_or_the_new_one(regulated: Set
     assert contents in (whole, [*whole, f"k-b{n - 1}"]), contents[-3:]
     # and the session goes on: no lock or temporary file is left in the way
     session = GovernedSession("conv-1", subject_id=SUBJECT, governance=setup.new_governance())
-    asyncio.run(session.add_items([{"role": "user", "content": "after"}]))
-    assert asyncio.run(session.pop_item()) == {"role": "user", "content": "after"}
+    run(session.add_items([{"role": "user", "content": "after"}]))
+    assert run(session.pop_item()) == {"role": "user", "content": "after"}
     assert _contents(setup) in (whole, [*whole, f"k-b{n - 1}"])
     # a copy of old text a killed rewrite left behind is gone after the next rewrite
     assert [p.name for p in Path(setup.workspace).rglob(".gm-tmp-*")] == []

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from conftest import POLICIES
+from conftest import POLICIES, run
 
 from governed_memory import verify_audit_log
 from governed_memory._audit import AuditKey, audit_log_dir, generate_audit_key
@@ -42,6 +43,8 @@ def test_the_worked_example_resumes_encrypts_and_audits(
     monkeypatch.setenv("OPENAI_BASE_URL", stub_llm.url)
     stub_llm.queue("Done: the card ending in 4411 is blocked.", "The card ending in 4411.")
 
+    # The example's asyncio.run, on a loop of its own (conftest.run says why).
+    monkeypatch.setattr(asyncio, "run", run)
     namespace: dict[str, Any] = {"__name__": "worked_example"}
     exec(compile(_example("openai-agents"), str(DOC), "exec"), namespace)
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import POLICIES, SUBJECT, Setup, close_audit, make_setup
+from conftest import POLICIES, SUBJECT, Setup, close_audit, make_setup, run
 
 from governed_memory import (
     ConfigurationError,
@@ -22,10 +21,6 @@ from governed_memory._subjects import subject_context
 from governed_memory.integrations.openai_agents import GovernedSession
 
 OTHER = "customer-7"
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
 
 
 def say(text: str) -> dict[str, Any]:

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from typing import Any
 
 import pytest
 from agents.memory import Session, SessionABC, SessionSettings
-from conftest import SUBJECT, Setup
+from conftest import SUBJECT, Setup, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from governed_memory import ConfigurationError, InvalidAgentNameError
 from governed_memory.integrations.openai_agents import GovernedSession
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
 
 
 def items(n: int, start: int = 0) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from agents import Agent, RunConfig, Runner
 from agents.tracing import trace
-from conftest import SUBJECT, Setup, close_audit
+from conftest import SUBJECT, Setup, close_audit, run
 
 from governed_memory import ConfigurationError, verify_audit_log
 from governed_memory._audit import audit_log_dir
@@ -22,7 +22,7 @@ UNTRACED = RunConfig(tracing_disabled=True)
 
 
 def ask(agent: Agent[Any], text: str, session: GovernedSession, **kwargs: Any) -> str:
-    result = asyncio.run(Runner.run(agent, text, session=session, **kwargs))
+    result = run(Runner.run(agent, text, session=session, **kwargs))
     return str(result.final_output)
 
 
@@ -52,7 +52,7 @@ def test_a_restart_resumes_from_memory(
         ("assistant", "Your balance is 12."),
         ("user", "What did I ask?"),
     ]
-    items = asyncio.run(restarted.get_items())
+    items = run(restarted.get_items())
     assert [i.get("role") for i in items] == ["user", "assistant", "user", "assistant"]
     if setup.gov.policy.audit.enabled:
         close_audit(restarted.governance)  # type: ignore[arg-type]
@@ -70,7 +70,7 @@ def test_a_withdrawal_stops_the_next_runs_write(
     ask(agent, "and the red window", s, run_config=UNTRACED)
     regulated.gov.grant(SUBJECT, "persist", actor="dpo@example.org")
     restarted = GovernedSession("conv-1", subject_id=SUBJECT, governance=regulated.new_governance())
-    contents = [i.get("content") for i in asyncio.run(restarted.get_items())]
+    contents = [i.get("content") for i in run(restarted.get_items())]
     assert contents[0] == "remember the blue door"
     assert "and the red window" not in contents and len(contents) == 2
 
@@ -91,9 +91,9 @@ def test_concurrent_sessions_in_one_runner_loop(
     async def main() -> None:
         await asyncio.gather(*(converse(s) for s in sessions))
 
-    asyncio.run(main())
+    run(main())
     for s in sessions:
-        items = asyncio.run(s.get_items())
+        items = run(s.get_items())
         assert [i["content"] for i in items if i.get("role") == "user"] == [
             f"{s.session_id} turn 0",
             f"{s.session_id} turn 1",
@@ -114,7 +114,7 @@ def test_a_traced_run_is_refused_under_a_non_default_policy(
         ask(assistant(model), "hello", s)  # the SDK traces by default
     assert stub_llm.requests == []  # refused before anything reached the model
     with trace("outside a run"), pytest.raises(ConfigurationError, match="add_items of session"):
-        asyncio.run(s.add_items([{"role": "user", "content": "x"}]))
+        run(s.add_items([{"role": "user", "content": "x"}]))
 
 
 def test_tracing_is_allowed_when_the_session_says_so_or_under_the_default_policy(
@@ -130,6 +130,6 @@ def test_tracing_is_allowed_when_the_session_says_so_or_under_the_default_policy
     plain = GovernedSession("conv-1", subject_id=SUBJECT, governance=default.gov)
     with trace("local processors only"):
         for s in (allowed, plain):
-            asyncio.run(s.add_items([{"role": "user", "content": "x"}]))
-            assert asyncio.run(s.get_items()) == [{"role": "user", "content": "x"}]
+            run(s.add_items([{"role": "user", "content": "x"}]))
+            assert run(s.get_items()) == [{"role": "user", "content": "x"}]
     close_audit(regulated.gov)
