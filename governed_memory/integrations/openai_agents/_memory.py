@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..._base import Clock, SystemClock, memory_md_path, resolve_workspace
 from ..._errors import ConfigurationError, InvalidAgentNameError
@@ -39,6 +39,14 @@ __all__ = ["SessionMemory"]
 logger = logging.getLogger("governed_memory")
 
 Item = dict[str, Any]
+
+
+class _Stored(NamedTuple):
+    parsed: MemoryFile | None
+    items: list[tuple[int, int, Item]]
+    """(index in the memory's records, position among the subject's records, item), readable ones."""
+    records: int
+    """How many records of the subject the memory holds, readable or not."""
 
 
 def _session_path(session_id: object, workspace: Path | None) -> Path:
@@ -84,7 +92,7 @@ class SessionMemory:
         self._store: AgentStore | None = None
         self._watch: ErasureWatch | None = None
         self._holds: HoldRegistry | None = None
-        # Items kept off disk by the gate: (how many stored items came before, item).
+        # Items kept off disk by the gate: (how many of the subject's records came before, item).
         self._unsaved: list[tuple[int, Item]] = []
         self._warned_foreign = False
 
@@ -141,25 +149,29 @@ class SessionMemory:
 
     # -- reading -------------------------------------------------------
 
-    def _stored(self, store: AgentStore) -> tuple[MemoryFile | None, list[tuple[int, Item]]]:
-        """The memory as parsed and the session's readable items: (record index, item)."""
+    def _stored(self, store: AgentStore) -> _Stored:
+        """The memory as parsed, the session's readable items and how many records it has."""
         text = store.read_memory()
         if text is None:
-            return None, []
+            return _Stored(None, [], 0)
         parsed = parse_memory(text)
         mine = [r for r in parsed.records if r.subject_id == self.subject_id]
         if mine and self.governance is not None:
             readable = {id(r) for r in self.governance.preload_records(mine, agent=self.agent)}
         else:
             readable = {id(r) for r in mine}
-        items, foreign = [], 0
+        items: list[tuple[int, int, Item]] = []
+        position, foreign = 0, 0
         for index, record in enumerate(parsed.records):
+            if record.subject_id != self.subject_id:
+                continue
             if id(record) in readable:
                 item = decode_item(record)
                 if item is None:
                     foreign += 1
                 else:
-                    items.append((index, item))
+                    items.append((index, position, item))
+            position += 1
         if foreign and not self._warned_foreign:
             self._warned_foreign = True
             logger.warning(
@@ -168,25 +180,22 @@ class SessionMemory:
                 foreign,
                 self.agent,
             )
-        return parsed, items
+        return _Stored(parsed, items, position)
 
-    def _merged(self, stored: list[Item]) -> list[Item]:
-        if not self._unsaved:
-            return stored
+    def _merged(self, stored: _Stored) -> list[Item]:
+        """The readable stored items with the kept-off-disk ones in their places."""
         merged: list[Item] = []
-        done = 0
+        items, i = stored.items, 0
         for before, item in self._unsaved:
-            before = min(max(before, done), len(stored))
-            merged += stored[done:before]
+            while i < len(items) and items[i][1] < before:
+                merged.append(items[i][2])
+                i += 1
             merged.append(item)
-            done = before
-        return merged + stored[done:]
+        return merged + [item for _, _, item in items[i:]]
 
     def items(self, limit: int | None) -> list[Item]:
         """The session's items, oldest first; ``limit`` > 0: the newest ``limit``, 0: none."""
-        store = self._open()
-        _, stored = self._stored(store)
-        items = self._merged([item for _, item in stored])
+        items = self._merged(self._stored(self._open()))
         if limit is None or limit < 0:  # negative: no limit, as the SDK's SQLiteSession
             return items
         return items[-limit:] if limit else []
@@ -213,7 +222,8 @@ class SessionMemory:
             store.ensure()  # a consent-less subject gets no memory, not even a header
         if not gov.persist(store, blocks, agent=self.agent, subject_id=self.subject_id):
             # Kept off disk, in this object only: a restart does not see them.
-            before = len(self._stored(store)[1])
+            # Placed after the subject's records on disk, readable now or not.
+            before = self._stored(store).records
             self._unsaved += [(before, json.loads(text)) for text in texts]
 
     def pop(self) -> Item | None:
@@ -221,12 +231,12 @@ class SessionMemory:
         store = self._open()
         self._check_holds("pop_item", "session.pop")
         with store.lock():
-            parsed, stored = self._stored(store)
-            if self._unsaved and self._unsaved[-1][0] >= len(stored):
+            parsed, stored, count = self._stored(store)
+            if self._unsaved and self._unsaved[-1][0] >= count:
                 return self._unsaved.pop()[1]  # kept off disk: nothing to rewrite
             if parsed is None or not stored:
                 return None
-            index, item = stored[-1]
+            index, _, item = stored[-1]
             raw = parsed.records[index].raw
             rest = "".join(r.raw for i, r in enumerate(parsed.records) if i != index)
             self._rewrite(

@@ -54,10 +54,7 @@ class Setup:
     gov: Governance
     settings: Settings
     audit_key: str
-
-    @property
-    def workspace(self) -> Path:
-        return self.gov.workspace
+    workspace: Path
 
     def new_governance(self) -> Governance:
         """Another Governance on the same workspace and settings (a restarted process)."""
@@ -80,7 +77,7 @@ def make_setup(tmp_path: Path, name: str, *, grant: bool = True) -> Setup:
     gov = Governance(workspace=tmp_path / "ws", settings=settings, clock=clock)
     if grant and gov.policy.consent.required_for:
         gov.grant(SUBJECT, "persist", actor="dpo@example.org")
-    return Setup(name, gov, settings, audit_key)
+    return Setup(name, gov, settings, audit_key, gov.workspace)
 
 
 def close_audit(gov: Governance) -> None:

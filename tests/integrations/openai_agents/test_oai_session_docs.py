@@ -20,11 +20,12 @@ if TYPE_CHECKING:
 DOC = Path(__file__).resolve().parents[3] / "docs" / "integrations.md"
 
 
-def _example(name: str) -> str:
-    text = DOC.read_text(encoding="utf-8")
-    found = re.search(rf"<!-- example: {name} -->\n```python\n(.*?)```", text, re.S)
-    assert found, f"docs/integrations.md has no example {name!r}"
-    return found.group(1)
+# Every marked example of the page, by name.
+EXAMPLES = dict(
+    re.findall(
+        r"<!-- example: ([\w-]+) -->\n```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S
+    )
+)
 
 
 def test_the_worked_example_resumes_encrypts_and_audits(
@@ -46,7 +47,7 @@ def test_the_worked_example_resumes_encrypts_and_audits(
     # The example's asyncio.run, on a loop of its own (conftest.run says why).
     monkeypatch.setattr(asyncio, "run", run)
     namespace: dict[str, Any] = {"__name__": "worked_example"}
-    exec(compile(_example("openai-agents"), str(DOC), "exec"), namespace)
+    exec(compile(EXAMPLES["openai-agents"], str(DOC), "exec"), namespace)
 
     assert capsys.readouterr().out == "The card ending in 4411.\n4 items\n"
     # the second run was sent the first one, read back from governed memory

@@ -253,3 +253,17 @@ def test_default_mode_refuses_a_session_that_holds_encrypted_memory(
         ConfigurationError, match=r"session 'conv-1' holds governed memory \(subjects\)"
     ):
         run(GovernedSession("conv-1", governance=None).get_items())
+
+
+def test_an_item_kept_off_disk_stays_in_its_place_when_consent_returns(regulated: Setup) -> None:
+    gov, live = regulated.gov, session(regulated)
+    run(live.add_items([say("stored")]))
+    gov.withdraw(SUBJECT, "persist", actor="dpo@example.org")
+    run(live.add_items([say("memory only")]))
+    gov.grant(SUBJECT, "persist", actor="dpo@example.org")
+    run(live.add_items([say("stored again")]))
+    assert run(live.get_items()) == [say("stored"), say("memory only"), say("stored again")]
+    assert run(live.pop_item()) == say("stored again")
+    assert run(live.pop_item()) == say("memory only")  # nothing on disk changes for it
+    assert stored_records(regulated) == 1
+    assert run(session(regulated).get_items()) == [say("stored")]

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from agents import Agent, RunConfig, Runner
-from agents.tracing import trace
+from agents.tracing import TracingProcessor, set_trace_processors, trace
+from agents.tracing.processors import default_processor
 from conftest import SUBJECT, Setup, close_audit, run
 
 from governed_memory import ConfigurationError, verify_audit_log
@@ -103,8 +106,37 @@ def test_concurrent_sessions_in_one_runner_loop(
 # -- the SDK's tracing -----------------------------------------------------------
 
 
+class Collector(TracingProcessor):
+    """A trace processor that keeps what it is given in the process (nothing is exported)."""
+
+    def __init__(self) -> None:
+        self.spans: list[Any] = []
+
+    def on_trace_start(self, trace: Any) -> None: ...
+
+    def on_trace_end(self, trace: Any) -> None: ...
+
+    def on_span_start(self, span: Any) -> None: ...
+
+    def on_span_end(self, span: Any) -> None:
+        self.spans.append(span)
+
+    def shutdown(self) -> None: ...
+
+    def force_flush(self) -> None: ...
+
+
+@pytest.fixture
+def local_traces() -> Iterator[Collector]:
+    """The SDK's traces go to a local collector for the test (not to OpenAI's exporter thread)."""
+    collector = Collector()
+    set_trace_processors([collector])
+    yield collector
+    set_trace_processors([default_processor()])
+
+
 def test_a_traced_run_is_refused_under_a_non_default_policy(
-    regulated: Setup, model: OpenAIChatCompletionsModel, stub_llm: StubLLM
+    regulated: Setup, model: OpenAIChatCompletionsModel, stub_llm: StubLLM, local_traces: Collector
 ) -> None:
     s = GovernedSession("conv-1", subject_id=SUBJECT, governance=regulated.gov)
     with pytest.raises(
@@ -113,12 +145,17 @@ def test_a_traced_run_is_refused_under_a_non_default_policy(
     ):
         ask(assistant(model), "hello", s)  # the SDK traces by default
     assert stub_llm.requests == []  # refused before anything reached the model
+    kinds = {type(span.span_data).__name__ for span in local_traces.spans}
+    assert kinds and not kinds & {
+        "GenerationSpanData",
+        "ResponseSpanData",
+    }  # no model input in a span
     with trace("outside a run"), pytest.raises(ConfigurationError, match="add_items of session"):
         run(s.add_items([{"role": "user", "content": "x"}]))
 
 
 def test_tracing_is_allowed_when_the_session_says_so_or_under_the_default_policy(
-    tmp_path: Any, model: OpenAIChatCompletionsModel, stub_llm: StubLLM
+    tmp_path: Path, local_traces: Collector
 ) -> None:
     from conftest import make_setup
 
