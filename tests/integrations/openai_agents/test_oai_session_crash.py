@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import POLICIES, SUBJECT, Setup, close_audit, make_setup, run
+from oai_helpers import POLICIES, SUBJECT, Setup, close_audit, make_setup, run
 
 from governed_memory.integrations.openai_agents import GovernedSession
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from conftest import POLICIES, run
+from oai_helpers import POLICIES, run
 
 from governed_memory import verify_audit_log
 from governed_memory._audit import AuditKey, audit_log_dir, generate_audit_key

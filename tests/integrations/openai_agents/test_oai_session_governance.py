@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import POLICIES, SUBJECT, Setup, close_audit, make_setup, run
+from oai_helpers import POLICIES, SUBJECT, Setup, close_audit, make_setup, run
 
 from governed_memory import (
     ConfigurationError,

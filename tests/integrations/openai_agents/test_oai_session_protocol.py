@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 from agents.memory import Session, SessionABC, SessionSettings
-from conftest import SUBJECT, Setup, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oai_helpers import SUBJECT, Setup, run
 
 from governed_memory import ConfigurationError, InvalidAgentNameError
 from governed_memory.integrations.openai_agents import GovernedSession

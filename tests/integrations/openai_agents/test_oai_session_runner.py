@@ -11,7 +11,7 @@ import pytest
 from agents import Agent, RunConfig, Runner
 from agents.tracing import TracingProcessor, set_trace_processors, trace
 from agents.tracing.processors import default_processor
-from conftest import SUBJECT, Setup, close_audit, run
+from oai_helpers import SUBJECT, Setup, close_audit, run
 
 from governed_memory import ConfigurationError, verify_audit_log
 from governed_memory._audit import audit_log_dir
@@ -157,7 +157,7 @@ def test_a_traced_run_is_refused_under_a_non_default_policy(
 def test_tracing_is_allowed_when_the_session_says_so_or_under_the_default_policy(
     tmp_path: Path, local_traces: Collector
 ) -> None:
-    from conftest import make_setup
+    from oai_helpers import make_setup
 
     regulated = make_setup(tmp_path / "r", "regulated")
     default = make_setup(tmp_path / "d", "default")
