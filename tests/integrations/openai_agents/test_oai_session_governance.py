@@ -267,3 +267,33 @@ def test_an_item_kept_off_disk_stays_in_its_place_when_consent_returns(regulated
     assert run(live.pop_item()) == say("memory only")  # nothing on disk changes for it
     assert stored_records(regulated) == 1
     assert run(session(regulated).get_items()) == [say("stored")]
+
+
+def test_each_session_operation_is_a_span(tmp_path: Path) -> None:
+    """With a tracer provider, the audit layer's OpenTelemetry spans cover every operation."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from governed_memory import Governance
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    setup = make_setup(tmp_path, "regulated")
+    gov = Governance(workspace=setup.workspace, settings=setup.settings, tracer_provider=provider)
+    s = GovernedSession("conv-1", subject_id=SUBJECT, governance=gov)
+    run(s.add_items([say("one"), say("two")]))
+    run(s.get_items())
+    run(s.pop_item())
+    run(s.clear_session())
+    names = [span.name for span in exporter.get_finished_spans()]
+    assert names[-5:] == [
+        "create_memory",  # add_items: persist
+        "search_memory",  # get_items: preload
+        "search_memory",  # pop_item reads the newest item back through the preload gate
+        "governed_memory session.pop",
+        "governed_memory session.clear",
+    ], names
+    close_audit(gov)
+    close_audit(setup.gov)
