@@ -67,6 +67,10 @@ class AuditEvent(StrEnum):
     """An operator printed an agent's (or a subject's) records (``show``): counts, never content."""
     ISOLATE = "memory.isolate"
     """An agent's records that name a subject were moved to the subjects' own memories."""
+    SESSION_POP = "session.pop"
+    """An OpenAI Agents SDK session's newest item was removed (``pop_item``)."""
+    SESSION_CLEAR = "session.clear"
+    """An OpenAI Agents SDK session's items were removed (``clear_session``)."""
     CONSENT_GRANT = "consent.grant"
     CONSENT_WITHDRAW = "consent.withdraw"
     HOLD_PLACE = "hold.place"
@@ -111,6 +115,8 @@ GEN_AI_OPERATIONS: Mapping[str, str] = {
     AuditEvent.COMPACT: "update_memory",
     AuditEvent.PURGE: "delete_memory",
     AuditEvent.ERASE: "delete_memory",
+    AuditEvent.SESSION_POP: "delete_memory",
+    AuditEvent.SESSION_CLEAR: "delete_memory",
     AuditEvent.EXPORT: "search_memory",
     AuditEvent.SHOW: "search_memory",
 }

@@ -292,8 +292,8 @@ def test_each_session_operation_is_a_span(tmp_path: Path) -> None:
         "create_memory",  # add_items: persist
         "search_memory",  # get_items: preload
         "search_memory",  # pop_item reads the newest item back through the preload gate
-        "governed_memory session.pop",
-        "governed_memory session.clear",
+        "delete_memory",  # pop_item
+        "delete_memory",  # clear_session
     ], names
     close_audit(gov)
     close_audit(setup.gov)
