@@ -308,12 +308,31 @@ class GovernedConversation(SwarmsConversation):  # type: ignore[misc]  # swarms 
         self._refuse_copy(f"Conversation.export_conversation({filename!r})")
         super().export_conversation(filename, *args, **kwargs)
 
-    def load(self, filename: str) -> None:
-        """swarms' load of a saved history; refused under a non-default policy."""
+    def _refuse_load(self, feature: str) -> None:
         refuse(
             self._gate,
-            f"Conversation.load({filename!r})",
-            "it replaces the history with a plaintext file, past the preload gate",
+            feature,
+            "it replaces the history with a plaintext file, past the preload gate, and sets "
+            "every attribute the file's metadata names (the policy layer and autosave among them)",
             "let the agent preload its governed memory instead",
         )
+
+    def load(self, filename: str) -> None:
+        """swarms' load of a saved history; refused under a non-default policy."""
+        self._refuse_load(f"Conversation.load({filename!r})")
         super().load(filename)
+
+    def load_from_json(self, filename: str) -> None:
+        """swarms' JSON load (what ``load`` calls); refused under a non-default policy."""
+        self._refuse_load(f"Conversation.load_from_json({filename!r})")
+        super().load_from_json(filename)
+
+    def load_from_yaml(self, filename: str) -> None:
+        """swarms' YAML load (what ``load`` calls); refused under a non-default policy."""
+        self._refuse_load(f"Conversation.load_from_yaml({filename!r})")
+        super().load_from_yaml(filename)
+
+    def import_conversation(self, filename: str) -> None:
+        """swarms' import (its JSON load); refused under a non-default policy."""
+        self._refuse_load(f"Conversation.import_conversation({filename!r})")
+        super().import_conversation(filename)

@@ -1,0 +1,45 @@
+"""Review of the swarms adapter under policies/regulated.toml: paths swarms offers around the gate."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from swarms_helpers import SWARMS_WARNINGS
+
+from governed_memory import ConfigurationError
+
+pytestmark = pytest.mark.filterwarnings(SWARMS_WARNINGS)
+
+CANARY = "IBAN DE89 3704 0044 0532 0130 00"
+
+
+def consented(agent: Any, *purposes: str) -> Any:
+    for purpose in purposes:
+        agent.governance.grant(agent.subject_id, purpose, actor="test")
+    return agent
+
+
+@pytest.mark.parametrize("loader", ["load_from_json", "load_from_yaml", "import_conversation"])
+def test_swarms_loaders_other_than_load_are_refused_and_change_nothing(
+    regulated: Path, make_agent: Callable[..., Any], tmp_path: Path, loader: str
+) -> None:
+    # swarms' loaders set every attribute the file's metadata names: here the gate and autosave.
+    saved = tmp_path / "saved.json"
+    saved.write_text(
+        json.dumps(
+            {
+                "metadata": {"_gate": None, "autosave": True},
+                "conversation_history": [{"role": "Human", "content": CANARY}],
+            }
+        )
+    )
+    memory = make_agent(subject_id="cust-42").short_memory
+    with pytest.raises(ConfigurationError) as caught:
+        getattr(memory, loader)(str(saved))
+    assert f"Conversation.{loader}(" in str(caught.value) and "'regulated'" in str(caught.value)
+    assert memory.governance is not None and memory.autosave is False
+    assert CANARY not in memory.get_str()
