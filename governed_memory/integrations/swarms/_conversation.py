@@ -18,7 +18,7 @@ swarms                      here
 ``_archive_memory_md``      nothing of its own: ``compact`` archives
 ==========================  =================================================
 
-Before the history is read for a model call or a compression, erasures that
+Before the history is read (for a model call, a compression or a caller), erasures that
 completed since are dropped from it. Under a policy other than the default,
 swarms' own copies (JSON/YAML exports, autosave) are refused.
 """
@@ -99,8 +99,16 @@ class GovernedConversation(SwarmsConversation):  # type: ignore[misc]  # swarms 
 
     @property
     def conversation_history(self) -> list[Message]:
-        """The messages (the inner governed Conversation's history)."""
-        return self._pending if self._memory is None else self._memory.conversation_history
+        """The messages (the inner governed Conversation's history), erased subjects dropped first.
+
+        Every swarms method reads the history through here (its output types,
+        handoffs, exports to the caller), so none returns what an erasure
+        since has removed from disk.
+        """
+        if self._memory is None:
+            return self._pending
+        self.drop_erased()
+        return self._memory.conversation_history
 
     @conversation_history.setter
     def conversation_history(self, value: list[Message]) -> None:
@@ -256,27 +264,10 @@ class GovernedConversation(SwarmsConversation):  # type: ignore[misc]  # swarms 
             self._str_cache = None
         return dropped
 
-    # -- reads that feed a model: erased subjects leave first ----------
-
-    def to_messages(self, *args: Any, **kwargs: Any) -> list[Message]:
-        """swarms' chat request body, after dropping what an erasure removed."""
-        self.drop_erased()
-        return super().to_messages(*args, **kwargs)  # type: ignore[no-any-return]
-
     def return_history_as_string(self) -> str:
-        """swarms' history string, after dropping what an erasure removed."""
-        self.drop_erased()
+        """swarms' history string; its cache is dropped first when an erasure removed messages."""
+        self.drop_erased()  # swarms' cache hit reads no history
         return super().return_history_as_string()  # type: ignore[no-any-return]
-
-    def return_messages_as_list(self) -> list[Message]:
-        """swarms' ``{"role", "content"}`` list, after dropping what an erasure removed."""
-        self.drop_erased()
-        return super().return_messages_as_list()  # type: ignore[no-any-return]
-
-    def count_history_tokens(self) -> int:
-        """swarms' token count (the compressor's threshold), after dropping erased messages."""
-        self.drop_erased()
-        return super().count_history_tokens()  # type: ignore[no-any-return]
 
     # -- swarms' own copies: refused under a non-default policy --------
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from swarms_helpers import SWARMS_WARNINGS
 
-from governed_memory import ConfigurationError
+from governed_memory import ConfigurationError, erase
 
 pytestmark = pytest.mark.filterwarnings(SWARMS_WARNINGS)
 
@@ -43,3 +43,25 @@ def test_swarms_loaders_other_than_load_are_refused_and_change_nothing(
     assert f"Conversation.{loader}(" in str(caught.value) and "'regulated'" in str(caught.value)
     assert memory.governance is not None and memory.autosave is False
     assert CANARY not in memory.get_str()
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        "to_dict",
+        "to_json",
+        "to_yaml",
+        "get_final_message_content",
+        "return_dict_final",
+        "return_messages_as_strings",
+        "get_last_message_as_string",
+        "dynamic_auto_chunking",
+    ],
+)
+def test_every_read_of_the_live_history_leaves_an_erased_subject_out(
+    regulated: Path, make_agent: Callable[..., Any], read: str
+) -> None:
+    memory = consented(make_agent(subject_id="cust-42"), "persist").short_memory
+    memory.add("Human", f"My {CANARY}.")
+    erase(memory.governance, subject="cust-42", reason="Art. 17 request")
+    assert CANARY not in str(getattr(memory, read)())
