@@ -219,6 +219,19 @@ class GovernedConversation(SwarmsConversation):  # type: ignore[misc]  # swarms 
             message["token_count"] = self._line_token_count(self._format_message(message))
         return message
 
+    def batch_add(self, messages: list[Message]) -> None:
+        """swarms' batch add (kept in memory, not written, as swarms does).
+
+        Under a policy, the messages are the subject's (a ``subject_id`` they do
+        not carry is set on copies), so an erasure of the subject reaches them.
+        """
+        if self._gate is not None and self._subject_id is not None:
+            messages = [
+                message if "subject_id" in message else {**message, "subject_id": self._subject_id}
+                for message in messages
+            ]
+        super().batch_add(messages)
+
     def _swarms_shape(self, message: Message, category: str | None) -> None:
         """Keys in swarms' order (message id, category), ours (metadata, subject) after."""
         ours: dict[str, Any] = {

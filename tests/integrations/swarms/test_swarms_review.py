@@ -65,3 +65,12 @@ def test_every_read_of_the_live_history_leaves_an_erased_subject_out(
     memory.add("Human", f"My {CANARY}.")
     erase(memory.governance, subject="cust-42", reason="Art. 17 request")
     assert CANARY not in str(getattr(memory, read)())
+
+
+def test_messages_batch_added_are_the_subjects_and_leave_with_its_erasure(
+    regulated: Path, make_agent: Callable[..., Any]
+) -> None:
+    memory = consented(make_agent(subject_id="cust-42"), "persist").short_memory
+    memory.batch_add([{"role": "Human", "content": f"My {CANARY}."}])  # swarms: memory only
+    erase(memory.governance, subject="cust-42", reason="Art. 17 request")
+    assert CANARY not in memory.get_str()
