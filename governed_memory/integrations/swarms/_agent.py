@@ -131,6 +131,13 @@ class Agent(SwarmsAgent):  # type: ignore[misc]  # swarms ships no types
     def subject_id(self, value: str | None) -> None:
         """Attribute the next runs to ``value``: the memory is opened again for that subject."""
         self._check_subject(value, self.agent_name)
+        if value != self._subject_id and self.messages and governs(self._governance):
+            raise ConfigurationError(
+                f"agent.subject_id = {value!r} refused under {policy_name(self._governance)}: "
+                f"the agent's messages= seeds ({len(self.messages)}) were given for "
+                f"{self._subject_id!r} and would be written to {value!r}'s memory as theirs; "
+                "assign agent.messages = None (or the next subject's own messages) first"
+            )
         previous, self._subject_id = self._subject_id, value
         try:
             self.short_memory = self.short_memory_init()

@@ -74,3 +74,18 @@ def test_messages_batch_added_are_the_subjects_and_leave_with_its_erasure(
     memory.batch_add([{"role": "Human", "content": f"My {CANARY}."}])  # swarms: memory only
     erase(memory.governance, subject="cust-42", reason="Art. 17 request")
     assert CANARY not in memory.get_str()
+
+
+def test_the_seed_messages_of_one_subject_are_not_written_to_the_next_subjects_memory(
+    regulated: Path, make_agent: Callable[..., Any]
+) -> None:
+    seed = [{"role": "user", "content": f"Earlier: my {CANARY}."}]
+    agent = consented(make_agent(subject_id="cust-42", messages=seed), "persist")
+    agent.governance.grant("cust-7", "persist", actor="test")
+    with pytest.raises(ConfigurationError) as caught:
+        agent.subject_id = "cust-7"
+    assert "messages=" in str(caught.value) and "agent.messages = None" in str(caught.value)
+    assert agent.subject_id == "cust-42"
+    agent.messages = None  # the fix the error names
+    agent.subject_id = "cust-7"
+    assert CANARY not in agent.short_memory.get_str()
