@@ -89,3 +89,16 @@ def test_the_seed_messages_of_one_subject_are_not_written_to_the_next_subjects_m
     agent.messages = None  # the fix the error names
     agent.subject_id = "cust-7"
     assert CANARY not in agent.short_memory.get_str()
+
+
+def test_swarms_log_files_on_are_refused_naming_the_variable(
+    regulated: Path, make_agent: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # swarms then logs at INFO to $WORKSPACE_DIR/logs: add_memory() logs the memory it adds.
+    monkeypatch.setenv("SWARMS_LOG_FILES", "true")
+    with pytest.raises(ConfigurationError) as caught:
+        make_agent(subject_id="cust-42")
+    message = str(caught.value)
+    assert "swarms log files refused under policy 'regulated'" in message
+    assert "SWARMS_LOG_FILES=false" in message
+    assert not (regulated / "agents").exists()
