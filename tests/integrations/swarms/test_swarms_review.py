@@ -102,3 +102,16 @@ def test_swarms_log_files_on_are_refused_naming_the_variable(
     assert "swarms log files refused under policy 'regulated'" in message
     assert "SWARMS_LOG_FILES=false" in message
     assert not (regulated / "agents").exists()
+
+
+def test_a_memory_path_outside_the_workspace_is_refused_where_erasure_would_not_reach(
+    regulated: Path, make_agent: Callable[..., Any], tmp_path: Path
+) -> None:
+    memory = consented(make_agent(subject_id="cust-42"), "persist").short_memory
+    elsewhere = tmp_path / "elsewhere" / "MEMORY.md"
+    with pytest.raises(ConfigurationError) as caught:
+        memory.memory_md_path = str(elsewhere)
+    assert "memory_md_path" in str(caught.value) and str(regulated / "agents") in str(caught.value)
+    memory.add("Human", f"My {CANARY}.")
+    assert not (tmp_path / "elsewhere").exists()
+    assert memory.memory_md_path == str(regulated / "agents" / "Quant" / "MEMORY.md")
