@@ -8,19 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from swarms_helpers import SWARMS_WARNINGS
+from swarms_helpers import CANARY, SWARMS_WARNINGS, consented
 
 from governed_memory import ConfigurationError, erase
 
 pytestmark = pytest.mark.filterwarnings(SWARMS_WARNINGS)
-
-CANARY = "IBAN DE89 3704 0044 0532 0130 00"
-
-
-def consented(agent: Any, *purposes: str) -> Any:
-    for purpose in purposes:
-        agent.governance.grant(agent.subject_id, purpose, actor="test")
-    return agent
 
 
 @pytest.mark.parametrize("loader", ["load_from_json", "load_from_yaml", "import_conversation"])
