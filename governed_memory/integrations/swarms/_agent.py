@@ -7,7 +7,7 @@ planning) except what reaches memory: ``short_memory`` is a
 :class:`GovernedContextCompressor`, and each turn is attributed to the
 agent's ``subject_id``. Under a policy other than the default, swarms'
 copies elsewhere (``autosave``, ``save()``, state and config dumps) and
-its telemetry are refused, naming the policy and the fix.
+its telemetry and log files are refused, naming the policy and the fix.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from governed_memory._protocols import CONFIGURED, resolve_governance
 
 from ._compressor import GovernedContextCompressor
 from ._conversation import GovernedConversation
-from ._outbound import governs, policy_name, refuse, require_telemetry_off
+from ._outbound import governs, policy_name, refuse, require_outbound_off
 
 __all__ = ["Agent"]
 
@@ -69,7 +69,7 @@ class Agent(SwarmsAgent):  # type: ignore[misc]  # swarms ships no types
         ConfigurationError: under a non-default policy: ``governance=None``;
             no ``subject_id`` while the policy asks for consent or isolates
             subjects; ``autosave=True``; ``publish_to_marketplace=True``;
-            swarms telemetry on.
+            swarms telemetry or swarms log files (``SWARMS_LOG_FILES``) on.
         InvalidAgentNameError: with ``persistent_memory=True``, an
             ``agent_name`` that is not one folder name.
     """
@@ -85,7 +85,7 @@ class Agent(SwarmsAgent):  # type: ignore[misc]  # swarms ships no types
         name = given.get("agent_name", "swarm-worker-01")
         self._governance = resolve_governance(governance, what=f"Agent({name!r}, governance=None)")
         # Refused before swarms builds anything (its constructor reports to telemetry).
-        require_telemetry_off(self._governance)
+        require_outbound_off(self._governance)
         if given.get("autosave"):
             refuse(
                 self._governance,
@@ -131,6 +131,13 @@ class Agent(SwarmsAgent):  # type: ignore[misc]  # swarms ships no types
     def subject_id(self, value: str | None) -> None:
         """Attribute the next runs to ``value``: the memory is opened again for that subject."""
         self._check_subject(value, self.agent_name)
+        if value != self._subject_id and self.messages and governs(self._governance):
+            raise ConfigurationError(
+                f"agent.subject_id = {value!r} refused under {policy_name(self._governance)}: "
+                f"the agent's messages= seeds ({len(self.messages)}) were given for "
+                f"{self._subject_id!r} and would be written to {value!r}'s memory as theirs; "
+                "assign agent.messages = None (or the next subject's own messages) first"
+            )
         previous, self._subject_id = self._subject_id, value
         try:
             self.short_memory = self.short_memory_init()
@@ -214,8 +221,8 @@ class Agent(SwarmsAgent):  # type: ignore[misc]  # swarms ships no types
     # -- swarms' copies elsewhere ----------------------------------------
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
-        """swarms' run; under a non-default policy only while telemetry stays off."""
-        require_telemetry_off(self._governance)
+        """swarms' run; under a non-default policy only while telemetry and log files stay off."""
+        require_outbound_off(self._governance)
         return super().run(*args, **kwargs)
 
     def handle_publish_to_marketplace(self) -> Any:

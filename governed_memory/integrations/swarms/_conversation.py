@@ -18,7 +18,7 @@ swarms                      here
 ``_archive_memory_md``      nothing of its own: ``compact`` archives
 ==========================  =================================================
 
-Before the history is read for a model call or a compression, erasures that
+Before the history is read (for a model call, a compression or a caller), erasures that
 completed since are dropped from it. Under a policy other than the default,
 swarms' own copies (JSON/YAML exports, autosave) are refused.
 """
@@ -26,14 +26,21 @@ swarms' own copies (JSON/YAML exports, autosave) are refused.
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
 from swarms.structs.conversation import Conversation as SwarmsConversation  # type: ignore[import-untyped]  # no py.typed
 
-from governed_memory import Clock, Conversation
+from governed_memory import (
+    Clock,
+    ConfigurationError,
+    Conversation,
+    InvalidAgentNameError,
+    memory_md_path,
+)
 from governed_memory._protocols import CONFIGURED, resolve_governance
 
-from ._outbound import refuse
+from ._outbound import governs, policy_name, refuse
 
 __all__ = ["GovernedConversation"]
 
@@ -99,8 +106,16 @@ class GovernedConversation(SwarmsConversation):  # type: ignore[misc]  # swarms 
 
     @property
     def conversation_history(self) -> list[Message]:
-        """The messages (the inner governed Conversation's history)."""
-        return self._pending if self._memory is None else self._memory.conversation_history
+        """The messages (the inner governed Conversation's history), erased subjects dropped first.
+
+        Every swarms method reads the history through here (its output types,
+        handoffs, exports to the caller), so none returns what an erasure
+        since has removed from disk.
+        """
+        if self._memory is None:
+            return self._pending
+        self.drop_erased()
+        return self._memory.conversation_history
 
     @conversation_history.setter
     def conversation_history(self, value: list[Message]) -> None:
@@ -116,10 +131,29 @@ class GovernedConversation(SwarmsConversation):  # type: ignore[misc]  # swarms 
 
     @memory_md_path.setter
     def memory_md_path(self, value: Any) -> None:
+        self._check_memory_path(value)
         if self._memory is None:
             self._pending_path = value
         else:
             self._memory.memory_md_path = value
+
+    def _check_memory_path(self, value: Any) -> None:
+        """Under a policy, a MEMORY.md only where export, erasure and retention look for it."""
+        workspace = getattr(self._gate, "workspace", None)
+        if value is None or str(value) == "" or workspace is None or not governs(self._gate):
+            return
+        path = Path(value)
+        try:
+            expected: Path | None = memory_md_path(path.parent.name, workspace)
+        except InvalidAgentNameError:
+            expected = None
+        if expected is None or path.resolve() != expected.resolve():
+            raise ConfigurationError(
+                f"memory_md_path = {str(value)!r} refused under {policy_name(self._gate)}: "
+                "export, erasure and retention find an agent's memory only at "
+                f"{Path(workspace) / 'agents'}/<agent_name>/MEMORY.md; use that path "
+                "(governed_memory.memory_md_path(agent_name)), or None to stop persisting"
+            )
 
     @property
     def governance(self) -> Any:
@@ -211,6 +245,19 @@ class GovernedConversation(SwarmsConversation):  # type: ignore[misc]  # swarms 
             message["token_count"] = self._line_token_count(self._format_message(message))
         return message
 
+    def batch_add(self, messages: list[Message]) -> None:
+        """swarms' batch add (kept in memory, not written, as swarms does).
+
+        Under a policy, the messages are the subject's (a ``subject_id`` they do
+        not carry is set on copies), so an erasure of the subject reaches them.
+        """
+        if self._gate is not None and self._subject_id is not None:
+            messages = [
+                message if "subject_id" in message else {**message, "subject_id": self._subject_id}
+                for message in messages
+            ]
+        super().batch_add(messages)
+
     def _swarms_shape(self, message: Message, category: str | None) -> None:
         """Keys in swarms' order (message id, category), ours (metadata, subject) after."""
         ours: dict[str, Any] = {
@@ -256,27 +303,10 @@ class GovernedConversation(SwarmsConversation):  # type: ignore[misc]  # swarms 
             self._str_cache = None
         return dropped
 
-    # -- reads that feed a model: erased subjects leave first ----------
-
-    def to_messages(self, *args: Any, **kwargs: Any) -> list[Message]:
-        """swarms' chat request body, after dropping what an erasure removed."""
-        self.drop_erased()
-        return super().to_messages(*args, **kwargs)  # type: ignore[no-any-return]
-
     def return_history_as_string(self) -> str:
-        """swarms' history string, after dropping what an erasure removed."""
-        self.drop_erased()
+        """swarms' history string; its cache is dropped first when an erasure removed messages."""
+        self.drop_erased()  # swarms' cache hit reads no history
         return super().return_history_as_string()  # type: ignore[no-any-return]
-
-    def return_messages_as_list(self) -> list[Message]:
-        """swarms' ``{"role", "content"}`` list, after dropping what an erasure removed."""
-        self.drop_erased()
-        return super().return_messages_as_list()  # type: ignore[no-any-return]
-
-    def count_history_tokens(self) -> int:
-        """swarms' token count (the compressor's threshold), after dropping erased messages."""
-        self.drop_erased()
-        return super().count_history_tokens()  # type: ignore[no-any-return]
 
     # -- swarms' own copies: refused under a non-default policy --------
 
@@ -308,12 +338,31 @@ class GovernedConversation(SwarmsConversation):  # type: ignore[misc]  # swarms 
         self._refuse_copy(f"Conversation.export_conversation({filename!r})")
         super().export_conversation(filename, *args, **kwargs)
 
-    def load(self, filename: str) -> None:
-        """swarms' load of a saved history; refused under a non-default policy."""
+    def _refuse_load(self, feature: str) -> None:
         refuse(
             self._gate,
-            f"Conversation.load({filename!r})",
-            "it replaces the history with a plaintext file, past the preload gate",
+            feature,
+            "it replaces the history with a plaintext file, past the preload gate, and sets "
+            "every attribute the file's metadata names (the policy layer and autosave among them)",
             "let the agent preload its governed memory instead",
         )
+
+    def load(self, filename: str) -> None:
+        """swarms' load of a saved history; refused under a non-default policy."""
+        self._refuse_load(f"Conversation.load({filename!r})")
         super().load(filename)
+
+    def load_from_json(self, filename: str) -> None:
+        """swarms' JSON load (what ``load`` calls); refused under a non-default policy."""
+        self._refuse_load(f"Conversation.load_from_json({filename!r})")
+        super().load_from_json(filename)
+
+    def load_from_yaml(self, filename: str) -> None:
+        """swarms' YAML load (what ``load`` calls); refused under a non-default policy."""
+        self._refuse_load(f"Conversation.load_from_yaml({filename!r})")
+        super().load_from_yaml(filename)
+
+    def import_conversation(self, filename: str) -> None:
+        """swarms' import (its JSON load); refused under a non-default policy."""
+        self._refuse_load(f"Conversation.import_conversation({filename!r})")
+        super().import_conversation(filename)

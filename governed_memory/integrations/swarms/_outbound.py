@@ -2,8 +2,10 @@
 
 swarms keeps copies of a conversation outside MEMORY.md: the Agent's state
 and config files (``autosave``, ``save()``), the Conversation's JSON/YAML
-exports, and its telemetry, which is on by default and sends every run's
-inputs, conversation, model requests and responses to swarms' collector.
+exports, its telemetry, which is on by default and sends every run's
+inputs, conversation, model requests and responses to swarms' collector, and
+its log files (``SWARMS_LOG_FILES``, off by default), where some methods log
+the text they are given.
 Under the default policy they keep swarms' behaviour. Under any other, none
 of them may carry a governed conversation: each is refused, naming the
 policy, the feature and the fix.
@@ -15,7 +17,7 @@ from typing import Any
 
 from governed_memory import ConfigurationError
 
-__all__ = ["governs", "policy_name", "refuse", "require_telemetry_off"]
+__all__ = ["governs", "policy_name", "refuse", "require_outbound_off"]
 
 
 def _policy(gate: object) -> Any:
@@ -50,6 +52,37 @@ def refuse(gate: object, feature: str, why: str, fix: str) -> None:
         raise ConfigurationError(
             f"{feature} refused under {policy_name(gate)}: {why}, outside the policy's "
             f"consent, encryption, retention and erasure; {fix}"
+        )
+
+
+def require_outbound_off(gate: object) -> None:
+    """Refuse a governed agent while swarms' telemetry or its log files are on."""
+    require_telemetry_off(gate)
+    require_log_files_off(gate)
+
+
+def require_log_files_off(gate: object) -> None:
+    """Refuse a governed agent while swarms writes its log to files.
+
+    With ``SWARMS_LOG_FILES`` on, swarms' loguru logger writes INFO and above
+    to ``$WORKSPACE_DIR/logs`` as plaintext, and ``Agent.add_memory()``,
+    ``send_agent_message()``, ``run_concurrent_tasks()`` and a failed plan
+    log the text they were given. swarms configures the files at import
+    (``_CONFIGURED_DIR``, the only record of it, is read for that), and again
+    when a later module asks with the variable changed, so both are checked.
+    """
+    if not governs(gate):
+        return
+    from swarms.utils import loguru_logger  # type: ignore[import-untyped]  # no py.typed
+
+    configured = getattr(loguru_logger, "_CONFIGURED_DIR", None)
+    if loguru_logger.log_files_enabled() or (configured is not None and configured[1]):
+        raise ConfigurationError(
+            f"swarms log files refused under {policy_name(gate)}: SWARMS_LOG_FILES is on, and "
+            "swarms writes its log as plaintext to $WORKSPACE_DIR/logs, with the text "
+            "add_memory(), send_agent_message(), run_concurrent_tasks() and a failed plan "
+            "are given, outside the policy; set SWARMS_LOG_FILES=false (swarms' default) in "
+            "the environment before the process starts"
         )
 
 

@@ -10,6 +10,8 @@ MODEL = "openai/stub"
 SWARMS_WARNINGS = "ignore:Pydantic serializer warnings:UserWarning"
 """litellm 1.76 (swarms' pin) warns while serialising the stub's replies; as an error it fails the call."""
 SUMMARIZER_MARK = "conversation compression expert"  # in swarms' compression system prompt
+CANARY = "IBAN DE89 3704 0044 0532 0130 00"
+"""Personal data the regulated tests look for on disk, in exports and in live memory."""
 
 _TS = re.compile(r"\d{4}-\d\d-\d\d[T_]\d\d[:-]\d\d[:-]\d\d(?:\.\d+)?")
 _ID = re.compile(r"agent-[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -32,6 +34,13 @@ def tree(root: Path) -> dict[str, str | None]:
 
 def all_bytes(folder: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())
+
+
+def consented(agent: Any, *purposes: str) -> Any:
+    """``agent`` with its subject's consent to ``purposes`` granted."""
+    for purpose in purposes:
+        agent.governance.grant(agent.subject_id, purpose, actor="test")
+    return agent
 
 
 def is_summary_request(body: dict[str, Any]) -> bool:

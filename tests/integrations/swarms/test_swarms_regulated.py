@@ -8,20 +8,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from swarms_helpers import SWARMS_WARNINGS, all_bytes, is_summary_request
+from swarms_helpers import CANARY, SWARMS_WARNINGS, all_bytes, consented, is_summary_request
 
 from governed_memory import ConfigurationError, erase, export_subject
 from governed_memory._cli import main
 
 pytestmark = pytest.mark.filterwarnings(SWARMS_WARNINGS)
-
-CANARY = "IBAN DE89 3704 0044 0532 0130 00"
-
-
-def consented(agent: Any, *purposes: str) -> Any:
-    for purpose in purposes:
-        agent.governance.grant(agent.subject_id, purpose, actor="test")
-    return agent
 
 
 def test_an_agent_without_a_subject_is_refused_naming_the_policy_and_the_fix(
