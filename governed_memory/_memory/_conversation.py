@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from .._base import Clock, SystemClock, iso_now
+from .._base import AGENTS_DIR, MEMORY_FILE, Clock, SystemClock, iso_now
 from .._errors import (
     ConfigurationError,
     EmptySummaryError,
@@ -259,6 +259,8 @@ class Conversation:
 
     @memory_md_path.setter
     def memory_md_path(self, value: str | os.PathLike[str] | None) -> None:
+        if value is not None and str(value) != "" and self.governance is not None:
+            _check_governed_path(Path(value), self.governance.workspace)
         for opened in {
             id(s): s
             for s in (self._store, self._agent_store, *self._others.values())
@@ -780,4 +782,24 @@ class Conversation:
         return (
             f"Conversation(name={self.name!r}, messages={len(self.conversation_history)}, "
             f"memory_md_path={self._memory_md_path!r})"
+        )
+
+
+def _check_governed_path(path: Path, workspace: Path) -> None:
+    """Under a Governance, a MEMORY.md only where its export, erasure and retention look.
+
+    They find an agent's memory at ``<workspace>/agents/<name>/MEMORY.md`` of the
+    Governance's workspace; memory written anywhere else would be kept outside them.
+
+    Raises:
+        ConfigurationError: ``path`` is not that file of any agent.
+    """
+    expected = Path(workspace) / AGENTS_DIR / path.parent.name / MEMORY_FILE
+    if os.path.abspath(path) != os.path.abspath(expected):
+        raise ConfigurationError(
+            f"memory_md_path {str(path)!r} is outside the governed workspace {str(workspace)!r}: "
+            "export, erasure and retention find an agent's memory only at "
+            "<workspace>/agents/<agent_name>/MEMORY.md; pass "
+            "governed_memory.memory_md_path(agent_name), which reads the same workspace, or "
+            "govern the workspace that holds this file (WORKSPACE_DIR or Governance(workspace=...))"
         )

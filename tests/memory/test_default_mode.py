@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from governed_memory import Conversation, FixedClock, Governance, Settings, memory_md_path
+from governed_memory import (
+    ConfigurationError,
+    Conversation,
+    FixedClock,
+    Governance,
+    Settings,
+    memory_md_path,
+)
 from governed_memory._cli import main
 
 _TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?")
@@ -126,3 +133,25 @@ def test_read_only_commands_create_nothing(workspace: Path, args: list[str]) -> 
     result = CliRunner().invoke(main, ["--workspace", str(workspace), *args])
     assert result.exit_code == 0, result.output
     assert list(workspace.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "outside",
+    ["elsewhere/agents/A/MEMORY.md", "ws/agents/A/notes.md", "ws/A/MEMORY.md"],
+    ids=["other-workspace", "other-file-name", "not-under-agents"],
+)
+def test_a_governed_memory_outside_the_governed_workspace_is_refused(
+    workspace: Path, clock: FixedClock, tmp_path: Path, outside: str
+) -> None:
+    """Export, erasure and retention look in the Governance's workspace only: memory goes there."""
+    gov = Governance(workspace=workspace, settings=Settings(), clock=clock)
+    path = tmp_path / outside
+    with pytest.raises(ConfigurationError, match="outside the governed workspace") as raised:
+        Conversation(memory_md_path=path, governance=gov)
+    assert "governed_memory.memory_md_path(agent_name)" in str(raised.value)
+    assert not path.exists() and not path.parent.exists()
+    conversation = Conversation(memory_md_path=memory_md_path("A", workspace), governance=gov)
+    with pytest.raises(ConfigurationError, match="outside the governed workspace"):
+        conversation.memory_md_path = path
+    conversation.add("Human", "still written where export finds it")
+    assert "still written" in (workspace / "agents" / "A" / "MEMORY.md").read_text()
