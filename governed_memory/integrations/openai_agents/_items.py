@@ -5,8 +5,9 @@ Pure functions, no I/O. An item is the JSON object the SDK hands
 one line, so it never needs the format's escaping (it starts with ``{``) and
 reads back equal, key order included. The record's role is the item's
 ``role`` (``user``, ``assistant``) or ``type`` (``function_call``, ...) when
-that is a plain word, else ``item``: it only makes MEMORY.md and exports
-readable, reading ignores it.
+that is a plain word, else ``item``: it makes MEMORY.md and exports
+readable, and reading checks it, so that a record of another writer whose
+text merely looks like an item is not taken for one.
 """
 
 from __future__ import annotations
@@ -81,7 +82,13 @@ def render_items(
 
 
 def decode_item(record: Record) -> dict[str, Any] | None:
-    """The item a record holds; None when it holds none (a record not written by a session)."""
+    """The item a record holds; None when it holds none (a record not written by a session).
+
+    A record holds an item only under the role a session writes that item
+    under: a Conversation on the same agent whose user typed
+    ``{"role": "system", ...}`` wrote a ``User`` record, which stays that
+    user's text and never becomes a system item.
+    """
     content = record.content
     if not content.startswith("{"):
         return None
@@ -89,4 +96,6 @@ def decode_item(record: Record) -> dict[str, Any] | None:
         value = json.loads(content)
     except (ValueError, RecursionError):
         return None
-    return value if isinstance(value, dict) else None
+    if not isinstance(value, dict) or item_role(value) != record.role:
+        return None
+    return value
