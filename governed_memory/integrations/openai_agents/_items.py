@@ -48,6 +48,7 @@ def encode_item(item: object, *, index: int, session_id: str) -> str:
             "(TResponseInputItem dicts such as {'role': 'user', 'content': 'hi'}), e.g. "
             "from RunResult.to_input_list()"
         )
+    _check_keys(item, where)
     try:
         text = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as exc:
@@ -61,6 +62,29 @@ def encode_item(item: object, *, index: int, session_id: str) -> str:
         # A lone surrogate: escaped as \udxxx it reads back as the same string.
         text = json.dumps(item, ensure_ascii=True, separators=(",", ":"))
     return text
+
+
+def _check_keys(item: dict[Any, Any], where: str) -> None:
+    """Refuse a key that is not a string: JSON would turn it into one (1 and "1" would collide).
+
+    Iterative, so that an item nested deeper than the recursion limit gets
+    json's own error rather than a RecursionError from here.
+    """
+    stack: list[tuple[object, str]] = [(item, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict):
+            for key, child in value.items():
+                if not isinstance(key, str):
+                    raise ConfigurationError(
+                        f"{where} has the key {key!r} ({type(key).__name__}) at "
+                        f"{path or 'the top'}; JSON keys are strings, so it would read back "
+                        "as a string (colliding with a key of that text); use str keys "
+                        "(nothing of this add_items was written)"
+                    )
+                stack.append((child, f"{path}[{key!r}]"))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(value))
 
 
 def render_items(

@@ -101,3 +101,20 @@ def test_clear_session_keeps_the_records_of_a_conversation_on_the_same_agent(set
     run(s.clear_session())
     assert run(s.get_items()) == []
     assert [r.content for r in stored(setup)] == ["my name is Ann"]
+
+
+# -- items that JSON would change -------------------------------------------------
+
+
+def test_an_item_with_a_key_that_is_not_a_string_is_refused_and_nothing_is_written(
+    setup: Setup,
+) -> None:
+    """JSON turns the key 1 into "1": {1: "a", "1": "b"} would read back as {"1": "b"}, "a" lost."""
+    s = GovernedSession("conv-1", subject_id=SUBJECT, governance=setup.gov)
+    item = {"type": "function_call_output", "output": {"scores": {1: "a", "1": "b"}}}
+    with pytest.raises(
+        ConfigurationError, match=r"item 1 .*key 1 \(int\) at \['output'\]\['scores'\].*str"
+    ):
+        run(s.add_items([{"role": "user", "content": "hi"}, item]))  # type: ignore[list-item]
+    assert run(s.get_items()) == []
+    assert stored(setup) == []
