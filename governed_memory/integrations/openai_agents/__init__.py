@@ -42,6 +42,25 @@ __all__ = ["GovernedSession"]
 _T = TypeVar("_T")
 
 
+async def _settled(task: asyncio.Future[_T]) -> _T:
+    """``task``'s outcome, awaited to its end even when the caller is cancelled meanwhile.
+
+    A worker thread cannot be stopped mid-write: a cancelled ``add_items``
+    still writes. As the SDK's own sessions do (0.24, ``_await_mutation``),
+    the CancelledError reaches the caller only once the write is done, so
+    the caller never carries on while its mutation is still landing.
+    """
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError as exc:
+            cancelled = cancelled or exc
+    if cancelled is not None:
+        raise cancelled
+    return task.result()
+
+
 class GovernedSession(SessionABC):
     """An OpenAI Agents SDK session whose items live in governed memory.
 
@@ -110,7 +129,7 @@ class GovernedSession(SessionABC):
         self.allow_sdk_tracing = allow_sdk_tracing
         self._lock = threading.Lock()  # one operation of this session at a time
 
-    async def _run(self, operation: str, work: Callable[[], _T]) -> _T:
+    async def _run(self, operation: str, work: Callable[[], _T], *, mutation: bool = True) -> _T:
         if self.governance is not None and not self.allow_sdk_tracing:
             check_tracing(self.governance.policy, session_id=self.session_id, operation=operation)
 
@@ -120,7 +139,9 @@ class GovernedSession(SessionABC):
 
         # The store is blocking (file locks, fsync): off the event loop, so a
         # Runner serving other sessions is not stalled.
-        return await asyncio.to_thread(locked)
+        if not mutation:
+            return await asyncio.to_thread(locked)
+        return await _settled(asyncio.ensure_future(asyncio.to_thread(locked)))
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The session's items, oldest first; with ``limit``, the newest ``limit`` of them.
@@ -129,7 +150,9 @@ class GovernedSession(SessionABC):
         whose subject has no ``persist`` consent are not read back.
         """
         resolved = resolve_session_limit(limit, self.session_settings)
-        items = await self._run("get_items", lambda: self._memory.items(resolved))
+        items = await self._run(
+            "get_items", lambda: self._memory.items(resolved), mutation=False
+        )
         return cast("list[TResponseInputItem]", items)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -118,3 +121,35 @@ def test_an_item_with_a_key_that_is_not_a_string_is_refused_and_nothing_is_writt
         run(s.add_items([{"role": "user", "content": "hi"}, item]))  # type: ignore[list-item]
     assert run(s.get_items()) == []
     assert stored(setup) == []
+
+
+# -- cancellation ----------------------------------------------------------------
+
+
+class GatedClock:
+    """A clock whose next reading waits until the test releases it (the worker thread blocks in it)."""
+
+    def __init__(self) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def now(self) -> dt.datetime:
+        self.entered.set()
+        self.release.wait(5)
+        return dt.datetime(2026, 11, 30, 10, 0, 0)
+
+
+def test_a_cancelled_add_items_raises_only_once_its_write_is_done(setup: Setup) -> None:
+    """As the SDK's own sessions (0.24): a mutation's outcome is settled when CancelledError reaches the caller."""
+    clock = GatedClock()
+    s = GovernedSession("conv-1", subject_id=SUBJECT, governance=setup.gov, clock=clock)
+
+    async def cancel_mid_write() -> None:
+        task = asyncio.ensure_future(s.add_items([{"role": "user", "content": "kept"}]))
+        await asyncio.to_thread(clock.entered.wait, 5)  # the write has started in its thread
+        task.cancel()
+        threading.Timer(0.2, clock.release.set).start()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert [r.content for r in stored(setup)] == ['{"role":"user","content":"kept"}']
+
+    run(cancel_mid_write())
