@@ -4,24 +4,35 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from agents import Agent, Runner
+from agents import (
+    Agent,
+    OpenAIChatCompletionsModel,
+    RunConfig,
+    Runner,
+    Session,
+    SQLiteSession,
+    function_tool,
+)
 from agents.tracing import TracingProcessor, set_trace_processors
 from agents.tracing.processors import default_processor
 from oai_helpers import SUBJECT, Setup, run
+from openai import AsyncOpenAI
 
 from governed_memory import ConfigurationError, Conversation, Record, memory_md_path, parse_memory
 from governed_memory.integrations.openai_agents import GovernedSession
 
 if TYPE_CHECKING:
-    from agents import OpenAIChatCompletionsModel
     from llm_stub import StubLLM
 
 CANARY = "card 4111-1111-1111-1111"
+UNTRACED = RunConfig(tracing_disabled=True)
 
 
 def stored(setup: Setup, sid: str = "conv-1") -> list[Record]:
@@ -153,3 +164,123 @@ def test_a_cancelled_add_items_raises_only_once_its_write_is_done(setup: Setup) 
         assert [r.content for r in stored(setup)] == ['{"role":"user","content":"kept"}']
 
     run(cancel_mid_write())
+
+
+# -- the SDK's Runner leaves the items SQLiteSession would hold ------------------
+
+
+@function_tool
+def balance(account: str) -> str:
+    """The balance of ``account``."""
+    return f"12 EUR on {account}"
+
+
+def chat_model(url: str) -> OpenAIChatCompletionsModel:
+    client = AsyncOpenAI(base_url=url, api_key="sk-test", max_retries=0)
+    return OpenAIChatCompletionsModel(model="stub-model", openai_client=client)
+
+
+def governed(setup: Setup) -> Session:
+    return GovernedSession("conv-1", subject_id=SUBJECT, governance=setup.gov)
+
+
+def test_handoffs_tools_and_a_session_input_callback_leave_the_sqlite_sessions_items(
+    setup: Setup, stub_llm: StubLLM
+) -> None:
+    """Function calls and outputs, a handoff, a callback trimming history, a run with no new input."""
+
+    def three_runs(session: Session) -> list[Any]:
+        model = chat_model(stub_llm.url)
+        billing = Agent(name="Billing", instructions="Bill.", model=model, tools=[balance])
+        triage = Agent(name="Triage", instructions="Route.", model=model, handoffs=[billing])
+        stub_llm.queue(
+            {"content": None, "tool_calls": [("transfer_to_billing", {})]},
+            {"content": None, "tool_calls": [("balance", {"account": "ü-1"})]},
+            "You have 12 EUR.",
+            "Glad to help.",
+            "Anything else?",
+        )
+        first = run(
+            Runner.run(triage, "What is my balance? ü", session=session, run_config=UNTRACED)
+        )
+        trim = RunConfig(
+            tracing_disabled=True, session_input_callback=lambda old, new: old[-2:] + new
+        )
+        run(Runner.run(first.last_agent, "thanks", session=session, run_config=trim))
+        run(Runner.run(triage, [], session=session, run_config=UNTRACED))
+        return run(session.get_items())
+
+    expected = three_runs(SQLiteSession("conv-1"))
+    sqlite_requests = [len(r["messages"]) for r in stub_llm.requests]
+    stub_llm.requests.clear()
+    assert three_runs(governed(setup)) == expected
+    assert [
+        len(r["messages"]) for r in stub_llm.requests
+    ] == sqlite_requests  # the same history sent
+
+
+class StreamingStub:
+    """An OpenAI-compatible chat-completions server on 127.0.0.1 that streams each reply (SSE)."""
+
+    def __init__(self, *replies: str) -> None:
+        self.replies, self.requests = list(replies), []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                stub.requests.append(
+                    json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                )
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                words = stub.replies.pop(0).split(" ")
+                deltas = [{"role": "assistant", "content": ""}] + [
+                    {"content": f"{w} "} for w in words
+                ]
+                for delta, finish in [(d, None) for d in deltas] + [({}, "stop")]:
+                    chunk = {
+                        "id": "chunk",
+                        "object": "chat.completion.chunk",
+                        "created": 1,
+                        "model": "stub-model",
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                    }
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+def test_streamed_runs_leave_the_sqlite_sessions_items(setup: Setup) -> None:
+    async def two_streamed_runs(session: Session, url: str) -> list[Any]:
+        agent = Agent(name="Teller", instructions="Answer briefly.", model=chat_model(url))
+        for question in ("one", "two ü"):
+            result = Runner.run_streamed(agent, question, session=session, run_config=UNTRACED)
+            async for _ in result.stream_events():
+                pass
+        return await session.get_items()
+
+    results = []
+    for session in (SQLiteSession("conv-1"), governed(setup)):
+        stub = StreamingStub("Hello there.", "Again, ü.")
+        try:
+            results.append(run(two_streamed_runs(session, stub.url)))
+        finally:
+            stub.stop()
+        assert [r["messages"][-1]["content"] for r in stub.requests] == ["one", "two ü"]
+    assert len(results[0]) == 4
+    assert results[1] == results[0]
