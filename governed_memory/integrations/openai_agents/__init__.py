@@ -32,7 +32,7 @@ from ..._errors import ConfigurationError
 from ..._protocols import CONFIGURED, Configured, resolve_governance
 from ..._wiring import Governance
 from ._memory import SessionMemory
-from ._tracing import check_tracing
+from ._tracing import check_tracing, rules_as_default
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -94,8 +94,9 @@ class GovernedSession(SessionABC):
     Raises:
         InvalidAgentNameError: ``session_id`` cannot name a folder.
         ConfigurationError: ``governance=None`` under a configured
-            non-default policy; a ``subject_id`` that is not a valid id;
-            a gate that is not a ``Governance``.
+            non-default policy; a ``subject_id`` that is not a valid id, or
+            that the ``session_id`` contains under a non-default policy (the
+            id is a folder name in clear); a gate that is not a ``Governance``.
     """
 
     def __init__(
@@ -116,6 +117,22 @@ class GovernedSession(SessionABC):
                 f"GovernedSession({session_id!r}) got governance={gate!r}, which is not a "
                 "governed_memory.Governance (holds, audit and erasure need one); pass "
                 "governed_memory.Governance(...) or leave governance= out"
+            )
+        if (
+            gate is not None
+            and subject_id is not None
+            and isinstance(session_id, str)
+            and subject_id in session_id
+            and not rules_as_default(gate.policy)
+        ):
+            # Neither id is repeated here: the message would carry the subject id too.
+            raise ConfigurationError(
+                "GovernedSession(...): the session_id contains the subject_id, and the session "
+                "id names its folder (agents/<session_id>/) in clear on disk, while policy "
+                f"{gate.policy.id!r} v{gate.policy.version} keeps subject ids out of the "
+                "workspace (their memories are in folders named by a hash or keyed reference); "
+                "use a conversation id that does not contain the subject id, e.g. "
+                "uuid.uuid4().hex, and keep the subject in subject_id="
             )
         self._memory = SessionMemory(
             session_id, subject_id=subject_id, governance=gate, clock=clock

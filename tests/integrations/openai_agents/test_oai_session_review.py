@@ -8,6 +8,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -22,7 +23,7 @@ from agents import (
 )
 from agents.tracing import TracingProcessor, set_trace_processors
 from agents.tracing.processors import default_processor
-from oai_helpers import SUBJECT, Setup, run
+from oai_helpers import SUBJECT, Setup, make_setup, run
 from openai import AsyncOpenAI
 
 from governed_memory import ConfigurationError, Conversation, Record, memory_md_path, parse_memory
@@ -284,3 +285,28 @@ def test_streamed_runs_leave_the_sqlite_sessions_items(setup: Setup) -> None:
         assert [r["messages"][-1]["content"] for r in stub.requests] == ["one", "two ü"]
     assert len(results[0]) == 4
     assert results[1] == results[0]
+
+
+# -- the session id is a folder name in clear ------------------------------------
+
+
+@pytest.mark.parametrize("sid", [SUBJECT, f"chat-{SUBJECT}-1"])
+def test_a_session_id_holding_its_subject_id_is_refused_under_regulated(
+    regulated: Setup, sid: str
+) -> None:
+    """The subject's folder is named by a keyed reference; a session id is a folder name in clear."""
+    with pytest.raises(
+        ConfigurationError, match=r"session_id contains the subject_id.*'regulated'.*uuid4"
+    ) as refused:
+        GovernedSession(sid, subject_id=SUBJECT, governance=regulated.gov)
+    assert SUBJECT not in str(refused.value)  # the refusal does not repeat it either
+    assert not (regulated.workspace / "agents" / sid).exists()
+
+
+def test_a_session_id_holding_its_subject_id_is_allowed_under_the_default_policy(
+    tmp_path: Path,
+) -> None:
+    default = make_setup(tmp_path, "default")
+    s = GovernedSession(SUBJECT, subject_id=SUBJECT, governance=default.gov)
+    run(s.add_items([{"role": "user", "content": "hi"}]))
+    assert run(s.get_items()) == [{"role": "user", "content": "hi"}]
