@@ -167,9 +167,7 @@ class GovernedSession(SessionABC):
         whose subject has no ``persist`` consent are not read back.
         """
         resolved = resolve_session_limit(limit, self.session_settings)
-        items = await self._run(
-            "get_items", lambda: self._memory.items(resolved), mutation=False
-        )
+        items = await self._run("get_items", lambda: self._memory.items(resolved), mutation=False)
         return cast("list[TResponseInputItem]", items)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
