@@ -56,9 +56,15 @@ async def _settled(task: asyncio.Future[_T]) -> _T:
             await asyncio.wait({task})
         except asyncio.CancelledError as exc:
             cancelled = cancelled or exc
+    try:
+        result = task.result()  # retrieved even when cancelled: no "never retrieved" warning
+    except BaseException:
+        if cancelled is not None:
+            raise cancelled from None
+        raise
     if cancelled is not None:
-        raise cancelled
-    return task.result()
+        raise cancelled from None
+    return result
 
 
 class GovernedSession(SessionABC):
