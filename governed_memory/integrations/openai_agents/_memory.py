@@ -233,7 +233,9 @@ class SessionMemory:
         with store.lock():
             parsed, stored, count = self._stored(store)
             if self._unsaved and self._unsaved[-1][0] >= count:
-                return self._unsaved.pop()[1]  # kept off disk: nothing to rewrite
+                # Kept off disk: nothing to rewrite, still a deletion (as clear records it).
+                self._audit("session.pop", "ok", records=0, memory_only=1)
+                return self._unsaved.pop()[1]
             if parsed is None or not stored:
                 return None
             index, _, item = stored[-1]

@@ -23,10 +23,11 @@ from agents import (
 )
 from agents.tracing import TracingProcessor, set_trace_processors
 from agents.tracing.processors import default_processor
-from oai_helpers import SUBJECT, Setup, make_setup, run
+from oai_helpers import SUBJECT, Setup, close_audit, make_setup, run
 from openai import AsyncOpenAI
 
 from governed_memory import ConfigurationError, Conversation, Record, memory_md_path, parse_memory
+from governed_memory._audit import audit_log_dir, iter_entries
 from governed_memory.integrations.openai_agents import GovernedSession
 
 if TYPE_CHECKING:
@@ -324,3 +325,15 @@ def test_an_item_holding_a_record_header_stays_one_record(setup: Setup) -> None:
     run(s.add_items([item]))
     assert run(s.get_items()) == [item]
     assert len(stored(setup)) == 1
+
+
+def test_popping_an_item_kept_off_disk_is_audited_as_clear_session_is(tmp_path: Path) -> None:
+    """No consent: the item stays in memory only; its pop is a deletion the audit trail records."""
+    regulated = make_setup(tmp_path, "regulated", grant=False)
+    s = GovernedSession("conv-1", subject_id=SUBJECT, governance=regulated.gov)
+    run(s.add_items([{"role": "user", "content": "kept off disk"}]))
+    assert run(s.pop_item()) == {"role": "user", "content": "kept off disk"}
+    close_audit(regulated.gov)
+    folder = audit_log_dir(regulated.gov.policy, regulated.workspace)
+    pops = [e.attrs for e in iter_entries(folder) if e.event == "session.pop"]
+    assert [(p["outcome"], p["records"], p["memory_only"]) for p in pops] == [("ok", 0, 1)]
