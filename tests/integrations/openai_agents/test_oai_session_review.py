@@ -6,7 +6,6 @@ import asyncio
 import datetime as dt
 import json
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,9 +20,7 @@ from agents import (
     SQLiteSession,
     function_tool,
 )
-from agents.tracing import TracingProcessor, set_trace_processors
-from agents.tracing.processors import default_processor
-from oai_helpers import SUBJECT, Setup, close_audit, make_setup, run
+from oai_helpers import SUBJECT, Collector, Setup, close_audit, make_setup, run
 from openai import AsyncOpenAI
 
 from governed_memory import ConfigurationError, Conversation, Record, memory_md_path, parse_memory
@@ -48,34 +45,6 @@ def stored(setup: Setup, sid: str = "conv-1") -> list[Record]:
     finally:
         store.close()
     return [r for r in parse_memory(text).records if r.subject_id == SUBJECT]
-
-
-class Collector(TracingProcessor):
-    """Keeps the spans it is given in the process (nothing is exported)."""
-
-    def __init__(self) -> None:
-        self.spans: list[Any] = []
-
-    def on_trace_start(self, trace: Any) -> None: ...
-
-    def on_trace_end(self, trace: Any) -> None: ...
-
-    def on_span_start(self, span: Any) -> None: ...
-
-    def on_span_end(self, span: Any) -> None:
-        self.spans.append(span)
-
-    def shutdown(self) -> None: ...
-
-    def force_flush(self) -> None: ...
-
-
-@pytest.fixture
-def local_traces() -> Iterator[Collector]:
-    collector = Collector()
-    set_trace_processors([collector])
-    yield collector
-    set_trace_processors([default_processor()])
 
 
 def test_a_traced_run_without_new_input_sends_no_stored_item_to_a_span(
