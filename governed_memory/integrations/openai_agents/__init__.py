@@ -32,7 +32,7 @@ from ..._errors import ConfigurationError
 from ..._protocols import CONFIGURED, Configured, resolve_governance
 from ..._wiring import Governance
 from ._memory import SessionMemory
-from ._tracing import check_tracing
+from ._tracing import check_tracing, rules_as_default
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -40,6 +40,31 @@ if TYPE_CHECKING:
 __all__ = ["GovernedSession"]
 
 _T = TypeVar("_T")
+
+
+async def _settled(task: asyncio.Future[_T]) -> _T:
+    """``task``'s outcome, awaited to its end even when the caller is cancelled meanwhile.
+
+    A worker thread cannot be stopped mid-write: a cancelled ``add_items``
+    still writes. As the SDK's own sessions do (0.24, ``_await_mutation``),
+    the CancelledError reaches the caller only once the write is done, so
+    the caller never carries on while its mutation is still landing.
+    """
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError as exc:
+            cancelled = cancelled or exc
+    try:
+        result = task.result()  # retrieved even when cancelled: no "never retrieved" warning
+    except BaseException:
+        if cancelled is not None:
+            raise cancelled from None
+        raise
+    if cancelled is not None:
+        raise cancelled from None
+    return result
 
 
 class GovernedSession(SessionABC):
@@ -75,8 +100,9 @@ class GovernedSession(SessionABC):
     Raises:
         InvalidAgentNameError: ``session_id`` cannot name a folder.
         ConfigurationError: ``governance=None`` under a configured
-            non-default policy; a ``subject_id`` that is not a valid id;
-            a gate that is not a ``Governance``.
+            non-default policy; a ``subject_id`` that is not a valid id, or
+            that the ``session_id`` contains under a non-default policy (the
+            id is a folder name in clear); a gate that is not a ``Governance``.
     """
 
     def __init__(
@@ -98,6 +124,22 @@ class GovernedSession(SessionABC):
                 "governed_memory.Governance (holds, audit and erasure need one); pass "
                 "governed_memory.Governance(...) or leave governance= out"
             )
+        if (
+            gate is not None
+            and subject_id is not None
+            and isinstance(session_id, str)
+            and subject_id in session_id
+            and not rules_as_default(gate.policy)
+        ):
+            # Neither id is repeated here: the message would carry the subject id too.
+            raise ConfigurationError(
+                "GovernedSession(...): the session_id contains the subject_id, and the session "
+                "id names its folder (agents/<session_id>/) in clear on disk, while policy "
+                f"{gate.policy.id!r} v{gate.policy.version} keeps subject ids out of the "
+                "workspace (their memories are in folders named by a hash or keyed reference); "
+                "use a conversation id that does not contain the subject id, e.g. "
+                "uuid.uuid4().hex, and keep the subject in subject_id="
+            )
         self._memory = SessionMemory(
             session_id, subject_id=subject_id, governance=gate, clock=clock
         )
@@ -110,7 +152,7 @@ class GovernedSession(SessionABC):
         self.allow_sdk_tracing = allow_sdk_tracing
         self._lock = threading.Lock()  # one operation of this session at a time
 
-    async def _run(self, operation: str, work: Callable[[], _T]) -> _T:
+    async def _run(self, operation: str, work: Callable[[], _T], *, mutation: bool = True) -> _T:
         if self.governance is not None and not self.allow_sdk_tracing:
             check_tracing(self.governance.policy, session_id=self.session_id, operation=operation)
 
@@ -120,7 +162,9 @@ class GovernedSession(SessionABC):
 
         # The store is blocking (file locks, fsync): off the event loop, so a
         # Runner serving other sessions is not stalled.
-        return await asyncio.to_thread(locked)
+        if not mutation:
+            return await asyncio.to_thread(locked)
+        return await _settled(asyncio.ensure_future(asyncio.to_thread(locked)))
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The session's items, oldest first; with ``limit``, the newest ``limit`` of them.
@@ -129,7 +173,7 @@ class GovernedSession(SessionABC):
         whose subject has no ``persist`` consent are not read back.
         """
         resolved = resolve_session_limit(limit, self.session_settings)
-        items = await self._run("get_items", lambda: self._memory.items(resolved))
+        items = await self._run("get_items", lambda: self._memory.items(resolved), mutation=False)
         return cast("list[TResponseInputItem]", items)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:

@@ -5,8 +5,9 @@ Pure functions, no I/O. An item is the JSON object the SDK hands
 one line, so it never needs the format's escaping (it starts with ``{``) and
 reads back equal, key order included. The record's role is the item's
 ``role`` (``user``, ``assistant``) or ``type`` (``function_call``, ...) when
-that is a plain word, else ``item``: it only makes MEMORY.md and exports
-readable, reading ignores it.
+that is a plain word, else ``item``: it makes MEMORY.md and exports
+readable, and reading checks it, so that a record of another writer whose
+text merely looks like an item is not taken for one.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def encode_item(item: object, *, index: int, session_id: str) -> str:
             "(TResponseInputItem dicts such as {'role': 'user', 'content': 'hi'}), e.g. "
             "from RunResult.to_input_list()"
         )
+    _check_keys(item, where)
     try:
         text = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as exc:
@@ -60,6 +62,29 @@ def encode_item(item: object, *, index: int, session_id: str) -> str:
         # A lone surrogate: escaped as \udxxx it reads back as the same string.
         text = json.dumps(item, ensure_ascii=True, separators=(",", ":"))
     return text
+
+
+def _check_keys(item: dict[Any, Any], where: str) -> None:
+    """Refuse a key that is not a string: JSON would turn it into one (1 and "1" would collide).
+
+    Iterative, so that an item nested deeper than the recursion limit gets
+    json's own error rather than a RecursionError from here.
+    """
+    stack: list[tuple[object, str]] = [(item, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict):
+            for key, child in value.items():
+                if not isinstance(key, str):
+                    raise ConfigurationError(
+                        f"{where} has the key {key!r} ({type(key).__name__}) at "
+                        f"{path or 'the top'}; JSON keys are strings, so it would read back "
+                        "as a string (colliding with a key of that text); use str keys "
+                        "(nothing of this add_items was written)"
+                    )
+                stack.append((child, f"{path}[{key!r}]"))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(value))
 
 
 def render_items(
@@ -81,7 +106,13 @@ def render_items(
 
 
 def decode_item(record: Record) -> dict[str, Any] | None:
-    """The item a record holds; None when it holds none (a record not written by a session)."""
+    """The item a record holds; None when it holds none (a record not written by a session).
+
+    A record holds an item only under the role a session writes that item
+    under: a Conversation on the same agent whose user typed
+    ``{"role": "system", ...}`` wrote a ``User`` record, which stays that
+    user's text and never becomes a system item.
+    """
     content = record.content
     if not content.startswith("{"):
         return None
@@ -89,4 +120,6 @@ def decode_item(record: Record) -> dict[str, Any] | None:
         value = json.loads(content)
     except (ValueError, RecursionError):
         return None
-    return value if isinstance(value, dict) else None
+    if not isinstance(value, dict) or item_role(value) != record.role:
+        return None
+    return value

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from ..._base import Clock, SystemClock, memory_md_path, resolve_workspace
 from ..._errors import ConfigurationError, InvalidAgentNameError
-from ..._format import MemoryFile, parse_memory, render_header
+from ..._format import MemoryFile, Record, parse_memory, render_header
 from ..._protocols import ErasureWatch
 from ..._records import HoldRegistry, validate_subject_id
 from ..._stores import (
@@ -233,7 +233,9 @@ class SessionMemory:
         with store.lock():
             parsed, stored, count = self._stored(store)
             if self._unsaved and self._unsaved[-1][0] >= count:
-                return self._unsaved.pop()[1]  # kept off disk: nothing to rewrite
+                # Kept off disk: nothing to rewrite, still a deletion (as clear records it).
+                self._audit("session.pop", "ok", records=0, memory_only=1)
+                return self._unsaved.pop()[1]
             if parsed is None or not stored:
                 return None
             index, _, item = stored[-1]
@@ -245,13 +247,17 @@ class SessionMemory:
         return item
 
     def clear(self) -> None:
-        """Remove every item of the session (its subject's records), stored or kept off disk."""
+        """Remove every item of the session (its subject's item records), stored or kept off disk.
+
+        Records of the subject that hold no item (a Conversation's on the same
+        agent) are not the session's: they stay.
+        """
         store = self._open()
         self._check_holds("clear_session", "session.clear")
         with store.lock():
             text = store.read_memory()
             parsed = parse_memory(text) if text is not None else None
-            kept = [r for r in parsed.records if r.subject_id != self.subject_id] if parsed else []
+            kept = [r for r in parsed.records if not self._holds_item(r)] if parsed else []
             removed = len(parsed.records) - len(kept) if parsed else 0
             dropped, self._unsaved = len(self._unsaved), []
             if parsed is not None and removed:
@@ -259,6 +265,9 @@ class SessionMemory:
                 self._rewrite(store, "session.clear", text, records=removed, memory_only=dropped)
                 return
         self._audit("session.clear", "ok", records=0, memory_only=dropped)
+
+    def _holds_item(self, record: Record) -> bool:
+        return record.subject_id == self.subject_id and decode_item(record) is not None
 
     def _rewrite(self, store: AgentStore, event: str, text: str, **attrs: Any) -> None:
         try:

@@ -13,12 +13,27 @@ default policy, as in the reference, tracing is the SDK's business.
 
 from __future__ import annotations
 
-from agents.tracing import get_current_trace
+from contextvars import ContextVar
+from typing import Any
+
+from agents.tracing import get_current_trace, get_trace_provider
 
 from ..._errors import ConfigurationError
 from ..._policy import DEFAULT_POLICY, Policy
 
 __all__ = ["check_tracing", "rules_as_default"]
+
+
+def _run_marker() -> ContextVar[Any] | None:
+    """The SDK's private mark of a run in progress (0.24); None if a release dropped it."""
+    try:
+        from agents.run_internal.agent_tool_configuration import _current_run
+    except ImportError:
+        return None
+    return _current_run
+
+
+_RUN = _run_marker()
 
 
 def rules_as_default(policy: Policy) -> bool:
@@ -28,9 +43,21 @@ def rules_as_default(policy: Policy) -> bool:
 
 def _traced() -> bool:
     trace = get_current_trace()
-    # Disabled tracing (set_tracing_disabled, RunConfig(tracing_disabled=True),
-    # OPENAI_AGENTS_DISABLE_TRACING) runs under the SDK's no-op trace.
-    return trace is not None and trace.trace_id != "no-op"
+    if trace is not None:
+        # Disabled tracing (set_tracing_disabled, RunConfig(tracing_disabled=True),
+        # OPENAI_AGENTS_DISABLE_TRACING) runs under the SDK's no-op trace.
+        return trace.trace_id != "no-op"
+    # Runner.run (0.24) reads the session before it opens the run's trace, and a
+    # run with no new input (Runner.run(agent, [], ...), a resumed RunState)
+    # saves nothing before its first model call: the items read here would
+    # reach a generation span. Inside a run that has no trace yet, the run is
+    # traced unless tracing is disabled globally. The SDK marks a run in
+    # progress only by a private context variable (pinned range <0.25); without
+    # it every untraced call counts as inside a run (fail closed).
+    if _RUN is not None and _RUN.get() is None:
+        return False
+    # Creating a trace object without starting it notifies no processor.
+    return get_trace_provider().create_trace("governed_memory probe").trace_id != "no-op"
 
 
 def check_tracing(policy: Policy, *, session_id: str, operation: str) -> None:

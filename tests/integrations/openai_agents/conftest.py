@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from oai_helpers import Setup, close_audit, make_setup
+from oai_helpers import Collector, Setup, close_audit, make_setup
 
 if TYPE_CHECKING:
     from agents import OpenAIChatCompletionsModel
@@ -37,3 +37,15 @@ def model(stub_llm: StubLLM) -> OpenAIChatCompletionsModel:
 
     client = AsyncOpenAI(base_url=stub_llm.url, api_key="sk-test", max_retries=0)
     return OpenAIChatCompletionsModel(model="stub-model", openai_client=client)
+
+
+@pytest.fixture
+def local_traces() -> Iterator[Collector]:
+    """The SDK's traces go to a local collector for the test (not to OpenAI's exporter thread)."""
+    from agents.tracing import set_trace_processors
+    from agents.tracing.processors import default_processor
+
+    collector = Collector()
+    set_trace_processors([collector])
+    yield collector
+    set_trace_processors([default_processor()])

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from agents.tracing import TracingProcessor
+
 from governed_memory import FixedClock, Governance, Settings
 from governed_memory._audit import AuditKey, generate_audit_key
 from governed_memory._crypto import generate_master_key
@@ -83,3 +85,23 @@ def close_audit(gov: Governance) -> None:
     close = getattr(gov.audit, "close", None)
     if close is not None:
         close()
+
+
+class Collector(TracingProcessor):
+    """A trace processor that keeps what it is given in the process (nothing is exported)."""
+
+    def __init__(self) -> None:
+        self.spans: list[Any] = []
+
+    def on_trace_start(self, trace: Any) -> None: ...
+
+    def on_trace_end(self, trace: Any) -> None: ...
+
+    def on_span_start(self, span: Any) -> None: ...
+
+    def on_span_end(self, span: Any) -> None:
+        self.spans.append(span)
+
+    def shutdown(self) -> None: ...
+
+    def force_flush(self) -> None: ...

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from agents import Agent, RunConfig, Runner
-from agents.tracing import TracingProcessor, set_trace_processors, trace
-from agents.tracing.processors import default_processor
-from oai_helpers import SUBJECT, Setup, close_audit, run
+from agents.tracing import trace
+from oai_helpers import SUBJECT, Collector, Setup, close_audit, run
 
 from governed_memory import ConfigurationError, verify_audit_log
 from governed_memory._audit import audit_log_dir
@@ -106,50 +104,18 @@ def test_concurrent_sessions_in_one_runner_loop(
 # -- the SDK's tracing -----------------------------------------------------------
 
 
-class Collector(TracingProcessor):
-    """A trace processor that keeps what it is given in the process (nothing is exported)."""
-
-    def __init__(self) -> None:
-        self.spans: list[Any] = []
-
-    def on_trace_start(self, trace: Any) -> None: ...
-
-    def on_trace_end(self, trace: Any) -> None: ...
-
-    def on_span_start(self, span: Any) -> None: ...
-
-    def on_span_end(self, span: Any) -> None:
-        self.spans.append(span)
-
-    def shutdown(self) -> None: ...
-
-    def force_flush(self) -> None: ...
-
-
-@pytest.fixture
-def local_traces() -> Iterator[Collector]:
-    """The SDK's traces go to a local collector for the test (not to OpenAI's exporter thread)."""
-    collector = Collector()
-    set_trace_processors([collector])
-    yield collector
-    set_trace_processors([default_processor()])
-
-
 def test_a_traced_run_is_refused_under_a_non_default_policy(
     regulated: Setup, model: OpenAIChatCompletionsModel, stub_llm: StubLLM, local_traces: Collector
 ) -> None:
     s = GovernedSession("conv-1", subject_id=SUBJECT, governance=regulated.gov)
     with pytest.raises(
         ConfigurationError,
-        match=r"add_items of session 'conv-1' refused: the run is traced.*'regulated'.*tracing_disabled=True",
+        match=r"get_items of session 'conv-1' refused: the run is traced.*'regulated'.*tracing_disabled=True",
     ):
         ask(assistant(model), "hello", s)  # the SDK traces by default
     assert stub_llm.requests == []  # refused before anything reached the model
     kinds = {type(span.span_data).__name__ for span in local_traces.spans}
-    assert kinds and not kinds & {
-        "GenerationSpanData",
-        "ResponseSpanData",
-    }  # no model input in a span
+    assert not kinds & {"GenerationSpanData", "ResponseSpanData"}  # no model input in a span
     with trace("outside a run"), pytest.raises(ConfigurationError, match="add_items of session"):
         run(s.add_items([{"role": "user", "content": "x"}]))
 
