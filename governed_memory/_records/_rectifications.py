@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .._base import TMP_PREFIX, FileLock
+from .._base import TMP_PREFIX, FileLock, remove_stale_temps
 from .._crypto import ERASURE_PURPOSE, RecordSealing
 from ._document import JsonDocument
 from ._fields import Fields
@@ -369,17 +369,21 @@ class RectificationStore:
         ]
 
     @contextmanager
-    def locked(self, rectification_id: str) -> Iterator[None]:
-        """Hold the rectification's lock: one process at a time works on it."""
-        lock = FileLock(self.folder / f".{rectification_id}.lock")
-        with lock.held():
+    def session(self) -> Iterator[None]:
+        """Hold the workspace's rectification lock; stale temporary files go first.
+
+        One rectification runs at a time per workspace (they are rare, and
+        one may have to finish another's interrupted work first). A crash
+        while a record was being written can leave its temporary copy, which
+        in a plaintext workspace holds the texts in clear: it is removed here,
+        under the lock, so no live writer's file is touched.
+        """
+        with FileLock(self.folder / ".lock").held():
+            remove_stale_temps(self.folder)
             yield
-            current = self.get(rectification_id)
-            if current is not None and not current.pending:
-                lock.path.unlink(missing_ok=True)
 
     def log_progress(self, rectification_id: str, entry: dict[str, Any]) -> None:
-        """Append one planned memory (its per-file counts) durably; call it under :meth:`locked`."""
+        """Append one planned memory (its per-file counts) durably; call it under :meth:`session`."""
         self._progress_log(rectification_id).append(entry)
 
     def progress(self, rectification_id: str) -> list[dict[str, Any]]:

@@ -274,7 +274,21 @@ def rectify(
     ctx = subject_context(target)
     gate = gate if gate is not None else _gate_of(target)
     content = _check_request(subject, record, text, reason, actor)
-    resume_rectifications(ctx, summarizer=summarizer, gate=gate)
+    with _store(ctx).session():
+        _resume(ctx, summarizer=summarizer, gate=gate)
+        return _start(ctx, subject, record, content, reason, actor, summarizer, gate)
+
+
+def _start(
+    ctx: SubjectContext,
+    subject: str,
+    record: str,
+    content: str,
+    reason: str,
+    actor: str,
+    summarizer: Summarizer | None,
+    gate: SummarizerGate | None,
+) -> RectificationReceipt:
     agent, copies = _locate(ctx, record)
     owner = copies[0].subject_id
     if owner != subject:
@@ -356,6 +370,13 @@ def resume_rectifications(
     """Finish every pending rectification (one a crash interrupted); return their receipts."""
     ctx = subject_context(target)
     gate = gate if gate is not None else _gate_of(target)
+    with _store(ctx).session():
+        return _resume(ctx, summarizer=summarizer, gate=gate)
+
+
+def _resume(
+    ctx: SubjectContext, *, summarizer: Summarizer | None, gate: SummarizerGate | None
+) -> list[RectificationReceipt]:
     return [
         _complete(ctx, item, resumed=True, summarizer=summarizer, gate=gate)
         for item in _store(ctx).pending()
@@ -460,31 +481,30 @@ def _complete(
     gate: SummarizerGate | None,
 ) -> RectificationReceipt:
     store = _store(ctx)
-    with store.locked(item.id):
-        current = store.get(item.id) or item
-        if not current.pending and current.receipt is not None:
-            return RectificationReceipt.from_dict(current.receipt)
-        assert current.text is not None, "a pending rectification keeps its text"
-        resumed = resumed or bool(store.progress(current.id))
-        request = Request(
-            agent=current.agent,
-            subject=current.subject,
-            record_id=current.record_id,
-            text=current.text,
-            rectification_id=current.id,
-            day=ctx.clock.now().date(),
-            record_time=None,
-            old_texts=current.old_texts,
-        )
-        summaries = _Summaries(ctx, current.agent, summarizer, gate)
-        held = _held_others(ctx, current.subject)
-        for _name, agent_store in ctx.stores(only=current.agent):
-            request = replace(request, record_time=_record_time(ctx, agent_store, request))
-            for memory in ctx.memories_of(agent_store):
-                _rectify_memory(ctx, store, current, memory, request, held, summaries)
-        receipt = _receipt(ctx, current, store.progress(current.id), resumed)
-        store.write(current.completed(receipt))
-        store.drop_progress(current.id)
+    current = store.get(item.id) or item
+    if not current.pending and current.receipt is not None:
+        return RectificationReceipt.from_dict(current.receipt)
+    assert current.text is not None, "a pending rectification keeps its text"
+    resumed = resumed or bool(store.progress(current.id))
+    request = Request(
+        agent=current.agent,
+        subject=current.subject,
+        record_id=current.record_id,
+        text=current.text,
+        rectification_id=current.id,
+        day=ctx.clock.now().date(),
+        record_time=None,
+        old_texts=current.old_texts,
+    )
+    summaries = _Summaries(ctx, current.agent, summarizer, gate)
+    held = _held_others(ctx, current.subject)
+    for _name, agent_store in ctx.stores(only=current.agent):
+        request = replace(request, record_time=_record_time(ctx, agent_store, request))
+        for memory in ctx.memories_of(agent_store):
+            _rectify_memory(ctx, store, current, memory, request, held, summaries)
+    receipt = _receipt(ctx, current, store.progress(current.id), resumed)
+    store.write(current.completed(receipt))
+    store.drop_progress(current.id)
     ctx.audit.record(
         "rectify",
         agent=current.agent,
