@@ -15,6 +15,7 @@ import click
 from .._errors import ConfigurationError
 from .._subjects import (
     RectificationReceipt,
+    SubjectRecord,
     rectification_receipts,
     rectify,
     resume_rectifications,
@@ -25,9 +26,8 @@ from ._context import CliContext, actor_option
 from ._render import emit_json, emit_table, json_option
 
 if TYPE_CHECKING:
-    from .._governance import Governance
-    from .._protocols import Summarizer
-    from .._subjects import SubjectContext
+    from .._memory import Summarizer
+    from .._wiring import Governance
 
 __all__ = ["commands"]
 
@@ -37,14 +37,13 @@ def _summarizer(model: str | None, api_base: str | None) -> Summarizer | None:
     if model is None:
         return None
     from .._memory import ExtractiveSummarizer, LiteLLMSummarizer
-    from .._protocols import LOCAL_SUMMARIZER
 
-    if model == LOCAL_SUMMARIZER:
+    if model == ExtractiveSummarizer.model:
         return ExtractiveSummarizer()
     if model.startswith("local/"):
         raise ConfigurationError(
             f"summarizer model {model!r} is not a built-in local summarizer; use "
-            f"{LOCAL_SUMMARIZER!r} or an external model name"
+            f"{ExtractiveSummarizer.model!r} or an external model name"
         )
     return LiteLLMSummarizer(model, api_base=api_base)
 
@@ -190,7 +189,15 @@ def rectify_command(
     if subject is None:
         raise click.UsageError("give --subject S (with --list, or with --record ID and --text)")
     if list_records:
-        _list(ctx, governance, sctx, subject, agent, who, as_json)
+        _list(
+            ctx,
+            governance,
+            subject_records(sctx, subject, agent=agent),
+            subject,
+            agent,
+            who,
+            as_json,
+        )
         return
     if record_id is None:
         raise click.UsageError(
@@ -216,13 +223,12 @@ def rectify_command(
 def _list(
     ctx: CliContext,
     governance: Governance,
-    sctx: SubjectContext,
+    records: list[SubjectRecord],
     subject: str,
     agent: str | None,
     who: str,
     as_json: bool,
 ) -> None:
-    records = subject_records(sctx, subject, agent=agent)
     # A read of personal data, recorded before anything is printed (as `show` does).
     policy = governance.policy
     ctx.audit_as(who).record(
