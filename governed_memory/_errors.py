@@ -318,6 +318,15 @@ class HoldLike(Protocol):
     def target(self) -> str: ...
 
 
+def describe_holds(holds: Sequence[HoldLike]) -> str:
+    """Each hold's id, target, who placed it, when and why, for a refusal's message."""
+    return "; ".join(
+        f"hold {h.id!r} on {h.target} placed by {h.placed_by!r} on {h.placed_at} "
+        f"because {h.reason!r}"
+        for h in holds
+    )
+
+
 class ErasureBlockedError(GovernedMemoryError, PermissionError):
     """An erasure was refused because a legal hold applies; nothing was erased.
 
@@ -327,11 +336,7 @@ class ErasureBlockedError(GovernedMemoryError, PermissionError):
 
     def __init__(self, scope: str, holds: Sequence[HoldLike]) -> None:
         self.holds = tuple(holds)
-        described = "; ".join(
-            f"hold {h.id!r} on {h.target} placed by {h.placed_by!r} on {h.placed_at} "
-            f"because {h.reason!r}"
-            for h in self.holds
-        )
+        described = describe_holds(self.holds)
         super().__init__(
             f"erasure of {scope} refused: a legal hold applies ({described}). Nothing was "
             "erased. Ask the hold's owner to release it (governed-memory hold release), then "
@@ -351,11 +356,7 @@ class RectificationBlockedError(GovernedMemoryError, PermissionError):
 
     def __init__(self, what: str, holds: Sequence[HoldLike]) -> None:
         self.holds = tuple(holds)
-        described = "; ".join(
-            f"hold {h.id!r} on {h.target} placed by {h.placed_by!r} on {h.placed_at} "
-            f"because {h.reason!r}"
-            for h in self.holds
-        )
+        described = describe_holds(self.holds)
         super().__init__(
             f"rectification of {what} refused: a legal hold applies ({described}). A hold "
             "keeps the data as it is, as evidence; nothing was changed. Ask the hold's owner "

@@ -77,6 +77,22 @@ def content_hash(salt: str, text: str) -> str:
     return hmac.new(bytes.fromhex(salt), text.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
+_REQUEST_TEXTS = ("id", "subject", "record_id", "agent", "requested_at", "requested_by", "reason")
+_REQUEST_VERSIONS = ("policy_id", "policy_version")
+
+
+def _request_to_dict(item: Any) -> dict[str, Any]:
+    """The request's fields (which record, who, when, why, under which policy) as stored."""
+    return {name: getattr(item, name) for name in (*_REQUEST_TEXTS, *_REQUEST_VERSIONS)}
+
+
+def _request_from(fields: Fields) -> dict[str, Any]:
+    """The request's fields read back, as constructor arguments (StorageError naming one)."""
+    found: dict[str, Any] = {name: fields.text(name) for name in _REQUEST_TEXTS}
+    found.update((name, fields.version_text(name)) for name in _REQUEST_VERSIONS)
+    return found
+
+
 @dataclass(frozen=True)
 class RectifiedFile:
     """What one rectification changed in one file (counts and sizes, never content)."""
@@ -174,17 +190,9 @@ class RectificationReceipt:
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": "rectification",
-            "id": self.id,
             "state": self.state,
-            "subject": self.subject,
-            "record_id": self.record_id,
-            "agent": self.agent,
-            "requested_at": self.requested_at,
-            "requested_by": self.requested_by,
-            "reason": self.reason,
+            **_request_to_dict(self),
             "completed_at": self.completed_at,
-            "policy_id": self.policy_id,
-            "policy_version": self.policy_version,
             "content_hash": {
                 "algorithm": HASH_ALGORITHM,
                 "salt": self.salt,
@@ -215,16 +223,8 @@ class RectificationReceipt:
         hashes = fields.nested("content_hash")
         hashes.text("algorithm", choices=(HASH_ALGORITHM,))
         return cls(
-            id=fields.text("id"),
-            subject=fields.text("subject"),
-            record_id=fields.text("record_id"),
-            agent=fields.text("agent"),
-            requested_at=fields.text("requested_at"),
-            requested_by=fields.text("requested_by"),
-            reason=fields.text("reason"),
+            **_request_from(fields),
             completed_at=fields.text("completed_at"),
-            policy_id=fields.version_text("policy_id"),
-            policy_version=fields.version_text("policy_version"),
             salt=hashes.text("salt"),
             old_hashes=hashes.texts("old"),
             new_hash=hashes.text("new"),
@@ -269,15 +269,7 @@ class Rectification:
     def to_dict(self) -> dict[str, Any]:
         return {
             "v": RECTIFICATION_FORMAT_VERSION,
-            "id": self.id,
-            "subject": self.subject,
-            "record_id": self.record_id,
-            "agent": self.agent,
-            "requested_at": self.requested_at,
-            "requested_by": self.requested_by,
-            "reason": self.reason,
-            "policy_id": self.policy_id,
-            "policy_version": self.policy_version,
+            **_request_to_dict(self),
             "salt": self.salt,
             "old_hashes": list(self.old_hashes),
             "new_hash": self.new_hash,
@@ -291,15 +283,7 @@ class Rectification:
     def from_dict(cls, data: dict[str, Any], where: str = "rectification record") -> Rectification:
         fields = Fields(data, where)
         return cls(
-            id=fields.text("id"),
-            subject=fields.text("subject"),
-            record_id=fields.text("record_id"),
-            agent=fields.text("agent"),
-            requested_at=fields.text("requested_at"),
-            requested_by=fields.text("requested_by"),
-            reason=fields.text("reason"),
-            policy_id=fields.version_text("policy_id"),
-            policy_version=fields.version_text("policy_version"),
+            **_request_from(fields),
             salt=fields.text("salt"),
             old_hashes=fields.texts("old_hashes"),
             new_hash=fields.text("new_hash"),

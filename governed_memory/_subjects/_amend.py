@@ -37,7 +37,7 @@ from .._format import (
     record_lineage,
     render_block,
 )
-from ._redact import mentions
+from ._redact import _holds_on, mentions
 
 __all__ = ["MIN_REPLACED", "RECTIFIED_KEY", "FileAmendment", "amend_file", "note_text"]
 
@@ -189,19 +189,6 @@ def _replace_old(body: str, old_texts: Sequence[str], new: str) -> str:
         if collapsed != old:
             body = body.replace(collapsed, " ".join(new.split()))
     return body
-
-
-def _holds_on(
-    record: Record, subject: str, held: Mapping[str, tuple[str, ...]] | None
-) -> tuple[str, ...]:
-    """The holds on another subject of ``record``'s lineage (empty: not held)."""
-    if not held:
-        return ()
-    others = set(record_lineage(record))
-    if record.subject_id is not None:
-        others.add(record.subject_id)
-    others.discard(subject)
-    return tuple(h for other in sorted(others) for h in held.get(other, ()))
 
 
 def find_record(text: str, agent: str, record_id: str) -> list[Record]:

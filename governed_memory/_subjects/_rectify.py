@@ -69,6 +69,7 @@ from .._records import (
 from .._stores import AgentStore
 from ._amend import RECTIFIED_KEY, Request, amend_file, find_record
 from ._context import SubjectContext, subject_context
+from ._erasure import _request
 from ._removal import remove_temps
 
 if TYPE_CHECKING:
@@ -215,8 +216,7 @@ def _check_request(subject: str, record: str, text: str, reason: str, actor: str
             "the record instead, erase it: docs/subject-requests.md)"
         )
     validate_text("text", content, fix="give the corrected content as plain UTF-8 text")
-    validate_text("reason", reason, fix="give a reason such as a ticket number")
-    validate_text("actor", actor, fix="give a name such as 'dpo@example.org'")
+    _request(reason, actor)
     return content
 
 

@@ -130,9 +130,13 @@ class _RemoteSummarizer:
         raise AssertionError("an external summarizer was called against the policy")
 
 
-def test_regenerate_without_an_allowed_summarizer_marks_and_says_so(
-    workspace: Path, clock: FixedClock
+@pytest.mark.parametrize(
+    ("fallback", "regenerated"), [("skip", 0), ("local", 1)], ids=["skip", "local"]
+)
+def test_an_external_summarizer_not_allowed_is_never_called(
+    workspace: Path, clock: FixedClock, fallback: str, regenerated: int
 ) -> None:
+    """``fallback = "local"``: the local summarizer regenerates; ``skip``: marked, and said so."""
     gov = workspace_with(
         workspace,
         clock,
@@ -140,33 +144,20 @@ def test_regenerate_without_an_allowed_summarizer_marks_and_says_so(
             "on_rectify": "regenerate",
             "external_allowed": False,
             "allowed_models": ["local/*"],
-            "fallback": "skip",
+            "fallback": fallback,
         },
     )
     receipt = rectify(
         gov, subject="alice", record=_old_id(gov), text=NEW, summarizer=_RemoteSummarizer()
     )
-    assert receipt.summaries_regenerated == 0 and receipt.summaries_marked == 1
-    assert receipt.fallback is not None and "not allowed" in receipt.fallback
-    assert receipt.to_dict()["fallback"] == receipt.fallback
-
-
-def test_regenerate_uses_the_local_summarizer_when_external_is_not_allowed(
-    workspace: Path, clock: FixedClock
-) -> None:
-    gov = workspace_with(
-        workspace,
-        clock,
-        summarization={
-            "on_rectify": "regenerate",
-            "external_allowed": False,
-            "allowed_models": ["local/*"],
-        },
-    )
-    receipt = rectify(
-        gov, subject="alice", record=_old_id(gov), text=NEW, summarizer=_RemoteSummarizer()
-    )
-    assert receipt.summaries_regenerated == 1 and receipt.model == "local/extractive"
+    assert receipt.summaries_regenerated == regenerated
+    assert receipt.summaries_marked == 1 - regenerated
+    if regenerated:
+        assert receipt.model == "local/extractive" and receipt.fallback is None
+    else:
+        assert receipt.fallback is not None and "not allowed" in receipt.fallback
+        assert receipt.to_dict()["fallback"] == receipt.fallback
+    assert OLD_NEEDLE not in everything_on_disk(gov)
 
 
 def test_a_summary_written_before_the_record_is_left_alone(

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import signal
 from pathlib import Path
 
 import pytest
 from rectify_helpers import NEW, OLD, OLD_NEEDLE, everything_on_disk, memories_text, workspace_with
-from subjects_helpers import STORE_KINDS
+from subjects_helpers import STORE_KINDS, killed_at_call
 
 from governed_memory import (
     FixedClock,
@@ -22,28 +20,10 @@ from governed_memory._records import RectificationStore
 
 
 def _rectify_in_child_and_kill(gov: Governance, record: str, function: str, nth: int) -> bool:
-    """Fork; the child rectifies and SIGKILLs itself at the ``nth`` call of ``os.<function>``.
-
-    Returns whether the child died by the signal (False: it finished first).
-    """
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        try:
-            real = getattr(os, function)
-            calls = [0]
-
-            def dying(*args: object, **kwargs: object) -> object:
-                calls[0] += 1
-                if calls[0] == nth:
-                    os.kill(os.getpid(), signal.SIGKILL)
-                return real(*args, **kwargs)
-
-            setattr(os, function, dying)
-            rectify(gov, subject="alice", record=record, text=NEW)
-        finally:
-            os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    """Fork; the child rectifies and is killed at the ``nth`` call of ``os.<function>``."""
+    return killed_at_call(
+        function, nth, lambda: rectify(gov, subject="alice", record=record, text=NEW)
+    )
 
 
 def _contents(gov: Governance, record: str) -> list[str]:
