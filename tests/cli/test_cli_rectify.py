@@ -137,3 +137,8 @@ def test_a_hold_refuses_with_the_hold_named(gov: Governance) -> None:
 def test_resume_with_nothing_pending_says_so(gov: Governance) -> None:
     code, out, _ = run(gov.workspace, "rectify", "--resume")
     assert code == 0 and "no interrupted rectification" in out
+
+
+def test_show_prints_the_record_id_rectify_takes(gov: Governance) -> None:
+    code, out, _ = run(gov.workspace, "show", "A", "--subject", "alice", "--archives")
+    assert code == 0 and _record_id(gov.workspace) in out

@@ -311,3 +311,34 @@ def test_a_summary_derived_from_another_held_subject_is_kept(
     receipt = rectify(gov, subject="alice", record=_old_id(gov), text=NEW)
     assert receipt.state == "partial" and receipt.holds == (hold.id,)
     assert receipt.records == 1 and receipt.summaries_held == 1 and receipt.summaries_marked == 0
+
+
+def test_a_summary_without_its_source_is_marked_and_the_receipt_says_why(
+    workspace: Path, clock: FixedClock
+) -> None:
+    """A summary that does not open its file has no archived transcript to summarise again."""
+    from rectify_helpers import policy
+
+    from governed_memory._format import render_block, render_header
+    from governed_memory._subjects._rectify import NO_SOURCE
+
+    folder = workspace / "agents" / "A"
+    folder.mkdir(parents=True)
+    (folder / "MEMORY.md").write_text(
+        render_header("A_conv", "2026-11-30T09:00:00")
+        + render_block("Human", "2026-11-30T09:00:01", OLD, {"subject": "alice"})
+        + render_block(
+            "System",
+            "2026-11-30T09:00:02",
+            f"[Compressed Memory Summary]\n{OLD}",
+            {"lineage": ["alice"]},
+        ),
+        encoding="utf-8",
+    )
+    gov = Governance(
+        workspace=workspace, policy=policy(summarization={"on_rectify": "regenerate"}), clock=clock
+    )
+    receipt = rectify(gov, subject="alice", record=_old_id(gov), text=NEW)
+    assert receipt.summaries_marked == 1 and receipt.summaries_regenerated == 0
+    assert receipt.fallback == NO_SOURCE
+    assert OLD_NEEDLE not in everything_on_disk(gov)
