@@ -166,6 +166,9 @@ class RectificationReceipt:
     fallback: str | None = None
     model: str | None = None
     holds: tuple[str, ...] = ()
+    signature: dict[str, Any] | None = field(default=None, compare=False)
+    """The ``signature`` member of a signed receipt (issue 16 part 4 signs receipts where they
+    are stored); None: unsigned."""
 
     @property
     def state(self) -> str:
@@ -212,6 +215,7 @@ class RectificationReceipt:
                 "summaries_regenerated": self.summaries_regenerated,
                 "summaries_held": self.summaries_held,
             },
+            **({"signature": dict(self.signature)} if self.signature is not None else {}),
         }
 
     @classmethod
@@ -234,6 +238,7 @@ class RectificationReceipt:
             fallback=fields.optional_text("fallback"),
             model=fields.optional_text("model"),
             holds=fields.texts("holds"),
+            signature=fields.optional_record("signature"),
         )
 
 
