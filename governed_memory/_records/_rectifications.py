@@ -27,6 +27,7 @@ import datetime as _dt
 import hashlib
 import hmac
 import json
+import re
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,6 +49,7 @@ __all__ = [
     "RectificationStore",
     "RectifiedFile",
     "content_hash",
+    "is_rectification_id",
     "new_rectification_id",
 ]
 
@@ -58,6 +60,14 @@ PENDING = "pending"
 COMPLETE = "complete"
 PARTIAL = "partial"
 HASH_ALGORITHM = "hmac-sha256"
+
+
+_ID = re.compile(r"^rect-\d{8}T\d{12}Z-[0-9a-f]{8}$")
+
+
+def is_rectification_id(value: object) -> bool:
+    """Whether ``value`` has the shape of a rectification id (no path can hide in one)."""
+    return isinstance(value, str) and _ID.match(value) is not None
 
 
 def new_rectification_id(now: _dt.datetime) -> str:
@@ -318,11 +328,13 @@ class RectificationStore:
         self._document(item.id).write(item.to_dict())
 
     def get(self, rectification_id: str) -> Rectification | None:
-        """The rectification (its receipt checked too); None when absent.
+        """The rectification (its receipt checked too); None when absent or not such an id.
 
         Raises:
             StorageError: unreadable or damaged, naming the file and the field.
         """
+        if not is_rectification_id(rectification_id):
+            return None
         document = self._document(rectification_id)
         data = document.read()
         if data is None:

@@ -342,3 +342,14 @@ def test_a_summary_without_its_source_is_marked_and_the_receipt_says_why(
     assert receipt.summaries_marked == 1 and receipt.summaries_regenerated == 0
     assert receipt.fallback == NO_SOURCE
     assert OLD_NEEDLE not in everything_on_disk(gov)
+
+
+def test_a_receipt_is_looked_up_by_id_and_no_path_hides_in_one(
+    workspace: Path, clock: FixedClock
+) -> None:
+    gov = workspace_with(workspace, clock)
+    receipt = rectify(gov, subject="alice", record=_old_id(gov), text=NEW)
+    store = RectificationStore(gov.governance_dir, sealing=gov.sealing)
+    stored = store.get(receipt.id)
+    assert stored is not None and stored.receipt == receipt.to_dict()
+    assert store.get("../../agents/A/MEMORY") is None and store.get(receipt.id + "x") is None
