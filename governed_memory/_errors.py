@@ -29,6 +29,7 @@ for the reference (``except ValueError``) keeps working::
     │   └── HoldNotFoundError                 no active legal hold matches
     ├── ConsentRequiredError (PermissionError) the policy refuses an operation without consent
     ├── ErasureBlockedError (PermissionError) a legal hold covers the data to erase
+    ├── RectificationBlockedError (PermissionError) a legal hold covers the record to rectify
     └── AuditVerificationError                the audit log fails verification (tampering)
 
     EntryFormatError (ValueError)             internal: a line is not a well-formed audit
@@ -73,6 +74,7 @@ __all__ = [
     "PolicyError",
     "PurgeInFutureError",
     "PurgeInProgressError",
+    "RectificationBlockedError",
     "SealedRecordError",
     "StorageError",
     "TokenizerError",
@@ -316,6 +318,15 @@ class HoldLike(Protocol):
     def target(self) -> str: ...
 
 
+def describe_holds(holds: Sequence[HoldLike]) -> str:
+    """Each hold's id, target, who placed it, when and why, for a refusal's message."""
+    return "; ".join(
+        f"hold {h.id!r} on {h.target} placed by {h.placed_by!r} on {h.placed_at} "
+        f"because {h.reason!r}"
+        for h in holds
+    )
+
+
 class ErasureBlockedError(GovernedMemoryError, PermissionError):
     """An erasure was refused because a legal hold applies; nothing was erased.
 
@@ -325,15 +336,32 @@ class ErasureBlockedError(GovernedMemoryError, PermissionError):
 
     def __init__(self, scope: str, holds: Sequence[HoldLike]) -> None:
         self.holds = tuple(holds)
-        described = "; ".join(
-            f"hold {h.id!r} on {h.target} placed by {h.placed_by!r} on {h.placed_at} "
-            f"because {h.reason!r}"
-            for h in self.holds
-        )
+        described = describe_holds(self.holds)
         super().__init__(
             f"erasure of {scope} refused: a legal hold applies ({described}). Nothing was "
             "erased. Ask the hold's owner to release it (governed-memory hold release), then "
             "run the erasure again"
+        )
+
+
+class RectificationBlockedError(GovernedMemoryError, PermissionError):
+    """A rectification was refused because a legal hold applies; nothing was changed.
+
+    A hold preserves the data as it is, as evidence: correcting a held record
+    would alter that evidence, so the hold must be released first.
+
+    Attributes:
+        holds: the holds that block it (id, who placed it, why).
+    """
+
+    def __init__(self, what: str, holds: Sequence[HoldLike]) -> None:
+        self.holds = tuple(holds)
+        described = describe_holds(self.holds)
+        super().__init__(
+            f"rectification of {what} refused: a legal hold applies ({described}). A hold "
+            "keeps the data as it is, as evidence; nothing was changed. Ask the hold's owner "
+            "to release it (governed-memory hold release), then rectify again; meanwhile tell "
+            "the person the correction is recorded and waits on the hold (docs/rectification.md)"
         )
 
 

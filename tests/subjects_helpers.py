@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from governed_memory import Conversation, FixedClock, Governance, memory_md_path
@@ -67,3 +68,31 @@ def readable_text(gov: Governance) -> str:
             finally:
                 store.close()
     return "\n".join(parts)
+
+
+def killed_at_call(function: str, nth: int, action: Callable[[], object]) -> bool:
+    """Fork; the child runs ``action`` and SIGKILLs itself at the ``nth`` call of ``os.<function>``.
+
+    Returns whether the child died by the signal (False: it finished first).
+    """
+    import os
+    import signal
+
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            real = getattr(os, function)
+            calls = [0]
+
+            def dying(*args: object, **kwargs: object) -> object:
+                calls[0] += 1
+                if calls[0] == nth:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return real(*args, **kwargs)
+
+            setattr(os, function, dying)
+            action()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL

@@ -63,6 +63,8 @@ class AuditEvent(StrEnum):
     """A subject's or agent's records were erased."""
     EXPORT = "export"
     """A subject's or agent's records were exported."""
+    RECTIFY = "rectify"
+    """A subject's record was corrected everywhere it is stored (keyed hashes, never content)."""
     SHOW = "memory.show"
     """An operator printed an agent's (or a subject's) records (``show``): counts, never content."""
     ISOLATE = "memory.isolate"
@@ -118,6 +120,7 @@ GEN_AI_OPERATIONS: Mapping[str, str] = {
     AuditEvent.SESSION_POP: "delete_memory",
     AuditEvent.SESSION_CLEAR: "delete_memory",
     AuditEvent.EXPORT: "search_memory",
+    AuditEvent.RECTIFY: "update_memory",
     AuditEvent.SHOW: "search_memory",
 }
 """``gen_ai.operation.name`` (OpenTelemetry GenAI semantic conventions) of the
@@ -155,6 +158,10 @@ SAFE_STRING_KEYS = frozenset(
         "artefact",
         "reason_code",
         "erasure_id",
+        "rectification_id",
+        "record_id",
+        "new_hash",
+        "summaries_mode",
         "purge_id",
         "as_of",
         "grace",
@@ -171,7 +178,9 @@ SAFE_STRING_KEYS = frozenset(
     }
 )
 """Keys whose string values are recorded as they are (no personal data by design)."""
-_SAFE_LIST_KEYS = frozenset({"purposes", "segments", "rules", "kinds", "artefacts", "from_key_ids"})
+_SAFE_LIST_KEYS = frozenset(
+    {"purposes", "segments", "rules", "kinds", "artefacts", "from_key_ids", "old_hashes"}
+)
 CONTENT_KEYS = frozenset({"content", "summary"})
 """Recorded only with ``audit.include_content``."""
 IDENTIFYING_TEXT_KEYS = frozenset({"reason"})

@@ -197,6 +197,8 @@ def show(
         head = Text(f"#{number}  ")
         head.append(record.role, style="bold")
         head.append(f"  {record.timestamp}", style="dim")
+        if record.id is not None:  # what `rectify --record` names it by
+            head.append(f"  {record.id}", style="dim")
         console.print(head)
         # The content as stored, indented, never re-wrapped or parsed as markup.
         click.echo(textwrap.indent(record.content, "    ", lambda line: True) + "\n")

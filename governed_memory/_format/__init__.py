@@ -1,4 +1,4 @@
-"""The MEMORY.md format: records (parse, render, escape), lineage of summaries, tokens."""
+"""The MEMORY.md format: records (parse, render, escape), record ids, lineage of summaries, tokens."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         record_subjects,
         subjects_in_text,
     )
+    from ._record_ids import RECORD_ID_PREFIX, record_id, record_ids
     from ._records import (
         META_OPEN,
         PRELOAD_PREFIX,
@@ -45,6 +46,9 @@ _LAZY: dict[str, str] = {
     "record_lineage": "._lineage",
     "record_subjects": "._lineage",
     "subjects_in_text": "._lineage",
+    "RECORD_ID_PREFIX": "._record_ids",
+    "record_id": "._record_ids",
+    "record_ids": "._record_ids",
     "META_OPEN": "._records",
     "MemoryFile": "._records",
     "PRELOAD_PREFIX": "._records",
@@ -71,6 +75,7 @@ __all__ = [
     "LINEAGE_KEY",
     "META_OPEN",
     "PRELOAD_PREFIX",
+    "RECORD_ID_PREFIX",
     "MemoryFile",
     "Record",
     "TokenCounter",
@@ -83,6 +88,8 @@ __all__ = [
     "message_subjects",
     "newest_records",
     "parse_memory",
+    "record_id",
+    "record_ids",
     "record_lineage",
     "record_offsets",
     "record_offsets_newest_first",

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from .._base import AGENTS_DIR, MEMORY_FILE, resolve_workspace, validate_agent_name
 from .._errors import NotFoundError, StorageError, UnsafePathError
-from .._format import Record, parse_memory, record_subjects
+from .._format import Record, parse_memory, record_ids, record_subjects
 from .._stores import AgentStore, FileMemoryBackend, PlaintextAgentStore, StoreFactory
 
 __all__ = ["AgentInfo", "StoredRecord", "agent_info", "agent_names", "agent_records", "list_agents"]
@@ -92,11 +92,14 @@ class StoredRecord:
             memory's records ``subjects/<p>/MEMORY.md`` or
             ``subjects/<p>/archive/history_<ts>.md``.
         archived: whether it came from an archive.
+        id: the record id a rectification names it by (``rec-`` and 16 hex
+            digits, docs/rectification.md); None for a record without a subject.
     """
 
     record: Record
     source: str
     archived: bool
+    id: str | None = None
 
     @property
     def role(self) -> str:
@@ -121,6 +124,8 @@ class StoredRecord:
         }
         if self.record.subject_id is not None:
             data["subject_id"] = self.record.subject_id
+        if self.id is not None:
+            data["id"] = self.id
         return data
 
 
@@ -316,10 +321,20 @@ def _records(store: AgentStore, include_archives: bool) -> list[StoredRecord]:
     if include_archives:
         for archive in store.list_archives():
             source = store.source(archive)
-            for record in parse_memory(store.read_archive(archive)).records:
-                found.append(StoredRecord(record, source, archived=True))
+            records = parse_memory(store.read_archive(archive)).records
+            found += _stored(store, records, source, archived=True)
     text = store.read_memory()
     if text is not None:
-        source = store.source()
-        found.extend(StoredRecord(r, source, archived=False) for r in parse_memory(text).records)
+        found += _stored(store, parse_memory(text).records, store.source(), archived=False)
     return found
+
+
+def _stored(
+    store: AgentStore, records: list[Record], source: str, *, archived: bool
+) -> list[StoredRecord]:
+    """One file's records with their sources and record ids."""
+    ids = record_ids(store.agent, records)
+    return [
+        StoredRecord(record, source, archived=archived, id=rid)
+        for record, rid in zip(records, ids, strict=True)
+    ]

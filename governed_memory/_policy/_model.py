@@ -50,6 +50,7 @@ __all__ = [
     "MissingConsent",
     "Policy",
     "PolicyError",
+    "RectifySummaries",
     "ResolvedPolicy",
     "RetentionPolicy",
     "SchedulePolicy",
@@ -85,6 +86,15 @@ class SummarizationFallback(StrEnum):
 
     LOCAL = "local"
     SKIP = "skip"
+
+
+class RectifySummaries(StrEnum):
+    """``summarization.on_rectify``: what a rectification does to the summaries built from a record."""
+
+    MARK = "mark"  # marked as built from a corrected record (note, metadata, verbatim copies fixed)
+    REGENERATE = (
+        "regenerate"  # summarised again from their corrected source (the allowed summarizer)
+    )
 
 
 class WithoutConsent(StrEnum):
@@ -179,6 +189,7 @@ class SummarizationPolicy(_Section):
     allowed_models: tuple[_ModelPattern, ...] = ("*",)
     fallback: SummarizationFallback = SummarizationFallback.LOCAL
     without_consent: WithoutConsent = WithoutConsent.ON_MISSING
+    on_rectify: RectifySummaries = RectifySummaries.MARK
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

@@ -10,6 +10,7 @@ Modules, one concept each:
 * ``_holds``       legal holds (a document)
 * ``_tombstones``  erasure records: tombstones, progress logs, scheduled erasures
 * ``_receipts``    erasure receipts
+* ``_rectifications`` rectification records, progress logs and receipts (Art. 16)
 * ``_text``        the check that text can be stored (UTF-8, no NUL)
 """
 
@@ -34,6 +35,14 @@ if TYPE_CHECKING:
     from ._holds import HOLDS_FILE, HOLDS_LOCK, Hold, HoldNotFoundError, HoldRegistry, HoldSet
     from ._jsonl import JsonlLog
     from ._receipts import ErasureReceipt, FileRemoval, HeldSummaries, UnreachedItem
+    from ._rectifications import (
+        Rectification,
+        RectificationReceipt,
+        RectificationStore,
+        RectifiedFile,
+        content_hash,
+        new_rectification_id,
+    )
     from ._text import validate_text
     from ._tombstones import (
         COMPLETE,
@@ -67,6 +76,12 @@ _LAZY: dict[str, str] = {
     "FileRemoval": "._receipts",
     "HeldSummaries": "._receipts",
     "UnreachedItem": "._receipts",
+    "Rectification": "._rectifications",
+    "RectificationReceipt": "._rectifications",
+    "RectificationStore": "._rectifications",
+    "RectifiedFile": "._rectifications",
+    "content_hash": "._rectifications",
+    "new_rectification_id": "._rectifications",
     "COMPLETE": "._tombstones",
     "ErasureScope": "._tombstones",
     "PROGRESS_SUFFIX": "._tombstones",
@@ -105,12 +120,18 @@ __all__ = [
     "HoldSet",
     "JsonDocument",
     "JsonlLog",
+    "Rectification",
+    "RectificationReceipt",
+    "RectificationStore",
+    "RectifiedFile",
     "ScheduledErasure",
     "Tombstone",
     "TombstoneStore",
     "UnreachedItem",
     "check_version",
+    "content_hash",
     "new_erasure_id",
+    "new_rectification_id",
     "validate_subject_id",
     "validate_text",
 ]

@@ -1,4 +1,4 @@
-"""Data-subject requests: export (GDPR Art. 15/20) and erasure (Art. 17).
+"""Data-subject requests: export (GDPR Art. 15/20), rectification (Art. 16), erasure (Art. 17).
 
 Modules, one concept each:
 
@@ -14,6 +14,9 @@ Modules, one concept each:
 * ``_collect``    what a workspace holds about a subject, as plain data
 * ``_markdown``   the readable rendering of an export
 * ``_export``     the subject access export (JSON + Markdown + manifest)
+* ``_amend``      a memory file's text with one record corrected (pure)
+* ``_rectify``    rectification (Art. 16): find by record id, correct, mark or
+  regenerate the summaries built from it, receipt
 * ``_errors``     ErasureBlockedError, ErasedDuringCompactionError
 
 Lineage (which subjects a compaction summary was derived from) lives in
@@ -35,6 +38,7 @@ from .._records import (
     ErasureReceipt,
     ErasureScope,
     FileRemoval,
+    RectificationReceipt,
     ScheduledErasure,
     Tombstone,
     TombstoneStore,
@@ -53,6 +57,14 @@ from ._erasure import (
 )
 from ._errors import ErasedDuringCompactionError, ErasureBlockedError
 from ._export import ExportResult, export_agent, export_subject
+from ._rectify import (
+    SubjectRecord,
+    SummarizerGate,
+    rectification_receipts,
+    rectify,
+    resume_rectifications,
+    subject_records,
+)
 from ._unfinished import PendingErasure, Unfinished
 
 __all__ = [
@@ -64,8 +76,11 @@ __all__ = [
     "ExportResult",
     "FileRemoval",
     "PendingErasure",
+    "RectificationReceipt",
     "ScheduledErasure",
     "SubjectContext",
+    "SubjectRecord",
+    "SummarizerGate",
     "Tombstone",
     "TombstoneStore",
     "Unfinished",
@@ -77,11 +92,15 @@ __all__ = [
     "export_subject",
     "filter_history",
     "pending_erasure",
+    "rectification_receipts",
+    "rectify",
     "resume_erasures",
+    "resume_rectifications",
     "run_due_erasures",
     "schedule_erasure",
     "scheduled_erasure_task",
     "subject_context",
+    "subject_records",
 ]
 
 # Names other layers use, imported on first use (PEP 562) so that importing this

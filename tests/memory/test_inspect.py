@@ -25,6 +25,7 @@ from governed_memory import (
     list_agents,
     memory_md_path,
 )
+from governed_memory._format import parse_memory, record_id
 from governed_memory._format._records import render_block, render_header
 
 
@@ -153,8 +154,9 @@ def test_record_to_dict_carries_the_subject_when_present(workspace: Path) -> Non
         "source": "MEMORY.md",
         "archived": False,
         "subject_id": "cust-1",
+        "id": record_id("A", parse_memory((folder / "MEMORY.md").read_text()).records[0]),
     }
-    assert "subject_id" not in second
+    assert "subject_id" not in second and "id" not in second  # no subject: no record id
 
 
 def test_unknown_agent_is_not_found_with_the_fix(workspace: Path) -> None:

@@ -11,6 +11,7 @@ from subjects_helpers import (
     all_bytes,
     conversation,
     governance,
+    killed_at_call,
     memory_text,
     readable_text,
 )
@@ -465,27 +466,7 @@ def _erase_in_child_and_kill(gov, function: str, nth: int) -> bool:  # type: ign
 
     Returns whether the child died by the signal (False: it finished first).
     """
-    import os
-    import signal
-
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        try:
-            real = getattr(os, function)
-            calls = [0]
-
-            def dying(*args: object, **kwargs: object) -> object:
-                calls[0] += 1
-                if calls[0] == nth:
-                    os.kill(os.getpid(), signal.SIGKILL)
-                return real(*args, **kwargs)
-
-            setattr(os, function, dying)
-            erase(gov, subject="alice")
-        finally:
-            os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    return killed_at_call(function, nth, lambda: erase(gov, subject="alice"))
 
 
 @pytest.mark.parametrize(

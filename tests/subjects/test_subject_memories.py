@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from subjects_helpers import STORE_KINDS, all_bytes, governance
+from subjects_helpers import STORE_KINDS, all_bytes, governance, killed_at_call
 
 from governed_memory import FixedClock, Governance, StorageError, parse_memory
 from governed_memory._format import ERASED_MARKER_KEY, LINEAGE_KEY, render_block, render_header
@@ -405,26 +405,7 @@ def test_the_erasure_watch_finishes_an_erasure_in_the_subject_memories(
 
 def _erase_in_child_and_kill(gov: Governance, function: str, nth: int) -> None:
     """Fork; the child erases alice and SIGKILLs itself at the ``nth`` call of ``os.<function>``."""
-    import os
-    import signal
-
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        try:
-            real = getattr(os, function)
-            calls = [0]
-
-            def dying(*args: object, **kwargs: object) -> object:
-                calls[0] += 1
-                if calls[0] == nth:
-                    os.kill(os.getpid(), signal.SIGKILL)
-                return real(*args, **kwargs)
-
-            setattr(os, function, dying)
-            erase(gov, subject="alice")
-        finally:
-            os._exit(0)
-    os.waitpid(pid, 0)
+    killed_at_call(function, nth, lambda: erase(gov, subject="alice"))
 
 
 @pytest.mark.parametrize(
