@@ -155,6 +155,7 @@ SAFE_STRING_KEYS = frozenset(
         "artefact",
         "reason_code",
         "erasure_id",
+        "export_id",
         "purge_id",
         "as_of",
         "grace",
