@@ -201,32 +201,33 @@ def _by_age(
     return _row(artefact, kind, agent, rule, shown, when, "scheduled", due, (), note)
 
 
-def _file_row(policy: Policy, seen: FileSeen, holds: HoldSet) -> dict[str, Any]:
+def _file_row(policy: Policy, seen: FileSeen, holds: HoldSet, now: _dt.datetime) -> dict[str, Any]:
     kind = ArtefactKind(seen.kind)
     held = holds.keeping(seen.agent, seen.subjects) if kind in HOLDABLE else ()
     row = _by_age(policy, seen.source, kind, seen.agent, seen.when, held)
     count = policy.retention.archives_max_count
     if kind is ArtefactKind.ARCHIVE and not held and count is not None:
-        by_age = row if row["status"] == "scheduled" else None
-        if seen.rank > count:
-            note = f"deleted by the next purge: archive {seen.rank} of {seen.total}, over the {count} kept"
-        else:
-            note = (
-                f"kept while among the newest {count} archives of its memory (now {seen.rank} of "
-                f"{seen.total}); {count - seen.rank + 1} more compaction(s) make it due"
-            )
-        if by_age is not None:
-            note += f"; at the latest: {by_age['note']}"
-        return {
-            **row,
-            "rule": Rule.ARCHIVES_MAX_COUNT.value if by_age is None else row["rule"],
-            "limit": f"{count} archives" if by_age is None else row["limit"],
-            "status": "by_count" if by_age is None else "scheduled",
-            "note": note,
-        }
+        return _by_count(row, seen, count, now)
     if kind is ArtefactKind.MEMORY and row["status"] == "scheduled":
         row["note"] += "; each new message moves the date later"
     return row
+
+
+def _by_count(row: dict[str, Any], seen: FileSeen, count: int, now: _dt.datetime) -> dict[str, Any]:
+    """An archive under ``archives_max_count`` (and perhaps an age too: the earlier wins)."""
+    by_count = {"rule": Rule.ARCHIVES_MAX_COUNT.value, "limit": f"{count} archives"}
+    if seen.rank > count:
+        note = (
+            f"deleted by the next purge: archive {seen.rank} of {seen.total}, over the {count} kept"
+        )
+        return {**row, **by_count, "status": "scheduled", "delete_after": _aware(now), "note": note}
+    note = (
+        f"kept while among the newest {count} archives of its memory (now {seen.rank} of "
+        f"{seen.total}); {count - seen.rank + 1} more compaction(s) make it due"
+    )
+    if row["status"] == "scheduled":
+        return {**row, "note": f"{row['note']}; or sooner: {note}"}
+    return {**row, **by_count, "status": "by_count", "note": note}
 
 
 def retention(
@@ -240,7 +241,7 @@ def retention(
     """Art. 15(1)(d): the rules (criteria), and each cited artefact's deletion under them."""
     policy = ctx.policy
     holds = HoldSet.of(ctx.holds.holds()) if ctx.holds is not None else HoldSet()
-    rows = [_file_row(policy, seen, holds) for seen in files]
+    rows = [_file_row(policy, seen, holds, now) for seen in files]
     rows += _consent_rows(ctx, scope, holds)
     rows += _tombstone_rows(ctx, scope)
     if audit:
