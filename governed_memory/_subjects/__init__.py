@@ -12,8 +12,12 @@ Modules, one concept each:
   key, a symbolic link) and the fix; failures stay local to their agent
 * ``_guard``      what a live governed Conversation does about erasures
 * ``_collect``    what a workspace holds about a subject, as plain data
+* ``_access``     what Art. 15(1) asks beside the data: purposes, recipients, retention
+* ``_schema``     the models export.json is built through (docs/export-schema.json is
+  generated from them by ``_write_schema``)
 * ``_markdown``   the readable rendering of an export
-* ``_export``     the subject access export (JSON + Markdown + manifest)
+* ``_report``     the Art. 15(1)(a)-(h) report for the person (report.md)
+* ``_export``     the subject access export (JSON + Markdown + report + manifest, and its receipt)
 * ``_errors``     ErasureBlockedError, ErasedDuringCompactionError
 
 Lineage (which subjects a compaction summary was derived from) lives in

@@ -27,7 +27,7 @@ from .._base import EXPORTS_DIR, ArtefactKind, format_duration
 from .._policy import AGE_RULES, HOLDABLE, LOCAL_SUMMARIZER, Policy, Rule, age_limit
 from .._policy import is_local_model as _is_local
 from .._records import ErasureScope, HoldSet
-from ._collect import FileSeen
+from ._collect import FileSeen, tombstones_of
 from ._context import SubjectContext
 
 __all__ = ["PURPOSE_MEANINGS", "purposes", "recipients", "retention"]
@@ -310,14 +310,7 @@ def _consent_rows(ctx: SubjectContext, scope: ErasureScope, holds: HoldSet) -> l
 
 def _tombstone_rows(ctx: SubjectContext, scope: ErasureScope) -> list[dict[str, Any]]:
     rows = []
-    for tombstone in ctx.tombstones().all():
-        same = (
-            tombstone.scope.subject == scope.subject
-            if scope.subject is not None
-            else tombstone.scope.agent == scope.agent
-        )
-        if not same:
-            continue
+    for tombstone in tombstones_of(ctx, scope):
         done = tombstone.completed_at if not tombstone.pending else None
         rows.append(
             _by_age(

@@ -22,13 +22,13 @@ from typing import Any
 from .._base import AGENTS_DIR, classify_archive
 from .._errors import GovernedMemoryError
 from .._format import Record, is_summary, parse_memory, record_lineage, subjects_in_text
-from .._records import COMPLETE, ErasureReceipt, ErasureScope
+from .._records import COMPLETE, ErasureReceipt, ErasureScope, Tombstone
 from .._stores import AgentStore
 from ._context import SubjectContext
 from ._redact import mentions
 from ._unfinished import Unfinished, linked_agents, links_in_agent, unfinished_from
 
-__all__ = ["FileSeen", "collect"]
+__all__ = ["FileSeen", "collect", "tombstones_of"]
 
 WITHHELD = (
     "built from other data subjects' records too; content withheld to protect their rights "
@@ -254,16 +254,22 @@ def _holds(ctx: SubjectContext, scope: ErasureScope) -> list[dict[str, Any]] | N
     return found
 
 
+def tombstones_of(ctx: SubjectContext, scope: ErasureScope) -> list[Tombstone]:
+    """The erasures of the scope's subject (or, in an agent export, of the agent), oldest first."""
+    return [
+        t
+        for t in ctx.tombstones().all()
+        if (
+            t.scope.subject == scope.subject
+            if scope.subject is not None
+            else t.scope.agent == scope.agent
+        )
+    ]
+
+
 def _erasures(ctx: SubjectContext, scope: ErasureScope) -> list[dict[str, Any]]:
     found = []
-    for tombstone in ctx.tombstones().all():
-        same = (
-            tombstone.scope.subject == scope.subject
-            if scope.subject is not None
-            else tombstone.scope.agent == scope.agent
-        )
-        if not same:
-            continue
+    for tombstone in tombstones_of(ctx, scope):
         entry: dict[str, Any] = {
             "id": tombstone.id,
             "scope": tombstone.scope.to_dict(),

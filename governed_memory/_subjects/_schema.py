@@ -26,6 +26,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .._records import Hold  # a hold as stored is its own schema: one definition of its fields
+
 __all__ = [
     "EXPORT_FORMAT",
     "EXPORT_VERSION",
@@ -114,18 +116,6 @@ class ConsentEvent(_Model):
     actor: str
     policy_id: str
     policy_version: str
-
-
-class Hold(_Model):
-    id: str
-    reason: str
-    placed_by: str
-    placed_at: str
-    agent: str | None = None
-    subject: str | None = None
-    released_at: str | None = None
-    released_by: str | None = None
-    release_reason: str | None = None
 
 
 class Erasure(_Model):

@@ -53,6 +53,16 @@ def _regulated(workspace: Path, clock: FixedClock) -> Governance:
     return _gov(workspace, clock, load_policy("regulated"), key_provider=InMemoryKeyProvider())
 
 
+def _alice_regulated(workspace: Path, clock: FixedClock) -> Governance:
+    """The regulated policy, alice's persist consent, one message archived by a compaction."""
+    gov = _regulated(workspace, clock)
+    gov.grant("alice", "persist", actor="app")
+    conv = conversation(gov, "A", subject_id="alice")
+    conv.add("Human", "alice asks about her loan")
+    conv.compact("[Compressed Memory Summary] a loan question")
+    return gov
+
+
 def _audited(**sections: Any) -> Policy:
     return Policy.model_validate({"audit": {"enabled": True}, **sections})
 
@@ -63,6 +73,17 @@ def _valid(out: Path) -> dict[str, Any]:
     jsonschema.Draft202012Validator.check_schema(schema)
     jsonschema.Draft202012Validator(schema).validate(document)
     return document  # type: ignore[no-any-return]
+
+
+def _rows(document: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    """The retention rows of one kind of artefact."""
+    return [r for r in document["retention"]["artefacts"] if r["kind"] == kind]
+
+
+def _due_after_limit(row: dict[str, Any], days: int) -> bool:
+    """Whether the row is due exactly ``days`` after the time its age counts from."""
+    start = dt.datetime.fromisoformat(row["age_from"])
+    return dt.datetime.fromisoformat(row["delete_after"]) == start + dt.timedelta(days=days)
 
 
 def _compact(conv: Any, stub_llm: StubLLM | None) -> None:
@@ -119,29 +140,23 @@ def test_a_regulated_policy_export_validates_with_its_dates_and_schedule(
     workspace: Path, clock: FixedClock, tmp_path: Path
 ) -> None:
     """Under the shipped regulated policy: encrypted, subject memories, 30-day archives."""
-    gov = _regulated(workspace, clock)
-    gov.grant("alice", "persist", actor="app")
-    conv = conversation(gov, "A", subject_id="alice")
-    conv.add("Human", "alice asks about her loan")
-    conv.compact("[Compressed Memory Summary] a loan question")
-    conv.add("Human", "and again")
+    gov = _alice_regulated(workspace, clock)
     export_subject(gov, "alice", tmp_path / "out")
     document = _valid(tmp_path / "out")
     assert document["encrypted_workspace"] is True
     retention = document["retention"]
     assert retention["purge_schedule"] == "cron '0 3 * * *' (UTC)"
-    [archive] = [r for r in retention["artefacts"] if r["kind"] == "archive"]
+    [archive] = _rows(document, "archive")
     assert archive["rule"] == "archives_max_age" and archive["limit"] == "30d"
-    assert archive["status"] == "scheduled"
+    assert archive["status"] == "scheduled" and _due_after_limit(archive, 30)
     # The archive is named by the compaction's time (the fixed clock: 2026-11-30 10:00).
     named = dt.datetime.fromisoformat(archive["age_from"])
     assert named.replace(microsecond=0) == dt.datetime(2026, 11, 30, 10, 0, tzinfo=dt.UTC)
-    assert dt.datetime.fromisoformat(archive["delete_after"]) == named + dt.timedelta(days=30)
     assert "/subjects/" in archive["artefact"]
     assert {r["memory"] for r in document["records"]} == {"subject"}
-    [grant] = [r for r in retention["artefacts"] if r["kind"] == "consent"]
+    [grant] = _rows(document, "consent")
     assert grant["status"] == "in_force"  # the latest grant of persist is never purged by age
-    [export] = [r for r in retention["artefacts"] if r["kind"] == "export"]
+    [export] = _rows(document, "export")
     assert export["status"] == "not_managed"
 
 
@@ -155,10 +170,9 @@ def test_an_export_into_the_exports_folder_says_when_exports_max_age_purges_it(
     exports.mkdir(parents=True)
     export_subject(gov, "alice", exports / "alice-1")
     document = _valid(exports / "alice-1")
-    [export] = [r for r in document["retention"]["artefacts"] if r["kind"] == "export"]
+    [export] = _rows(document, "export")
     assert export["rule"] == "exports_max_age" and export["limit"] == "7d"
-    made = dt.datetime.fromisoformat(document["generated_at"])
-    assert dt.datetime.fromisoformat(export["delete_after"]) == made + dt.timedelta(days=7)
+    assert export["age_from"] == document["generated_at"] and _due_after_limit(export, 7)
 
 
 # -- purposes and consent ---------------------------------------------------------
@@ -186,8 +200,7 @@ def test_purposes_and_consent_history_follow_grants_and_withdrawals(
         ("summarize", "grant", "app"),
         ("summarize", "withdraw", "alice herself"),
     ]
-    consent_rows = [r for r in document["retention"]["artefacts"] if r["kind"] == "consent"]
-    assert [r["status"] for r in consent_rows] == ["in_force", "forever", "forever"]
+    assert [r["status"] for r in _rows(document, "consent")] == ["in_force", "forever", "forever"]
     report = (tmp_path / "out" / "report.md").read_text()
     assert "- **summarize**: sending a conversation to a model" in report
     assert "This purpose needs your consent. Your consent: **withdrawn** since" in report
@@ -293,8 +306,7 @@ def test_retention_dates_follow_the_archive_time_and_the_rule(
     assert due == [start + dt.timedelta(days=30), start + dt.timedelta(days=33)]
     [audit] = [r for r in rows if r["kind"] == "audit"]
     assert audit["rule"] == "audit_max_age" and audit["limit"] == "60d"
-    oldest = dt.datetime.fromisoformat(audit["age_from"])
-    assert dt.datetime.fromisoformat(audit["delete_after"]) == oldest + dt.timedelta(days=60)
+    assert _due_after_limit(audit, 60)
 
 
 def test_archives_max_count_says_how_many_compactions_make_an_archive_due(
@@ -321,11 +333,7 @@ def test_archives_max_count_says_how_many_compactions_make_an_archive_due(
 def test_a_legal_hold_is_shown_as_what_keeps_the_artefacts(
     workspace: Path, clock: FixedClock, tmp_path: Path
 ) -> None:
-    gov = _regulated(workspace, clock)
-    gov.grant("alice", "persist", actor="app")
-    conv = conversation(gov, "A", subject_id="alice")
-    conv.add("Human", "alice asks about her loan")
-    conv.compact("[Compressed Memory Summary] a loan question")
+    gov = _alice_regulated(workspace, clock)
     hold = HoldRegistry(gov.governance_dir, clock=clock, sealing=gov.sealing).place(
         subject="alice", reason="case 7", actor="legal"
     )
