@@ -24,7 +24,9 @@ Lineage (which subjects a compaction summary was derived from) lives in
 ``governed_memory._format._lineage``: Conversation needs it in every mode, without
 this package's imports.
 
-For the CLI (documented internal names): ``subject_context``, through which
+For the request register (documented internal names): ``export_receipt`` and
+``export_receipts``, the receipts of access exports, by the id an export
+returns. For the CLI (documented internal names): ``subject_context``, through which
 ``erasures list`` reads scheduled erasures and tombstones, and
 ``pending_erasure`` and ``PendingErasure``, what ``erasures show`` and
 ``erasures run-due`` print for a pending erasure.
@@ -56,7 +58,7 @@ from ._erasure import (
     scheduled_erasure_task,
 )
 from ._errors import ErasedDuringCompactionError, ErasureBlockedError
-from ._export import ExportResult, export_agent, export_subject
+from ._export import ExportResult, export_agent, export_receipt, export_receipts, export_subject
 from ._unfinished import PendingErasure, Unfinished
 
 __all__ = [
@@ -78,6 +80,8 @@ __all__ = [
     "erase",
     "erasure_receipts",
     "export_agent",
+    "export_receipt",
+    "export_receipts",
     "export_subject",
     "filter_history",
     "pending_erasure",

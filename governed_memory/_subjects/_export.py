@@ -58,7 +58,15 @@ from ._unfinished import Unfinished, refuse_linked_agent
 if TYPE_CHECKING:
     from .._governance import Governance
 
-__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ExportResult", "export_agent", "export_subject"]
+__all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_VERSION",
+    "ExportResult",
+    "export_agent",
+    "export_receipt",
+    "export_receipts",
+    "export_subject",
+]
 
 MANIFEST_FORMAT = "governed-memory-export-manifest"
 MANIFEST_VERSION = 1  # unchanged by export version 2: a list of files (and now the export's id)
@@ -131,6 +139,29 @@ def export_agent(
     """Export a whole agent's memory and archives (every subject) into ``out_dir``."""
     ctx = subject_context(target)
     return _export(ctx, _scope(None, agent), Path(out_dir), True, actor)
+
+
+def export_receipts(
+    target: Governance | SubjectContext | str | os.PathLike[str],
+) -> list[ExportReceipt]:
+    """Every export receipt of the workspace, oldest first."""
+    store = _receipt_store(subject_context(target))
+    return [r for r in (store.get(i) for i in store.ids()) if r is not None]
+
+
+def export_receipt(
+    target: Governance | SubjectContext | str | os.PathLike[str], export_id: str
+) -> ExportReceipt | None:
+    """The receipt of the export ``export_id`` (what closes an access request), or None.
+
+    Raises:
+        StorageError: the receipt is damaged, or sealed and cannot be opened.
+    """
+    return _receipt_store(subject_context(target)).get(export_id)
+
+
+def _receipt_store(ctx: SubjectContext) -> ExportReceiptStore:
+    return ExportReceiptStore(ctx.governance_dir, sealing=ctx.sealing)
 
 
 def _version() -> str:
@@ -238,7 +269,7 @@ def _export(
         out_dir=str(out.resolve()),
         files=tuple(ExportedFile(name, digests[name], len(body)) for name, body in files.items()),
     )
-    receipts = ExportReceiptStore(ctx.governance_dir, sealing=ctx.sealing)
+    receipts = _receipt_store(ctx)
     # After the folder is in place: a receipt never names files that are not there. A
     # crash between the two leaves an export without receipt: export again.
     receipts.write(receipt)

@@ -18,7 +18,7 @@ from subjects_helpers import conversation
 from governed_memory import ContextCompressor, FixedClock, Governance, Settings
 from governed_memory._policy._model import Policy, load_policy
 from governed_memory._records import ExportReceiptStore, HoldRegistry
-from governed_memory._subjects import export_subject
+from governed_memory._subjects import export_receipt, export_receipts, export_subject
 from governed_memory._subjects._schema import render_schema
 
 ROOT = Path(__file__).parents[2]
@@ -418,6 +418,10 @@ def test_an_encrypted_workspace_seals_the_receipt(
     assert b"dpo@example.org" not in result.receipt.read_bytes()
     receipt = ExportReceiptStore(gov.governance_dir, sealing=gov.sealing).get(result.id)
     assert receipt is not None and receipt.actor == "dpo@example.org"
+    # What closes a request in the register: the receipt read back by the export's id.
+    assert export_receipt(gov, result.id) == receipt
+    assert export_receipts(gov) == [receipt]
+    assert export_receipt(gov, "20261130T000000000000Z-00000000") is None
 
 
 def test_a_bad_actor_is_refused_before_anything_is_written(
