@@ -162,6 +162,7 @@ SAFE_STRING_KEYS = frozenset(
         "record_id",
         "new_hash",
         "summaries_mode",
+        "export_id",
         "purge_id",
         "as_of",
         "grace",

@@ -75,18 +75,22 @@ def export_command(
 ) -> None:
     """Export everything held about a data subject (or an agent) into a new folder.
 
-    Writes export.json (schema: docs/export-schema.json), export.md and
-    manifest.json (SHA-256 of each file), all 0600 in a 0700 folder. The
-    export's audit entry names the actor.
+    Writes export.json (schema: docs/export-schema.json: the data, purposes and
+    consent, recipients, retention dates, sources), export.md, report.md (the
+    GDPR Art. 15(1) report to hand to the person) and manifest.json (SHA-256
+    of each file), all 0600 in a 0700 folder, and an export receipt with the
+    export's id in the governance folder. The audit entry and the receipt name
+    the actor.
     """
     _need_scope(subject, agent)
     governance = ctx.governance()
+    who = ctx.actor(actor)
     # The export records itself through the context's sink: wrapped, it names who ran it.
     sctx = subject_context(governance)
-    sctx = dataclasses.replace(sctx, audit=ctx.audit_as(actor, sctx.audit))
+    sctx = dataclasses.replace(sctx, audit=ctx.audit_as(who, sctx.audit))
     if subject is None:
         assert agent is not None
-        result = export_agent(sctx, agent, out_dir)
+        result = export_agent(sctx, agent, out_dir, actor=who)
     else:
         result = export_subject(
             sctx,
@@ -94,13 +98,15 @@ def export_command(
             out_dir,
             agent=agent,
             include_shared_summaries=include_shared_summaries,
+            actor=who,
         )
     if as_json:
         emit_json(result.to_dict())
         return
     click.echo(
         f"exported {result.records} records and {result.summaries} summaries "
-        f"({result.withheld_summaries} withheld) to {result.out_dir}"
+        f"({result.withheld_summaries} withheld) to {result.out_dir}; export id {result.id} "
+        f"(receipt {result.receipt}); hand report.md to the person with the folder"
     )
     emit_table(None, ["file", "sha256"], sorted(result.files.items()))
 

@@ -529,6 +529,7 @@ class PolicyGate:
         per ``summarization.fallback``. Local models need no consent: the
         transcript does not leave the process.
         """
+        subjects = tuple(subjects)  # read twice: the consent check and the audit entry
         rules = self.policy.summarization
         reason = ""
         external = not is_local_model(model)
@@ -568,6 +569,9 @@ class PolicyGate:
             subject_id=None,
             outcome=outcome,
             model=model,
+            # Keyed hashes of whose turns the transcript holds: a subject's access
+            # export lists the external models that received their data (Art. 15(1)(c)).
+            subjects=sorted({s for s in subjects if s is not None}),
             **self._policy_attrs("summarize", reason or "allowed by the policy"),
         )
         return result

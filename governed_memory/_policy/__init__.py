@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         resolve_policy,
         shipped_policies,
     )
+    from ._retention_rules import AGE_RULES, HOLDABLE, Rule, age_limit
     from ._settings import OVERRIDABLE_SECTIONS, Settings
 
 _LAZY: dict[str, str] = {
@@ -67,6 +68,10 @@ _LAZY: dict[str, str] = {
     "load_policy": "._model",
     "resolve_policy": "._model",
     "shipped_policies": "._model",
+    "AGE_RULES": "._retention_rules",
+    "HOLDABLE": "._retention_rules",
+    "Rule": "._retention_rules",
+    "age_limit": "._retention_rules",
     "OVERRIDABLE_SECTIONS": "._settings",
     "Settings": "._settings",
 }
@@ -75,7 +80,9 @@ if not TYPE_CHECKING:  # type checkers read the imports above
     __getattr__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = [
+    "AGE_RULES",
     "DEFAULT_POLICY",
+    "HOLDABLE",
     "LOCAL_SUMMARIZER",
     "OVERRIDABLE_SECTIONS",
     "Allowed",
@@ -89,6 +96,7 @@ __all__ = [
     "PolicyError",
     "ResolvedPolicy",
     "RetentionPolicy",
+    "Rule",
     "SchedulePolicy",
     "Settings",
     "Skip",
@@ -96,6 +104,7 @@ __all__ = [
     "SummarizerDecision",
     "UseLocal",
     "WithdrawalAction",
+    "age_limit",
     "is_local_model",
     "load_policy",
     "resolve_policy",

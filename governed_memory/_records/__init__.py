@@ -11,6 +11,7 @@ Modules, one concept each:
 * ``_tombstones``  erasure records: tombstones, progress logs, scheduled erasures
 * ``_receipts``    erasure receipts
 * ``_rectifications`` rectification records, progress logs and receipts (Art. 16)
+* ``_export_receipts`` export receipts (the files of an access export and their SHA-256)
 * ``_text``        the check that text can be stored (UTF-8, no NUL)
 """
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
         validate_subject_id,
     )
     from ._document import JsonDocument
+    from ._export_receipts import ExportedFile, ExportReceipt, ExportReceiptStore
     from ._holds import HOLDS_FILE, HOLDS_LOCK, Hold, HoldNotFoundError, HoldRegistry, HoldSet
     from ._jsonl import JsonlLog
     from ._receipts import ErasureReceipt, FileRemoval, HeldSummaries, UnreachedItem
@@ -65,6 +67,9 @@ _LAZY: dict[str, str] = {
     "ConsentRemoval": "._consent",
     "validate_subject_id": "._consent",
     "JsonDocument": "._document",
+    "ExportReceipt": "._export_receipts",
+    "ExportReceiptStore": "._export_receipts",
+    "ExportedFile": "._export_receipts",
     "JsonlLog": "._jsonl",
     "HOLDS_FILE": "._holds",
     "HOLDS_LOCK": "._holds",
@@ -112,6 +117,9 @@ __all__ = [
     "ConsentRemoval",
     "ErasureReceipt",
     "ErasureScope",
+    "ExportReceipt",
+    "ExportReceiptStore",
+    "ExportedFile",
     "FileRemoval",
     "HeldSummaries",
     "Hold",

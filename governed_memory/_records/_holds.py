@@ -120,6 +120,23 @@ class HoldSet:
     def all_subject_holds(self) -> tuple[str, ...]:
         return tuple(i for ids in self.subjects.values() for i in ids)
 
+    def keeping(self, agent: str | None, subjects: Iterable[str] | None) -> tuple[str, ...]:
+        """The holds that keep an artefact of ``agent`` holding records of ``subjects``.
+
+        ``subjects`` None means not known (unread, or encrypted without a
+        reader): every subject hold then keeps it, since a hold errs on the
+        side of keeping.
+        """
+        if not (self.agents or self.subjects):
+            return ()
+        ids = self.for_agent(agent)
+        if self.has_subject_holds:
+            if subjects is None:
+                ids += self.all_subject_holds()
+            else:
+                ids += self.for_subjects(sorted(subjects))
+        return ids
+
 
 def _text(name: str, value: object, *, example: str) -> str:
     if isinstance(value, str):

@@ -44,37 +44,22 @@ import datetime as _dt
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from enum import StrEnum
 
 from .._base import ArtefactKind, format_duration
-from .._policy import Policy, RetentionPolicy
+from .._policy import AGE_RULES, HOLDABLE, Policy, RetentionPolicy, Rule, age_limit
 from .._records import HoldSet
 from ._state import AgentState, Artefact, WorkspaceState
 
 __all__ = ["Plan", "PlanItem", "Rule", "iter_plan", "plan"]
 
-
-class Rule(StrEnum):
-    """The retention rule that requires a deletion (named as in the policy)."""
-
-    ARCHIVES_MAX_AGE = "archives_max_age"
-    ARCHIVES_MAX_COUNT = "archives_max_count"
-    IDLE_MEMORY_MAX_AGE = "idle_memory_max_age"
-    EXPORTS_MAX_AGE = "exports_max_age"
-    AUDIT_MAX_AGE = "audit_max_age"
-    CONSENT_RECORDS_MAX_AGE = "consent_records_max_age"
-    TOMBSTONES_MAX_AGE = "tombstones_max_age"
-
-
-_AGE_RULES = {
-    ArtefactKind.EXPORT: Rule.EXPORTS_MAX_AGE,
-    ArtefactKind.AUDIT: Rule.AUDIT_MAX_AGE,
-    ArtefactKind.CONSENT: Rule.CONSENT_RECORDS_MAX_AGE,
-    ArtefactKind.TOMBSTONE: Rule.TOMBSTONES_MAX_AGE,
-}
-_HOLDABLE = frozenset(
-    {ArtefactKind.MEMORY, ArtefactKind.ARCHIVE, ArtefactKind.EXPORT, ArtefactKind.CONSENT}
+# The age rules of what lies outside agent folders; memories and archives are planned per agent.
+_OTHER_KINDS = (
+    ArtefactKind.EXPORT,
+    ArtefactKind.AUDIT,
+    ArtefactKind.CONSENT,
+    ArtefactKind.TOMBSTONE,
 )
+_AGE_RULES = {kind: AGE_RULES[kind] for kind in _OTHER_KINDS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,9 +157,7 @@ def iter_plan(
         rule = _AGE_RULES.get(artefact.kind)
         if rule is None:
             continue
-        limit: _dt.timedelta | None = getattr(retention, rule.value)
-        if limit is not None and rule is Rule.AUDIT_MAX_AGE:
-            limit = max(limit, retention.audit_min_age)  # never under the minimum
+        limit = age_limit(retention, rule)  # audit: never under its minimum
         if limit is None or artefact.current or now - artefact.when <= limit:
             continue
         if rule is Rule.AUDIT_MAX_AGE and real_now - artefact.when <= retention.audit_min_age:
@@ -205,15 +188,9 @@ def _agent_items(
 
 
 def _held_by(artefact: Artefact, holds: HoldSet) -> tuple[str, ...]:
-    if artefact.kind not in _HOLDABLE or not (holds.agents or holds.subjects):
+    if artefact.kind not in HOLDABLE:
         return ()
-    ids = holds.for_agent(artefact.agent)
-    if holds.has_subject_holds:
-        if artefact.subjects is None:
-            ids += holds.all_subject_holds()
-        else:
-            ids += holds.for_subjects(sorted(artefact.subjects))
-    return ids
+    return holds.keeping(artefact.agent, artefact.subjects)
 
 
 def _span(delta: _dt.timedelta) -> str:

@@ -12,8 +12,12 @@ Modules, one concept each:
   key, a symbolic link) and the fix; failures stay local to their agent
 * ``_guard``      what a live governed Conversation does about erasures
 * ``_collect``    what a workspace holds about a subject, as plain data
+* ``_access``     what Art. 15(1) asks beside the data: purposes, recipients, retention
+* ``_schema``     the models export.json is built through (docs/export-schema.json is
+  generated from them by ``_write_schema``)
 * ``_markdown``   the readable rendering of an export
-* ``_export``     the subject access export (JSON + Markdown + manifest)
+* ``_report``     the Art. 15(1)(a)-(h) report for the person (report.md)
+* ``_export``     the subject access export (JSON + Markdown + report + manifest, and its receipt)
 * ``_amend``      a memory file's text with one record corrected (pure)
 * ``_rectify``    rectification (Art. 16): find by record id, correct, mark or
   regenerate the summaries built from it, receipt
@@ -23,7 +27,9 @@ Lineage (which subjects a compaction summary was derived from) lives in
 ``governed_memory._format._lineage``: Conversation needs it in every mode, without
 this package's imports.
 
-For the CLI (documented internal names): ``subject_context``, through which
+For the request register (documented internal names): ``export_receipt`` and
+``export_receipts``, the receipts of access exports, by the id an export
+returns. For the CLI (documented internal names): ``subject_context``, through which
 ``erasures list`` reads scheduled erasures and tombstones, and
 ``pending_erasure`` and ``PendingErasure``, what ``erasures show`` and
 ``erasures run-due`` print for a pending erasure.
@@ -56,7 +62,7 @@ from ._erasure import (
     scheduled_erasure_task,
 )
 from ._errors import ErasedDuringCompactionError, ErasureBlockedError
-from ._export import ExportResult, export_agent, export_subject
+from ._export import ExportResult, export_agent, export_receipt, export_receipts, export_subject
 from ._rectify import (
     SubjectRecord,
     SummarizerGate,
@@ -89,6 +95,8 @@ __all__ = [
     "erase",
     "erasure_receipts",
     "export_agent",
+    "export_receipt",
+    "export_receipts",
     "export_subject",
     "filter_history",
     "pending_erasure",

@@ -13,21 +13,22 @@ caller asks for it, and other subjects are only counted, never named.
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from typing import Any
 
-from .._base import AGENTS_DIR
+from .._base import AGENTS_DIR, classify_archive
 from .._errors import GovernedMemoryError
-from .._format import Record, is_summary, parse_memory, record_lineage
-from .._records import COMPLETE, ErasureReceipt, ErasureScope
+from .._format import Record, is_summary, parse_memory, record_lineage, subjects_in_text
+from .._records import COMPLETE, ErasureReceipt, ErasureScope, Tombstone
 from .._stores import AgentStore
 from ._context import SubjectContext
 from ._redact import mentions
 from ._unfinished import Unfinished, linked_agents, links_in_agent, unfinished_from
 
-__all__ = ["collect"]
+__all__ = ["FileSeen", "collect", "tombstones_of"]
 
 WITHHELD = (
     "built from other data subjects' records too; content withheld to protect their rights "
@@ -35,44 +36,91 @@ WITHHELD = (
 )
 
 
-def _agent_files(ctx: SubjectContext, name: str) -> list[tuple[str, str, str | Unfinished | None]]:
+@dataclass(frozen=True)
+class FileSeen:
+    """One memory or archive the export read, with what retention needs to know of it.
+
+    ``when`` is its age reference (naive local time): an archive's time in
+    its name, else its stored time; ``rank`` counts archives newest first
+    among the ``total`` of its memory (0 for an active memory); ``subjects``
+    are those its records and summaries' lineage name.
+    """
+
+    agent: str
+    source: str
+    kind: str
+    memory: str
+    when: _dt.datetime | None
+    rank: int = 0
+    total: int = 0
+    subjects: frozenset[str] = frozenset()
+
+
+_Read = tuple[FileSeen, str | Unfinished | None]
+
+
+def _agent_files(ctx: SubjectContext, name: str) -> list[_Read]:
     """:func:`_files` of agent ``name`` ([] when it has no folder), its store closed after."""
-    found: list[tuple[str, str, str | Unfinished | None]] = []
+    found: list[_Read] = []
     for _name, store in ctx.stores(only=name):
         found += _files(ctx, name, store)
     return found
 
 
-def _files(
-    ctx: SubjectContext, name: str, store: AgentStore
-) -> list[tuple[str, str, str | Unfinished | None]]:
-    """(source, kind, text) of every memory of the agent: archives oldest first, then the memory.
+def _when(memory: AgentStore, archive: str | None) -> _dt.datetime | None:
+    """The artefact's age reference, as retention counts it (see ``_retention._scan``)."""
+    if archive is not None:
+        named = classify_archive(memory.source(archive).rsplit("/", 1)[-1])
+        if named is not None and named[1] is not None:
+            return named[1]
+    info = memory.stat(archive)
+    return None if info is None else _dt.datetime.fromtimestamp(info.modified)
+
+
+def _files(ctx: SubjectContext, name: str, store: AgentStore) -> list[_Read]:
+    """(file, text) of every memory of the agent: archives oldest first, then the memory.
 
     The agent's own memory first, then each subject memory (``subjects/<p>/``):
     a subject's records may be in any of them. A file that cannot be read
     (damaged, its key missing) is its :class:`Unfinished` instead of a text;
     the others are still read, so the export's error lists every one.
     """
-    found: list[tuple[str, str, str | Unfinished | None]] = []
+    found: list[_Read] = []
 
-    def read(source: str, kind: str, reader: Callable[[], str | None]) -> None:
+    def read(seen: FileSeen, reader: Callable[[], str | None]) -> None:
         try:
-            found.append((source, kind, reader()))
+            found.append((seen, reader()))
         except (GovernedMemoryError, OSError) as exc:
-            found.append((source, kind, unfinished_from(name, source, exc)))
+            found.append((seen, unfinished_from(name, seen.source, exc)))
 
     for memory in ctx.memories_of(store):
-        for archive in memory.list_archives():
-            read(ctx.source(memory, archive), "archive", partial(memory.read_archive, archive))
-        read(ctx.source(memory), "memory", memory.read_memory)
+        kind = "agent" if memory.partition is None else "subject"
+        archives = memory.list_archives()
+        for index, archive in enumerate(archives):
+            seen = FileSeen(
+                name,
+                ctx.source(memory, archive),
+                "archive",
+                kind,
+                _when(memory, archive),
+                len(archives) - index,
+                len(archives),
+            )
+            read(seen, partial(memory.read_archive, archive))
+        read(
+            FileSeen(name, ctx.source(memory), "memory", kind, _when(memory, None)),
+            memory.read_memory,
+        )
     return found
 
 
-def _record(agent: str, file: str, kind: str, record: Record) -> dict[str, Any]:
+def _record(seen: FileSeen, record: Record) -> dict[str, Any]:
     return {
-        "agent": agent,
-        "source_file": file,
-        "source_kind": kind,
+        "agent": seen.agent,
+        "source_file": seen.source,
+        "source_kind": seen.kind,
+        "memory": seen.memory,
+        "written_by": "compact" if is_summary(record) else "persist",
         "role": record.role,
         "timestamp": record.timestamp,
         "subject": record.subject_id,
@@ -81,19 +129,14 @@ def _record(agent: str, file: str, kind: str, record: Record) -> dict[str, Any]:
 
 
 def _summary(
-    agent: str,
-    file: str,
-    kind: str,
-    record: Record,
-    subject: str | None,
-    include_shared: bool,
+    seen: FileSeen, record: Record, subject: str | None, include_shared: bool
 ) -> dict[str, Any]:
     lineage = set(record_lineage(record))
     if record.subject_id is not None:
         lineage.add(record.subject_id)
     others = len(lineage - {subject}) if subject is not None else 0
     withhold = subject is not None and others > 0 and not include_shared
-    entry = _record(agent, file, kind, record)
+    entry = _record(seen, record)
     entry.update(
         {
             # A summary another subject's conversation wrote is attributed to
@@ -124,11 +167,15 @@ def collect(
 ) -> dict[str, Any]:
     """Records, summaries, consent, holds, erasures and audit entries for ``scope``.
 
+    ``files`` lists the memories and archives that hold a record or summary
+    cited (:class:`FileSeen`), for the retention dates of the export.
+
     ``unreadable`` lists what could not be read (a damaged file, a missing
     key, a symbolic link), each with the fix; the rest is read all the same.
     """
     records: list[dict[str, Any]] = []
     summaries: list[dict[str, Any]] = []
+    files: list[FileSeen] = []
     unreadable: list[Unfinished] = []
     if ctx.on_files:
         # What the backend skips (a linked agent folder) or its stores would
@@ -149,22 +196,27 @@ def collect(
         except (GovernedMemoryError, OSError) as exc:
             unreadable.append(unfinished_from(name, f"{AGENTS_DIR}/{name}", exc))
             continue
-        for file, kind, text in found:
+        for seen, text in found:
             if isinstance(text, Unfinished):
                 unreadable.append(text)
                 continue
             if text is None or (scope.subject is not None and not mentions(text, scope.subject)):
                 continue
+            cited = False
             for record in parse_memory(text).records:
                 own, derived = _matches(record, scope.subject)
                 if own:
-                    records.append(_record(name, file, kind, record))
+                    records.append(_record(seen, record))
                 elif derived:
                     summaries.append(
-                        _summary(name, file, kind, record, scope.subject, include_shared_summaries)
+                        _summary(seen, record, scope.subject, include_shared_summaries)
                     )
+                cited = cited or own or derived
+            if cited:
+                files.append(replace(seen, subjects=frozenset(subjects_in_text(text))))
     return {
         "unreadable": unreadable,
+        "files": files,
         "records": records,
         "summaries": summaries,
         "consent": _consent(ctx, scope),
@@ -202,16 +254,22 @@ def _holds(ctx: SubjectContext, scope: ErasureScope) -> list[dict[str, Any]] | N
     return found
 
 
+def tombstones_of(ctx: SubjectContext, scope: ErasureScope) -> list[Tombstone]:
+    """The erasures of the scope's subject (or, in an agent export, of the agent), oldest first."""
+    return [
+        t
+        for t in ctx.tombstones().all()
+        if (
+            t.scope.subject == scope.subject
+            if scope.subject is not None
+            else t.scope.agent == scope.agent
+        )
+    ]
+
+
 def _erasures(ctx: SubjectContext, scope: ErasureScope) -> list[dict[str, Any]]:
     found = []
-    for tombstone in ctx.tombstones().all():
-        same = (
-            tombstone.scope.subject == scope.subject
-            if scope.subject is not None
-            else tombstone.scope.agent == scope.agent
-        )
-        if not same:
-            continue
+    for tombstone in tombstones_of(ctx, scope):
         entry: dict[str, Any] = {
             "id": tombstone.id,
             "scope": tombstone.scope.to_dict(),

@@ -69,6 +69,8 @@ class SubjectContext:
     sealing: RecordSealing | None = None
     memory: MemoryBackend | None = None
     """Where the agents are (default: the workspace's ``agents/`` folders, via ``store_factory``)."""
+    pseudonym: Callable[[str, str], str] | None = None
+    """The audit trail's keyed hash of a (kind, value), e.g. ("agent", "A"); None without an audit key."""
 
     @property
     def agents_dir(self) -> Path:
@@ -189,6 +191,20 @@ def _consent_registry(governance_dir: Path) -> Any:
     return ConsentRegistry(governance_dir)
 
 
+def _audit_key(gov: Governance) -> Any:
+    """The audit key (an ``AuditKey``), or None without an audit log or a configured key."""
+    if not gov.policy.audit.enabled:
+        return None
+    from .._audit import audit_key_from_settings
+
+    return audit_key_from_settings(gov.settings)
+
+
+def _pseudonym(gov: Governance) -> Callable[[str, str], str] | None:
+    key = _audit_key(gov)
+    return None if key is None else key.pseudonym
+
+
 def _audit_reader(
     gov: Governance,
 ) -> Callable[[str | None, str | None], list[dict[str, Any]]] | None:
@@ -197,13 +213,11 @@ def _audit_reader(
     None when the policy keeps no audit log or no audit key is configured
     (the entries name subjects only by a hash of the key).
     """
-    if not gov.policy.audit.enabled:
-        return None
-    from .._audit import audit_key_from_settings, audit_log_dir, iter_entries
-
-    key = audit_key_from_settings(gov.settings)
+    key = _audit_key(gov)
     if key is None:
         return None
+    from .._audit import audit_log_dir, iter_entries
+
     folder = audit_log_dir(gov.policy, gov.workspace)
 
     def about(subject: str | None, agent: str | None) -> list[dict[str, Any]]:
@@ -242,6 +256,7 @@ def _from_governance(gov: Governance) -> SubjectContext:
         # The keyring crypto-shreds (a KeyShredder); built only when encryption is on.
         keys=gov.keyring if gov.policy.encryption.enabled else None,
         audit_entries=_audit_reader(gov),
+        pseudonym=_pseudonym(gov),
         encrypted=gov.policy.encryption.enabled,
         sealing=gov.sealing,
     )

@@ -35,7 +35,8 @@ def render_markdown(document: dict[str, Any]) -> str:
         f"- Records: {counts['records']}; summaries: {counts['summaries']} "
         f"({counts['withheld_summaries']} withheld); agents: {counts['agents']}",
         "",
-        "The machine-readable copy is `export.json`; `manifest.json` lists the SHA-256 of both.",
+        "The machine-readable copy is `export.json`; `report.md` answers GDPR Art. 15(1) item "
+        "by item; `manifest.json` lists the SHA-256 of each file.",
         "",
         "## Messages",
         "",

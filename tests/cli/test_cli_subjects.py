@@ -49,7 +49,9 @@ def test_export_json_output_for_scripts(populated: Path, tmp_path: Path) -> None
     code, out, _ = run(populated, "export", "--agent", "A", "--out", str(tmp_path / "x"), "--json")
     assert code == 0
     data = json.loads(out)
-    assert data["records"] == 3 and set(data["files"]) == {"export.json", "export.md"}
+    assert data["records"] == 3
+    assert set(data["files"]) == {"export.json", "export.md", "report.md", "manifest.json"}
+    assert data["id"] and data["receipt"].endswith(f"{data['id']}.json")
 
 
 def test_export_into_a_non_empty_folder_fails_with_exit_1(populated: Path, tmp_path: Path) -> None:

@@ -113,7 +113,7 @@ def test_manifest_lists_the_sha256_of_each_file(
     result = export_subject(gov, "alice", tmp_path / "out")
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["format"] == "governed-memory-export-manifest" and manifest["version"] == 1
-    assert {f["path"] for f in manifest["files"]} == {"export.json", "export.md"}
+    assert {f["path"] for f in manifest["files"]} == {"export.json", "export.md", "report.md"}
     for entry in manifest["files"]:
         body = (tmp_path / "out" / entry["path"]).read_bytes()
         assert entry["sha256"] == hashlib.sha256(body).hexdigest() == result.files[entry["path"]]
@@ -222,7 +222,12 @@ def test_export_refuses_a_non_empty_folder_and_accepts_an_empty_one(
     empty = tmp_path / "empty"
     empty.mkdir()
     export_subject(gov, "alice", empty)
-    assert sorted(p.name for p in empty.iterdir()) == ["export.json", "export.md", "manifest.json"]
+    assert sorted(p.name for p in empty.iterdir()) == [
+        "export.json",
+        "export.md",
+        "manifest.json",
+        "report.md",
+    ]
 
 
 def test_failed_export_leaves_nothing_and_a_stale_staging_folder_is_cleaned(
