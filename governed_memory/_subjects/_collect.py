@@ -21,7 +21,14 @@ from typing import Any
 
 from .._base import AGENTS_DIR, classify_archive
 from .._errors import GovernedMemoryError
-from .._format import Record, is_summary, parse_memory, record_lineage, subjects_in_text
+from .._format import (
+    Record,
+    is_summary,
+    parse_memory,
+    record_ids,
+    record_lineage,
+    subjects_in_text,
+)
 from .._records import COMPLETE, ErasureReceipt, ErasureScope, Tombstone
 from .._stores import AgentStore
 from ._context import SubjectContext
@@ -203,10 +210,12 @@ def collect(
             if text is None or (scope.subject is not None and not mentions(text, scope.subject)):
                 continue
             cited = False
-            for record in parse_memory(text).records:
+            parsed = parse_memory(text).records
+            # The ids `rectify --record` takes (docs/rectification.md), computed per file.
+            for record, rid in zip(parsed, record_ids(name, parsed), strict=True):
                 own, derived = _matches(record, scope.subject)
                 if own:
-                    records.append(_record(seen, record))
+                    records.append({**_record(seen, record), "record_id": rid})
                 elif derived:
                     summaries.append(
                         _summary(seen, record, scope.subject, include_shared_summaries)

@@ -88,6 +88,11 @@ class Source(_Model):
 
 class Record(Source):
     content: str
+    record_id: str | None = Field(
+        pattern=r"^rec-[0-9a-f]{16}$",
+        description="The record's id, as `governed-memory rectify --record` takes it "
+        "(docs/rectification.md); null for a record that names no subject (agent exports).",
+    )
 
 
 class Summary(Source):

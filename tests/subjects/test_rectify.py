@@ -353,3 +353,19 @@ def test_a_receipt_is_looked_up_by_id_and_no_path_hides_in_one(
     stored = store.get(receipt.id)
     assert stored is not None and stored.receipt == receipt.to_dict()
     assert store.get("../../agents/A/MEMORY") is None and store.get(receipt.id + "x") is None
+
+
+def test_the_ids_an_access_export_lists_are_the_ones_rectify_takes(
+    workspace: Path, clock: FixedClock, tmp_path: Path
+) -> None:
+    """A privacy officer finds the record in the person's export and corrects it by that id."""
+    from governed_memory import export_subject
+
+    gov = workspace_with(workspace, clock)
+    export_subject(gov, "alice", tmp_path / "export")
+    document = json.loads((tmp_path / "export" / "export.json").read_text(encoding="utf-8"))
+    listed = {r["record_id"]: r["content"] for r in document["records"]}
+    assert listed == {r.id: r.content for r in subject_records(gov, "alice")}
+    [old] = [rid for rid, content in listed.items() if content == OLD]
+    receipt = rectify(gov, subject="alice", record=old, text=NEW, reason="found in the export")
+    assert receipt.records == 1
