@@ -10,6 +10,8 @@ Modules, one concept each:
 * ``_holds``       legal holds (a document)
 * ``_tombstones``  erasure records: tombstones, progress logs, scheduled erasures
 * ``_receipts``    erasure receipts
+* ``_requests``    the request register: data-subject requests, arrival to closing (a log)
+* ``_deadlines``   when a request is due (GDPR Art. 12(3), pure)
 * ``_text``        the check that text can be stored (UTF-8, no NUL)
 """
 
@@ -34,6 +36,14 @@ if TYPE_CHECKING:
     from ._holds import HOLDS_FILE, HOLDS_LOCK, Hold, HoldNotFoundError, HoldRegistry, HoldSet
     from ._jsonl import JsonlLog
     from ._receipts import ErasureReceipt, FileRemoval, HeldSummaries, UnreachedItem
+    from ._requests import (
+        KINDS,
+        OUTCOMES,
+        REQUESTS_LOG,
+        RequestRegister,
+        SubjectRequest,
+        parse_day,
+    )
     from ._text import validate_text
     from ._tombstones import (
         COMPLETE,
@@ -67,6 +77,12 @@ _LAZY: dict[str, str] = {
     "FileRemoval": "._receipts",
     "HeldSummaries": "._receipts",
     "UnreachedItem": "._receipts",
+    "KINDS": "._requests",
+    "OUTCOMES": "._requests",
+    "REQUESTS_LOG": "._requests",
+    "RequestRegister": "._requests",
+    "SubjectRequest": "._requests",
+    "parse_day": "._requests",
     "COMPLETE": "._tombstones",
     "ErasureScope": "._tombstones",
     "PROGRESS_SUFFIX": "._tombstones",
@@ -87,7 +103,10 @@ __all__ = [
     "COMPLETE",
     "HOLDS_FILE",
     "HOLDS_LOCK",
+    "KINDS",
+    "OUTCOMES",
     "PROGRESS_SUFFIX",
+    "REQUESTS_LOG",
     "SCHEDULED_DIR",
     "TOMBSTONES_DIR",
     "ConsentAction",
@@ -105,12 +124,15 @@ __all__ = [
     "HoldSet",
     "JsonDocument",
     "JsonlLog",
+    "RequestRegister",
     "ScheduledErasure",
+    "SubjectRequest",
     "Tombstone",
     "TombstoneStore",
     "UnreachedItem",
     "check_version",
     "new_erasure_id",
+    "parse_day",
     "validate_subject_id",
     "validate_text",
 ]
