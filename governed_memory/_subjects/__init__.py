@@ -14,6 +14,8 @@ Modules, one concept each:
 * ``_collect``    what a workspace holds about a subject, as plain data
 * ``_markdown``   the readable rendering of an export
 * ``_export``     the subject access export (JSON + Markdown + manifest)
+* ``_requests``   requests through the register: open, verify, extend, close (with the
+  receipt that answered), where each stands, and the follow-ups of erasures
 * ``_errors``     ErasureBlockedError, ErasedDuringCompactionError
 
 Lineage (which subjects a compaction summary was derived from) lives in
@@ -53,9 +55,25 @@ from ._erasure import (
 )
 from ._errors import ErasedDuringCompactionError, ErasureBlockedError
 from ._export import ExportResult, export_agent, export_subject
+from ._requests import (
+    RECEIPT_READERS,
+    FoundReceipt,
+    Standing,
+    close_request,
+    extend_request,
+    find_receipt,
+    follow_up,
+    open_request,
+    request_register,
+    settle,
+    standing,
+    standings,
+    verify_request,
+)
 from ._unfinished import PendingErasure, Unfinished
 
 __all__ = [
+    "RECEIPT_READERS",
     "ErasedDuringCompactionError",
     "ErasureBlockedError",
     "ErasureGuard",
@@ -63,25 +81,37 @@ __all__ = [
     "ErasureScope",
     "ExportResult",
     "FileRemoval",
+    "FoundReceipt",
     "PendingErasure",
     "ScheduledErasure",
+    "Standing",
     "SubjectContext",
     "Tombstone",
     "TombstoneStore",
     "Unfinished",
     "blocking_holds",
     "cancel_scheduled_erasure",
+    "close_request",
     "erase",
     "erasure_receipts",
     "export_agent",
     "export_subject",
+    "extend_request",
     "filter_history",
+    "find_receipt",
+    "follow_up",
+    "open_request",
     "pending_erasure",
+    "request_register",
     "resume_erasures",
     "run_due_erasures",
     "schedule_erasure",
     "scheduled_erasure_task",
+    "settle",
+    "standing",
+    "standings",
     "subject_context",
+    "verify_request",
 ]
 
 # Names other layers use, imported on first use (PEP 562) so that importing this
