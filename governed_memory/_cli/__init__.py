@@ -104,11 +104,23 @@ def _register() -> None:
         _keys,
         _memory,
         _policy,
+        _requests,
         _retention,
         _subjects,
     )
 
-    modules = (_memory, _isolate, _policy, _consent, _subjects, _retention, _keys, _chat, _audit)
+    modules = (
+        _memory,
+        _isolate,
+        _policy,
+        _consent,
+        _subjects,
+        _requests,
+        _retention,
+        _keys,
+        _chat,
+        _audit,
+    )
     for module in modules:
         for command in module.commands:
             main.add_command(command)
