@@ -114,10 +114,11 @@ def test_the_internal_deadline_of_the_policy_makes_a_request_late_first(
     policy.write_text('[policy]\nid = "office"\n\n[requests]\ninternal_deadline = "14d"\n')
     request_id = opened(workspace, 20)
     code, out, _ = run(workspace, "list", "--overdue", "--json", policy=policy)
+    assert code == 0
     (found,) = json.loads(out)
     assert (found["id"], found["state"]) == (request_id, "late")
     code, out, _ = run(workspace, "list", "--overdue", "--json")  # no internal deadline
-    assert json.loads(out) == []
+    assert code == 0 and json.loads(out) == []
 
 
 def test_bad_input_is_one_line_naming_value_rule_and_fix(workspace: Path) -> None:
