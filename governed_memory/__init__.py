@@ -115,7 +115,15 @@ if _typing.TYPE_CHECKING:
         list_agents,
     )
     from ._policy import Policy, ResolvedPolicy, Settings, load_policy, resolve_policy
-    from ._records import ConsentEvent, ConsentRegistry, Hold, HoldRegistry, HoldSet
+    from ._records import (
+        ConsentEvent,
+        ConsentRegistry,
+        Hold,
+        HoldRegistry,
+        HoldSet,
+        RequestRegister,
+        SubjectRequest,
+    )
     from ._retention import (
         AgentState,
         Artefact,
@@ -141,14 +149,20 @@ if _typing.TYPE_CHECKING:
         FileRemoval,
         ScheduledErasure,
         cancel_scheduled_erasure,
+        close_request,
         erase,
         erasure_receipts,
         export_agent,
         export_subject,
+        extend_request,
+        open_request,
         resume_erasures,
         run_due_erasures,
         schedule_erasure,
+        verify_request,
     )
+    from ._subjects import Standing as RequestStanding
+    from ._subjects import standings as request_standings
     from ._wiring import Governance
 
 __all__ = [
@@ -225,6 +239,8 @@ __all__ = [
     "Record",
     "RecordSealer",
     "RecordSealing",
+    "RequestRegister",
+    "RequestStanding",
     "ResolvedPolicy",
     "Retention",
     "RotationReport",
@@ -235,6 +251,7 @@ __all__ = [
     "Skip",
     "StorageError",
     "StoredRecord",
+    "SubjectRequest",
     "Summarizer",
     "SummarizerDecision",
     "SystemClock",
@@ -247,6 +264,7 @@ __all__ = [
     "agent_names",
     "agent_records",
     "cancel_scheduled_erasure",
+    "close_request",
     "configure_otlp",
     "counter_for",
     "decrypt_workspace",
@@ -256,14 +274,17 @@ __all__ = [
     "erasure_receipts",
     "export_agent",
     "export_subject",
+    "extend_request",
     "generate_audit_key",
     "generate_master_key",
     "keyring_status",
     "list_agents",
     "load_policy",
     "memory_md_path",
+    "open_request",
     "parse_memory",
     "plan_retention",
+    "request_standings",
     "resolve_policy",
     "resolve_workspace",
     "resume_erasures",
@@ -272,6 +293,7 @@ __all__ = [
     "schedule_erasure",
     "start_scheduler",
     "verify_audit_log",
+    "verify_request",
 ]
 
 __version__ = _VERSION
@@ -351,6 +373,8 @@ _EXPORTS: dict[str, str] = {
     "Record": "_format",
     "RecordSealer": "_crypto",
     "RecordSealing": "_crypto",
+    "RequestRegister": "_records",
+    "RequestStanding": "_subjects:Standing",
     "ResolvedPolicy": "_policy",
     "Retention": "_retention",
     "RotationReport": "_keys",
@@ -361,6 +385,7 @@ _EXPORTS: dict[str, str] = {
     "Skip": "_governance",
     "StorageError": "_errors",
     "StoredRecord": "_memory",
+    "SubjectRequest": "_records",
     "Summarizer": "_memory",
     "SummarizerDecision": "_governance",
     "SystemClock": "_base",
@@ -373,6 +398,7 @@ _EXPORTS: dict[str, str] = {
     "agent_names": "_memory",
     "agent_records": "_memory",
     "cancel_scheduled_erasure": "_subjects",
+    "close_request": "_subjects",
     "configure_otlp": "_audit",
     "counter_for": "_format",
     "decrypt_workspace": "_keys",
@@ -382,14 +408,17 @@ _EXPORTS: dict[str, str] = {
     "erasure_receipts": "_subjects",
     "export_agent": "_subjects",
     "export_subject": "_subjects",
+    "extend_request": "_subjects",
     "generate_audit_key": "_audit",
     "generate_master_key": "_crypto",
     "keyring_status": "_crypto",
     "list_agents": "_memory",
     "load_policy": "_policy",
     "memory_md_path": "_base",
+    "open_request": "_subjects",
     "parse_memory": "_format",
     "plan_retention": "_retention:plan",
+    "request_standings": "_subjects:standings",
     "resolve_policy": "_policy",
     "resolve_workspace": "_base",
     "resume_erasures": "_subjects",
@@ -398,6 +427,7 @@ _EXPORTS: dict[str, str] = {
     "schedule_erasure": "_subjects",
     "start_scheduler": "_scheduler",
     "verify_audit_log": "_audit:verify_log",
+    "verify_request": "_subjects",
 }
 
 
