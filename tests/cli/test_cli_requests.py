@@ -5,11 +5,13 @@ The commands read the system clock, so days are given relative to today.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from governed_memory._cli import main
@@ -149,3 +151,27 @@ def test_every_requests_command_has_help_and_is_in_the_runbook() -> None:
         assert f"governed-memory requests {name}" in runbook, name
         result = CliRunner().invoke(main, ["requests", name, "--help"])
         assert result.exit_code == 0 and "Usage:" in result.stdout
+
+
+def test_under_the_regulated_policy_nothing_names_the_subject_in_clear(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The register is sealed, and the audit log holds only keyed hashes of the subject."""
+    from crypto_helpers import TEST_MASTER_KEY
+
+    monkeypatch.setenv("GOVERNED_MEMORY_MASTER_KEY", base64.b64encode(TEST_MASTER_KEY).decode())
+    monkeypatch.setenv("GOVERNED_MEMORY_POLICY", "regulated")
+    request_id = opened(workspace, 3, subject="patient-4711")
+    code, _, err = run(workspace, "verify", request_id, "--by", "clerk", "--method", "passport")
+    assert code == 0, err
+    code, out, _ = run(workspace, "show", request_id, "--json")
+    shown = json.loads(out)
+    assert shown["subject"] == "patient-4711"  # the office reads its own record
+    assert shown["internal_due"] is not None  # regulated sets internal_deadline = "21d"
+    governance = workspace / ".governed_memory"
+    register = (governance / "requests.jsonl").read_bytes()
+    assert b"patient-4711" not in register and b"passport" not in register
+    assert register.startswith(b'{"v":2,"sealed":"gm1:')
+    audit = b"".join(p.read_bytes() for p in (governance / "audit").glob("*.jsonl"))
+    assert b"request.open" in audit and b"request.verify" in audit
+    assert b"patient-4711" not in audit and b"clerk" not in audit
