@@ -35,7 +35,6 @@ a row or advisory lock. Not safe on network filesystems (NFS, SMB).
 from __future__ import annotations
 
 import datetime as _dt
-import re
 import secrets
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -52,7 +51,7 @@ from ._consent import validate_subject_id
 from ._deadlines import MAX_EXTENSION_MONTHS, internal_due, legal_due
 from ._fields import Fields
 from ._jsonl import JsonlLog
-from ._text import validate_text
+from ._text import required_text
 
 __all__ = [
     "KINDS",
@@ -80,8 +79,6 @@ OUTCOMES = ("answered", "partial", "refused", "withdrawn")
 SOURCES = ("request", "consent-withdrawal", "erasure-blocked")
 """Who opened it: the office (a person asked), or the library (a follow-up)."""
 _EVENTS = ("open", "verify", "extend", "block", "close")
-_MAX_TEXT = 2000
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _REPAIR = (
     "restore requests.jsonl from a backup taken before the edit; the register is the "
     "privacy office's record and is never rebuilt from elsewhere"
@@ -215,21 +212,8 @@ def parse_day(
     return day
 
 
-def _text(name: str, value: object, *, example: str) -> str:
-    if isinstance(value, str):
-        validate_text(name, value, fix=f"give text such as {example!r}", nul=False)
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigurationError(f"{name} {value!r} must be a non-empty text, e.g. {example!r}")
-    if len(value) > _MAX_TEXT or _CONTROL.search(value):
-        raise ConfigurationError(
-            f"{name} {value[:40]!r}... must be at most {_MAX_TEXT} characters without "
-            "control characters"
-        )
-    return value.strip()
-
-
 def _optional(name: str, value: object, *, example: str) -> str | None:
-    return None if value is None else _text(name, value, example=example)
+    return None if value is None else required_text(name, value, example=example)
 
 
 def _choice(name: str, value: object, choices: tuple[str, ...]) -> str:
@@ -381,7 +365,7 @@ class RequestRegister:
         subject = validate_subject_id(subject)
         kind = _choice("kind", kind, KINDS)
         day = parse_day("received date", received, today=self.today())
-        actor = _text("actor", actor, example="dpo@example.org")
+        actor = required_text("actor", actor, example="dpo@example.org")
         body = {
             "subject": subject,
             "kind": kind,
@@ -407,8 +391,8 @@ class RequestRegister:
         Raises:
             NotFoundError: no such request. ConfigurationError: it is closed, or bad input.
         """
-        by = _text("verified by", by, example="dpo@example.org")
-        method = _text("verification method", method, example="id document checked")
+        by = required_text("verified by", by, example="dpo@example.org")
+        method = required_text("verification method", method, example="id document checked")
         when = self._now() if at is None else _time("verification time", at, self.clock)
         with self._change() as current:
             request = _open_one(current, request_id, "be verified")
@@ -432,8 +416,8 @@ class RequestRegister:
                 f"an extension of {months!r} months is outside 1..{MAX_EXTENSION_MONTHS}: "
                 "Art. 12(3) allows at most two further months; give 1 or 2"
             )
-        reason = _text("extension reason", reason, example="complex: records in 14 agents")
-        actor = _text("actor", actor, example="dpo@example.org")
+        reason = required_text("extension reason", reason, example="complex: records in 14 agents")
+        actor = required_text("actor", actor, example="dpo@example.org")
         today = self.today()
         told_day = parse_day(
             "told date",
@@ -476,13 +460,13 @@ class RequestRegister:
         holds: tuple[str, ...] = (),
     ) -> SubjectRequest:
         """Note why the request cannot be carried out yet (it stays open)."""
-        reason = _text("reason", reason, example="blocked by legal hold hold-1a2b")
+        reason = required_text("reason", reason, example="blocked by legal hold hold-1a2b")
         with self._change() as current:
             request = _open_one(current, request_id, "be blocked")
             self._append(
                 "block",
                 request.id,
-                _text("actor", actor, example="scheduler"),
+                required_text("actor", actor, example="scheduler"),
                 reason=reason,
                 erasure_id=erasure_id,
                 holds=list(holds) or None,
@@ -509,7 +493,7 @@ class RequestRegister:
                 ``partial`` without both; already closed (names when and by whom).
         """
         outcome = _choice("outcome", outcome, OUTCOMES)
-        actor = _text("actor", actor, example="dpo@example.org")
+        actor = required_text("actor", actor, example="dpo@example.org")
         note = _optional("reason", reason, example="manifestly unfounded: Art. 12(5)")
         if outcome in ("refused", "partial") and note is None:
             raise ConfigurationError(
@@ -621,7 +605,10 @@ def _fold(records: Any) -> dict[str, SubjectRequest]:
             request = replace(request, extension=extension)
         elif event == "block":
             blocker = Blocker(
-                at, fields.text("reason"), fields.optional_text("erasure_id"), fields.texts("holds")
+                at,
+                fields.text("reason"),
+                fields.optional_text("erasure_id"),
+                fields.texts("holds"),
             )
             request = replace(request, blockers=(*request.blockers, blocker))
         else:

@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, GovernedMemoryError, NotFoundError
 from .._records import (
@@ -45,9 +44,7 @@ from .._records import (
 from ._context import SubjectContext, subject_context
 
 if TYPE_CHECKING:
-    from .._governance import Governance
-
-    Target: TypeAlias = Governance | SubjectContext | str | os.PathLike[str]
+    from ._erasure import Target  # a Governance, a SubjectContext or a workspace folder
 
 __all__ = [
     "RECEIPT_READERS",
