@@ -11,6 +11,7 @@ Modules, one concept each:
 * ``_tombstones``  erasure records: tombstones, progress logs, scheduled erasures
 * ``_receipts``    erasure receipts
 * ``_requests``    the request register: data-subject requests, arrival to closing (a log)
+* ``_request_events`` a request as its events leave it (the values and the fold, pure)
 * ``_deadlines``   when a request is due (GDPR Art. 12(3), pure)
 * ``_text``        the check that text can be stored (UTF-8, no NUL)
 """

@@ -39,7 +39,6 @@ import secrets
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +47,21 @@ from .._crypto import REQUESTS_PURPOSE, RecordSealing
 from .._errors import ConfigurationError, NotFoundError, StorageError
 from .._protocols import RecordLog
 from ._consent import validate_subject_id
-from ._deadlines import MAX_EXTENSION_MONTHS, internal_due, legal_due
-from ._fields import Fields
+from ._deadlines import MAX_EXTENSION_MONTHS
 from ._jsonl import JsonlLog
+from ._request_events import (
+    KINDS,
+    OUTCOMES,
+    REPAIR,
+    SOURCES,
+    Blocker,
+    Closing,
+    Extension,
+    SubjectRequest,
+    Verification,
+    fold_events,
+    parse_day,
+)
 from ._text import required_text
 
 __all__ = [
@@ -71,145 +82,8 @@ __all__ = [
 REQUESTS_LOG = "requests.jsonl"
 REQUESTS_LOCK = "requests.lock"
 REQUESTS_FORMAT_VERSION = 1
-KINDS = ("access", "rectification", "erasure", "restriction", "objection")
-"""Art. 15, 16, 17, 18 and 21."""
-OUTCOMES = ("answered", "partial", "refused", "withdrawn")
-"""How a request ends: done; done in part (a hold kept something); refused
-(Art. 12(4): the reasons and the right to complain are told); withdrawn by the person."""
-SOURCES = ("request", "consent-withdrawal", "erasure-blocked")
-"""Who opened it: the office (a person asked), or the library (a follow-up)."""
-_EVENTS = ("open", "verify", "extend", "block", "close")
-_REPAIR = (
-    "restore requests.jsonl from a backup taken before the edit; the register is the "
-    "privacy office's record and is never rebuilt from elsewhere"
-)
-
 RequestEvent = Callable[[str, Mapping[str, Any]], None]
 """Told ``(audit event name, attributes)`` after each durable change."""
-
-
-@dataclass(frozen=True)
-class Verification:
-    """Who verified the person's identity, how (e.g. ``id document``), and when."""
-
-    by: str
-    method: str
-    at: str
-
-
-@dataclass(frozen=True)
-class Extension:
-    """An Art. 12(3) extension: by how many further months in all, why, who, and when told."""
-
-    months: int
-    reason: str
-    by: str
-    at: str
-    told: str
-    """The day the person was told of the extension and its reasons (within the first month)."""
-
-
-@dataclass(frozen=True)
-class Blocker:
-    """Why the request could not be carried out yet (a hold, an unreachable file)."""
-
-    at: str
-    reason: str
-    erasure_id: str | None = None
-    holds: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Closing:
-    """How the request ended, and the receipt that proves it (when one does)."""
-
-    at: str
-    by: str
-    outcome: str
-    receipt: str | None = None
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class SubjectRequest:
-    """One request, as its events leave it. Days are ISO dates, times ISO 8601 with offset."""
-
-    id: str
-    subject: str
-    kind: str
-    received: str
-    opened_at: str
-    opened_by: str
-    source: str = "request"
-    channel: str | None = None
-    reference: str | None = None
-    erasure_id: str | None = None
-    note: str | None = None
-    """Why the library opened it (a follow-up), e.g. the consent withdrawal that asked."""
-    verification: Verification | None = None
-    extension: Extension | None = None
-    blockers: tuple[Blocker, ...] = ()
-    closing: Closing | None = None
-
-    @property
-    def open(self) -> bool:
-        return self.closing is None
-
-    @property
-    def received_day(self) -> _dt.date:
-        return _dt.date.fromisoformat(self.received)
-
-    @property
-    def extension_months(self) -> int:
-        return self.extension.months if self.extension is not None else 0
-
-    @property
-    def first_due(self) -> _dt.date:
-        """The end of the first month: the last day to answer, or to extend and say why."""
-        return legal_due(self.received_day)
-
-    @property
-    def due(self) -> _dt.date:
-        """The legal due date, extension included (``_deadlines``)."""
-        return legal_due(self.received_day, self.extension_months)
-
-    def internal_due(self, internal: _dt.timedelta | None) -> _dt.date | None:
-        """The office's own deadline under ``[requests] internal_deadline`` (None: not set)."""
-        return internal_due(self.received_day, internal, self.extension_months)
-
-    def deadline(self, internal: _dt.timedelta | None) -> _dt.date:
-        """The date the office works to: the internal deadline when set, else the legal one."""
-        return self.internal_due(internal) or self.due
-
-
-def parse_day(
-    name: str,
-    value: object,
-    *,
-    today: _dt.date | None = None,
-    fix: str = "a request is entered once it has arrived: give the day it was received",
-) -> _dt.date:
-    """A day given as ``YYYY-MM-DD`` (a date or datetime is taken as its day).
-
-    Raises:
-        ConfigurationError: not such a date, or later than ``today`` (naming value, rule, fix).
-    """
-    if isinstance(value, _dt.datetime):
-        day = value.date()
-    elif isinstance(value, _dt.date):
-        day = value
-    else:
-        try:
-            day = _dt.date.fromisoformat(str(value).strip())
-        except ValueError:
-            raise ConfigurationError(
-                f"{name} {value!r} is not a date; write it as YYYY-MM-DD, e.g. 2026-11-30"
-            ) from None
-    if today is not None and day > today:
-        raise ConfigurationError(
-            f"{name} {day.isoformat()} is in the future (today is {today.isoformat()}); {fix}"
-        )
-    return day
 
 
 def _optional(name: str, value: object, *, example: str) -> str | None:
@@ -270,7 +144,7 @@ class RequestRegister:
             purpose=REQUESTS_PURPOSE,
             context=REQUESTS_LOG,
             chained=True,
-            repair=_REPAIR,
+            repair=REPAIR,
         )
         self._log: RecordLog = log if log is not None else self.file
         self._locked = lock if lock is not None else self.lock.held
@@ -290,7 +164,7 @@ class RequestRegister:
             SealedRecordError: it is sealed and no master key is configured.
         """
         with self._mutex:
-            return list(_fold(self._log.read()).values())
+            return list(fold_events(self._log.read()).values())
 
     def get(self, request_id: str) -> SubjectRequest:
         """The request ``request_id``.
@@ -298,7 +172,7 @@ class RequestRegister:
         Raises:
             NotFoundError: no request has that id.
         """
-        found = _fold(self._log.read()).get(request_id)
+        found = fold_events(self._log.read()).get(request_id)
         if found is None:
             raise NotFoundError(
                 f"no request {request_id!r} in the register; `governed-memory requests list` "
@@ -312,14 +186,7 @@ class RequestRegister:
         Raises:
             NotFoundError: no such request. ConfigurationError: it is closed.
         """
-        return _open_one(_fold(self._log.read()), request_id, verb)
-
-    def find(self, *, erasure_id: str) -> SubjectRequest | None:
-        """The open request following up the erasure ``erasure_id``, if any."""
-        for request in self.requests():
-            if request.open and request.erasure_id == erasure_id:
-                return request
-        return None
+        return _open_one(fold_events(self._log.read()), request_id, verb)
 
     # -- writing -------------------------------------------------------
 
@@ -336,7 +203,7 @@ class RequestRegister:
     def _change(self) -> Iterator[dict[str, SubjectRequest]]:
         """The requests as stored, read under the writers' lock held for the block."""
         with self._mutex, self._locked():
-            yield _fold(self._log.read())
+            yield fold_events(self._log.read())
 
     def _append(self, event: str, request_id: str, actor: str, **body: Any) -> None:
         record = {"event": event, "request": request_id, "at": self._now(), "actor": actor}
@@ -381,7 +248,7 @@ class RequestRegister:
             if request_id in current:
                 raise StorageError(f"request id {request_id!r} exists; the id factory repeats")
             self._append("open", request_id, actor, **body)
-            request = _fold(self._log.read())[request_id]
+            request = fold_events(self._log.read())[request_id]
         self._emit("request.open", request, actor, source=request.source)
         return request
 
@@ -564,61 +431,3 @@ def _open_one(current: Mapping[str, SubjectRequest], request_id: str, verb: str)
             f"{verb}; open a new request if the person asked again"
         )
     return request
-
-
-def _fold(records: Any) -> dict[str, SubjectRequest]:
-    """The requests the events leave, in opening order (StorageError naming a damaged record)."""
-    found: dict[str, SubjectRequest] = {}
-    for record in records:
-        where = str(record.get("_where", "request register"))
-        fields = Fields(record, where)
-        event = fields.text("event", choices=_EVENTS)
-        request_id = fields.text("request")
-        at, actor = fields.time("at"), fields.text("actor")
-        if event == "open":
-            found[request_id] = SubjectRequest(
-                id=request_id,
-                subject=fields.text("subject"),
-                kind=fields.text("kind", choices=KINDS),
-                received=fields.text("received"),
-                opened_at=at,
-                opened_by=actor,
-                source=fields.text("source", choices=SOURCES),
-                channel=fields.optional_text("channel"),
-                reference=fields.optional_text("reference"),
-                erasure_id=fields.optional_text("erasure_id"),
-                note=fields.optional_text("reason"),
-            )
-            continue
-        request = found.get(request_id)
-        if request is None:
-            raise StorageError(
-                f"{where}: a {event!r} event of request {request_id!r}, which was never "
-                f"opened; the register is damaged or was edited: {_REPAIR}"
-            )
-        if event == "verify":
-            done = Verification(actor, fields.text("method"), fields.time("verified_at"))
-            request = replace(request, verification=done)
-        elif event == "extend":
-            months = fields.count("months")
-            extension = Extension(months, fields.text("reason"), actor, at, fields.text("told"))
-            request = replace(request, extension=extension)
-        elif event == "block":
-            blocker = Blocker(
-                at,
-                fields.text("reason"),
-                fields.optional_text("erasure_id"),
-                fields.texts("holds"),
-            )
-            request = replace(request, blockers=(*request.blockers, blocker))
-        else:
-            closing = Closing(
-                at,
-                actor,
-                fields.text("outcome", choices=OUTCOMES),
-                fields.optional_text("receipt"),
-                fields.optional_text("reason"),
-            )
-            request = replace(request, closing=closing)
-        found[request_id] = request
-    return found
