@@ -71,11 +71,16 @@ FOLLOW_UPS = ("consent-withdrawal", "erasure-blocked")
 
 @dataclass(frozen=True)
 class FoundReceipt:
-    """A receipt a request can be closed with: its kind, subject and state."""
+    """A receipt a request can be closed with: its kind, whom it is about, its state.
+
+    ``about`` answers whether the receipt is about a given subject id (a
+    receipt that keeps the subject only as a keyed hash compares hashes);
+    ``state`` is ``complete``, ``partial`` (``detail``: the holds) or ``pending``.
+    """
 
     id: str
     kind: str
-    subject: str | None
+    about: Callable[[str], bool]
     state: str
     detail: str = ""
 
@@ -87,11 +92,17 @@ def _erasure_receipt(ctx: SubjectContext, receipt_id: str) -> FoundReceipt | Non
     tombstone = ctx.tombstones().get(receipt_id)
     if tombstone is None:
         return None
+    scope = tombstone.scope
+
+    def about(subject: str) -> bool:  # an erasure of the subject everywhere, or in one agent
+        return scope.subject == subject
+
     if tombstone.state != COMPLETE or tombstone.receipt is None:
-        return FoundReceipt(tombstone.id, "erasure", tombstone.scope.subject, "pending")
+        return FoundReceipt(tombstone.id, "erasure", about, "pending")
     receipt = ErasureReceipt.from_dict(tombstone.receipt)
-    detail = ", ".join(receipt.blocking_holds)
-    return FoundReceipt(receipt.id, "erasure", receipt.scope.subject, receipt.state, detail)
+    return FoundReceipt(
+        receipt.id, "erasure", about, receipt.state, ", ".join(receipt.blocking_holds)
+    )
 
 
 RECEIPT_READERS: list[ReceiptReader] = [_erasure_receipt]
@@ -211,11 +222,10 @@ def _check_receipt(request: SubjectRequest, found: FoundReceipt, outcome: str) -
             f"receipt {found.id} is an {found.kind} receipt; request {request.id} is an "
             f"{request.kind} request, answered by an {' or '.join(wanted)} receipt: give that one"
         )
-    if found.subject != request.subject:
+    if not found.about(request.subject):
         raise ConfigurationError(
-            f"receipt {found.id} is not about the subject of request {request.id} (it covers "
-            f"{'another subject' if found.subject else 'a whole agent'}); give the receipt of "
-            "this person's request"
+            f"receipt {found.id} is not about the subject of request {request.id} (another "
+            "subject's, or a whole agent's); give the receipt of this person's request"
         )
     if found.state == "pending":
         raise ConfigurationError(
