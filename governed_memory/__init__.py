@@ -116,7 +116,15 @@ if _typing.TYPE_CHECKING:
         list_agents,
     )
     from ._policy import Policy, ResolvedPolicy, Settings, load_policy, resolve_policy
-    from ._records import ConsentEvent, ConsentRegistry, Hold, HoldRegistry, HoldSet
+    from ._records import (
+        ConsentEvent,
+        ConsentRegistry,
+        Hold,
+        HoldRegistry,
+        HoldSet,
+        RequestRegister,
+        SubjectRequest,
+    )
     from ._retention import (
         AgentState,
         Artefact,
@@ -144,10 +152,13 @@ if _typing.TYPE_CHECKING:
         ScheduledErasure,
         SubjectRecord,
         cancel_scheduled_erasure,
+        close_request,
         erase,
         erasure_receipts,
         export_agent,
         export_subject,
+        extend_request,
+        open_request,
         rectification_receipts,
         rectify,
         resume_erasures,
@@ -155,7 +166,10 @@ if _typing.TYPE_CHECKING:
         run_due_erasures,
         schedule_erasure,
         subject_records,
+        verify_request,
     )
+    from ._subjects import Standing as RequestStanding
+    from ._subjects import standings as request_standings
     from ._wiring import Governance
 
 __all__ = [
@@ -234,6 +248,8 @@ __all__ = [
     "RecordSealing",
     "RectificationBlockedError",
     "RectificationReceipt",
+    "RequestRegister",
+    "RequestStanding",
     "ResolvedPolicy",
     "Retention",
     "RotationReport",
@@ -245,6 +261,7 @@ __all__ = [
     "StorageError",
     "StoredRecord",
     "SubjectRecord",
+    "SubjectRequest",
     "Summarizer",
     "SummarizerDecision",
     "SystemClock",
@@ -257,6 +274,7 @@ __all__ = [
     "agent_names",
     "agent_records",
     "cancel_scheduled_erasure",
+    "close_request",
     "configure_otlp",
     "counter_for",
     "decrypt_workspace",
@@ -266,16 +284,19 @@ __all__ = [
     "erasure_receipts",
     "export_agent",
     "export_subject",
+    "extend_request",
     "generate_audit_key",
     "generate_master_key",
     "keyring_status",
     "list_agents",
     "load_policy",
     "memory_md_path",
+    "open_request",
     "parse_memory",
     "plan_retention",
     "rectification_receipts",
     "rectify",
+    "request_standings",
     "resolve_policy",
     "resolve_workspace",
     "resume_erasures",
@@ -286,6 +307,7 @@ __all__ = [
     "start_scheduler",
     "subject_records",
     "verify_audit_log",
+    "verify_request",
 ]
 
 __version__ = _VERSION
@@ -365,6 +387,8 @@ _EXPORTS: dict[str, str] = {
     "Record": "_format",
     "RecordSealer": "_crypto",
     "RecordSealing": "_crypto",
+    "RequestRegister": "_records",
+    "RequestStanding": "_subjects:Standing",
     "ResolvedPolicy": "_policy",
     "Retention": "_retention",
     "RotationReport": "_keys",
@@ -378,6 +402,7 @@ _EXPORTS: dict[str, str] = {
     "Skip": "_governance",
     "StorageError": "_errors",
     "StoredRecord": "_memory",
+    "SubjectRequest": "_records",
     "Summarizer": "_memory",
     "SummarizerDecision": "_governance",
     "SystemClock": "_base",
@@ -390,6 +415,7 @@ _EXPORTS: dict[str, str] = {
     "agent_names": "_memory",
     "agent_records": "_memory",
     "cancel_scheduled_erasure": "_subjects",
+    "close_request": "_subjects",
     "configure_otlp": "_audit",
     "counter_for": "_format",
     "decrypt_workspace": "_keys",
@@ -399,14 +425,17 @@ _EXPORTS: dict[str, str] = {
     "erasure_receipts": "_subjects",
     "export_agent": "_subjects",
     "export_subject": "_subjects",
+    "extend_request": "_subjects",
     "generate_audit_key": "_audit",
     "generate_master_key": "_crypto",
     "keyring_status": "_crypto",
     "list_agents": "_memory",
     "load_policy": "_policy",
     "memory_md_path": "_base",
+    "open_request": "_subjects",
     "parse_memory": "_format",
     "plan_retention": "_retention:plan",
+    "request_standings": "_subjects:standings",
     "resolve_policy": "_policy",
     "resolve_workspace": "_base",
     "rectification_receipts": "_subjects",
@@ -419,6 +448,7 @@ _EXPORTS: dict[str, str] = {
     "start_scheduler": "_scheduler",
     "subject_records": "_subjects",
     "verify_audit_log": "_audit:verify_log",
+    "verify_request": "_subjects",
 }
 
 

@@ -24,7 +24,13 @@ Guarantees:
 * A failed run is logged with its error and does not count as a success, so
   the next start catches it up.
 * With each run the leader also does the other due work (by default:
-  erasures whose grace period is over, and interrupted erasures).
+  erasures whose grace period is over, and interrupted erasures), then
+  reports the data-subject requests coming due within ``[requests]
+  warn_within`` or past their deadline (:func:`report_due_requests`): one
+  audit entry (and span) ``request.due`` per request, and one log line on
+  ``governed_memory.scheduler`` an admin's monitoring can alert on (ERROR
+  when past the deadline, WARNING when due soon), naming the request id,
+  never the subject.
 
 Time: fire times follow the real clock in ``schedule.timezone``; the purge's
 ``as_of`` and the catch-up decision read ``governance.clock`` (a FixedClock
@@ -62,11 +68,13 @@ from ._retention import PurgeReport, Retention
 if TYPE_CHECKING:
     from ._governance import Governance
     from ._protocols import Leadership
+    from ._subjects import Standing
 
 __all__ = [
     "PurgeScheduler",
     "build_trigger",
     "default_tasks",
+    "report_due_requests",
     "schedule_status",
     "start_scheduler",
 ]
@@ -378,10 +386,56 @@ class PurgeScheduler:
 
 
 def default_tasks() -> tuple[Task, ...]:
-    """What every scheduler runs after its purge unless told otherwise: due erasures."""
+    """What every scheduler runs after its purge unless told otherwise.
+
+    Due erasures, then the report of requests coming due or overdue (after
+    the erasures, which may have closed some).
+    """
     from ._subjects import scheduled_erasure_task
 
-    return (scheduled_erasure_task,)
+    return (scheduled_erasure_task, report_due_requests)
+
+
+def report_due_requests(governance: Governance) -> list[Standing]:
+    """Report every open request due within ``[requests] warn_within`` or past its deadline.
+
+    Per request: an audit entry and span ``request.due`` (outcome
+    ``due_soon``, ``late`` (past the internal deadline) or ``overdue`` (past
+    the legal one), the subject as its keyed hash) and a log line naming the
+    request id, its dates and ``requests show``. Returns what it reported.
+    """
+    from ._subjects import standings
+
+    found = [s for s in standings(governance) if s.state in ("due_soon", "late", "overdue")]
+    for item in found:
+        request = item.request
+        governance.audit.record(
+            "request.due",
+            agent=None,
+            subject_id=request.subject,
+            outcome=item.state,
+            request_id=request.id,
+            kind=request.kind,
+            due=request.due.isoformat(),
+            deadline=item.deadline.isoformat(),
+            days_left=item.days_left,
+            policy_id=governance.policy.id,
+            policy_version=governance.policy.version,
+        )
+        days = item.days_left
+        when = f"{days} days left" if days >= 0 else f"{-days} days past it"
+        (logger.error if item.past_deadline else logger.warning)(
+            "data-subject request %s (%s) is %s: deadline %s (legal due date %s), %s; "
+            "`governed-memory requests show %s`",
+            request.id,
+            request.kind,
+            item.state.replace("_", " "),
+            item.deadline,
+            request.due,
+            when,
+            request.id,
+        )
+    return found
 
 
 def start_scheduler(governance: Governance, **options: Any) -> PurgeScheduler:

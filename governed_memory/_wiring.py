@@ -58,12 +58,34 @@ class Governance(GovernanceRoot):
         return ErasureGuard(subject_context(self), agent)
 
     def _erase_after_withdrawal(self, event: ConsentEvent) -> None:
-        from ._subjects import ErasureBlockedError, erase, schedule_erasure
+        """Erase (or schedule the erasure of) a subject whose ``persist`` consent was withdrawn.
+
+        The erasure is a request of the person's (Art. 17(1)(b)): it is entered
+        in the request register first, as a follow-up opened by the library,
+        so a hold that blocks it (or a file it cannot reach) leaves an open
+        request with the reason, and the erasure's receipt closes it.
+        """
+        from ._records import ErasureScope
+        from ._subjects import (
+            ErasureBlockedError,
+            erase,
+            follow_up,
+            schedule_erasure,
+            subject_context,
+        )
 
         grace = self.policy.consent.erase_grace
         reason = (
             f"consent '{event.purpose}' withdrawn at {event.at} under policy {event.policy_id} "
             f"v{event.policy_version} (consent.on_withdraw = 'erase')"
+        )
+        follow_up(
+            subject_context(self),
+            ErasureScope(subject=event.subject, agent=None),
+            reason=reason,
+            actor=event.actor,
+            source="consent-withdrawal",
+            blocked=False,
         )
         try:
             if grace > _dt.timedelta(0):
@@ -76,8 +98,8 @@ class Governance(GovernanceRoot):
             # Logs leave the workspace: the subject by its keyed hash, the holds by id.
             logger.warning(
                 "governed_memory: the withdrawal of subject %s is recorded, but its erasure is "
-                "blocked by legal hold(s) %s; it runs once they are released (`governed-memory "
-                "hold list`)",
+                "blocked by legal hold(s) %s; it is an open request in the register "
+                "(`governed-memory requests list`): erase once they are released",
                 self.gate.subject_ref(event.subject),
                 ", ".join(h.id for h in exc.holds) or "?",
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import queue
 import signal
@@ -404,3 +405,67 @@ def test_the_due_erasure_job_runs_every_erasure_when_one_agent_is_damaged(
     [pending] = TombstoneStore(gov.governance_dir).pending()
     assert pending.scope.subject == "alice"
     assert "is pending" in caplog.text and "agents/A/MEMORY.md" in caplog.text
+
+
+# -- the report of data-subject requests coming due -------------------------------------
+
+
+def test_a_run_reports_requests_coming_due_and_overdue_as_audit_span_and_log(
+    workspace: Path, stoppers: list[PurgeScheduler], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Real APScheduler: the leader's run audits ``request.due``, emits its span, logs the id."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from governed_memory import Settings
+    from governed_memory._subjects import open_request
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    now = dt.datetime(2027, 3, 2, 9, 0)
+    policy = Policy.model_validate(
+        {
+            "schedule": {"purge_interval": "1d"},
+            "requests": {"internal_deadline": "21d", "warn_within": "5d"},
+            "audit": {"enabled": True},
+        }
+    )
+    gov = Governance(
+        workspace=workspace,
+        policy=policy,
+        settings=Settings(audit_key="ab" * 32),
+        clock=FixedClock(now),
+        tracer_provider=provider,
+    )
+    overdue = open_request(gov, subject="C-old", kind="erasure", received="2027-01-20", actor="dpo")
+    late = open_request(gov, subject="C-late", kind="access", received="2027-02-05", actor="dpo")
+    soon = open_request(gov, subject="C-soon", kind="access", received="2027-02-12", actor="dpo")
+    open_request(gov, subject="C-new", kind="access", received="2027-03-01", actor="dpo")
+    write_last_success(workspace, now - 2 * DAY)  # a missed run: caught up at once
+    with caplog.at_level(logging.WARNING, logger="governed_memory.scheduler"):
+        handle = start_scheduler(gov, leader_retry=0.1)
+        stoppers.append(handle)
+        assert wait_for(lambda: handle.runs == 1)
+        handle.stop()
+    spans = [s for s in exporter.get_finished_spans() if s.name == "governed_memory request.due"]
+    reported = {
+        s.attributes["governed_memory.request_id"]: s.attributes["governed_memory.outcome"]
+        for s in spans
+        if s.attributes is not None
+    }
+    assert reported == {overdue.id: "overdue", late.id: "late", soon.id: "due_soon"}
+    entries = [e for e in gov.audit.log.entries() if e.event == "request.due"]  # type: ignore[attr-defined]
+    assert {e.attrs["request_id"] for e in entries} == set(reported)
+    assert all("subject.hash" in e.attrs for e in entries)
+    lines = {
+        r.getMessage(): r.levelno
+        for r in caplog.records
+        if "data-subject request" in r.getMessage()
+    }
+    assert len(lines) == 3
+    (error,) = [m for m in lines if overdue.id in m]
+    assert lines[error] == logging.ERROR and "past it" in error and "requests show" in error
+    assert any(soon.id in m and lines[m] == logging.WARNING for m in lines)
+    assert not any("C-" in m for m in lines)  # ids of requests, never subjects

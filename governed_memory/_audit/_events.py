@@ -77,6 +77,18 @@ class AuditEvent(StrEnum):
     CONSENT_WITHDRAW = "consent.withdraw"
     HOLD_PLACE = "hold.place"
     HOLD_RELEASE = "hold.release"
+    REQUEST_OPEN = "request.open"
+    """A data-subject request was entered in the register (or a follow-up the library opened)."""
+    REQUEST_VERIFY = "request.verify"
+    """The identity of a request's data subject was verified."""
+    REQUEST_EXTEND = "request.extend"
+    """A request's time limit was extended (GDPR Art. 12(3))."""
+    REQUEST_BLOCK = "request.block"
+    """A request could not be carried out yet (a legal hold, an unreachable file)."""
+    REQUEST_CLOSE = "request.close"
+    """A request was closed: answered (with its receipt), partial, refused or withdrawn."""
+    REQUEST_DUE = "request.due"
+    """The scheduler found a request coming due (``due_soon``) or overdue (``overdue``)."""
     POLICY_LOAD = "policy.load"
     KEYS_CREATE = "keys.create"
     """A data key was created for an agent or subject (encryption at rest)."""
@@ -163,6 +175,10 @@ SAFE_STRING_KEYS = frozenset(
         "new_hash",
         "summaries_mode",
         "export_id",
+        "request_id",
+        "receipt_id",
+        "due",
+        "deadline",
         "purge_id",
         "as_of",
         "grace",

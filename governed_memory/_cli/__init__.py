@@ -105,6 +105,7 @@ def _register() -> None:
         _memory,
         _policy,
         _rectify,
+        _requests,
         _retention,
         _subjects,
     )
@@ -116,6 +117,7 @@ def _register() -> None:
         _consent,
         _subjects,
         _rectify,
+        _requests,
         _retention,
         _keys,
         _chat,

@@ -45,7 +45,9 @@ __all__ = [
     "walk",
 ]
 
-CREATES_WORKSPACE = frozenset({"demo", "chat", "consent grant", "consent withdraw", "hold place"})
+CREATES_WORKSPACE = frozenset(
+    {"demo", "chat", "consent grant", "consent withdraw", "hold place", "requests open"}
+)
 """Commands that create the workspace when it does not exist yet (they write to it)."""
 
 NO_WORKSPACE = frozenset(

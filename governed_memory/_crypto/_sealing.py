@@ -1,7 +1,7 @@
 """Sealed governance records: consent, legal holds and erasure records under encryption at rest.
 
 The registries beside the memory (``consent.jsonl``, ``holds.json``,
-``tombstones/``, ``scheduled-erasures/``) hold subject ids, purposes, actors
+``tombstones/``, ``scheduled-erasures/``, ``requests.jsonl``) hold subject ids, purposes, actors
 and reasons. With ``[encryption] enabled = true`` each of their records is
 written as a sealed envelope instead of plaintext: one JSON line ::
 
@@ -12,7 +12,7 @@ seals each line; a registry replacing a whole file (holds, tombstones,
 scheduled erasures) seals the whole file's plaintext as one envelope (plus a
 newline). The token is a :class:`~governed_memory.RecordSealer` token under
 the data key of the registry's *purpose* (``consent``, ``holds``,
-``erasure``) in the workspace keyring; its associated data binds it to the
+``erasure``, ``requests``) in the workspace keyring; its associated data binds it to the
 workspace, the purpose and the file (its path relative to the governance
 folder), so a record copied to another file, registry or workspace fails to
 open. Version 2 is the sealed form; the plaintext inside is the registry's
@@ -56,6 +56,7 @@ __all__ = [
     "CONSENT_PURPOSE",
     "ERASURE_PURPOSE",
     "HOLDS_PURPOSE",
+    "REQUESTS_PURPOSE",
     "SEALED_FORMAT_VERSION",
     "RecordSealing",
     "is_sealed",
@@ -69,6 +70,7 @@ SEALED_FORMAT_VERSION = 2
 CONSENT_PURPOSE = "consent"
 HOLDS_PURPOSE = "holds"
 ERASURE_PURPOSE = "erasure"
+REQUESTS_PURPOSE = "requests"
 
 _MARK = b'"sealed"'
 _OPEN = b'{"v":2,"sealed":"'

@@ -337,8 +337,10 @@ class Governance:
 
         Withdrawing ``persist`` under ``consent.on_withdraw = "erase"`` also
         erases the subject's stored records (after ``consent.erase_grace``, as a
-        scheduled erasure, when that is set). A legal hold blocking the
-        erasure is logged; the withdrawal stands either way.
+        scheduled erasure, when that is set), entered in the request register
+        as a request of the subject's. A legal hold blocking the erasure is
+        logged and left as an open request with its reason; the withdrawal
+        stands either way.
         """
         event = self._consent_change(subject_id, purpose, ConsentAction.WITHDRAW, actor)
         if purpose == "persist" and self.policy.consent.on_withdraw is WithdrawalAction.ERASE:

@@ -12,7 +12,8 @@ enables encryption. Three operations convert what is already on disk:
   (:func:`seal_governance` with ``refresh=True``), so no record is lost with it.
 
 Each file is converted under the lock its registry's writers take
-(``consent.lock``, ``holds.lock``, an unfinished erasure's ``.<id>.lock``),
+(``consent.lock``, ``holds.lock``, ``requests.lock``, an unfinished erasure's
+``.<id>.lock``),
 checked in memory (every new record opens to the old plaintext) and then
 replaced atomically (temp file, fsync, rename, folder fsync): a crash leaves
 the old form or the new one, and running again finishes the job. A file
@@ -32,6 +33,7 @@ from .._crypto import (
     CONSENT_PURPOSE,
     ERASURE_PURPOSE,
     HOLDS_PURPOSE,
+    REQUESTS_PURPOSE,
     RecordSealing,
     is_sealed,
 )
@@ -41,6 +43,7 @@ from .._records import (
     SCHEDULED_DIR,
     ConsentRegistry,
     HoldRegistry,
+    RequestRegister,
     TombstoneStore,
 )
 
@@ -65,10 +68,15 @@ def governance_files(governance_dir: Path) -> list[SealedFile]:
     def item(path: Path, purpose: str, lines: bool, lock: FileLock | None) -> SealedFile:
         return SealedFile(path, purpose, path.relative_to(folder).as_posix(), lines, lock)
 
-    consent, holds = ConsentRegistry(folder), HoldRegistry(folder)
+    consent, holds, requests = (
+        ConsentRegistry(folder),
+        HoldRegistry(folder),
+        RequestRegister(folder),
+    )
     found = [
         item(consent.path, CONSENT_PURPOSE, True, consent.lock),
         item(holds.path, HOLDS_PURPOSE, False, holds.lock),
+        item(requests.path, REQUESTS_PURPOSE, True, requests.lock),
     ]
     erasures = TombstoneStore(folder)
     tombstones = erasures.tombstone_dir

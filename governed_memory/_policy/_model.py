@@ -51,6 +51,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "RectifySummaries",
+    "RequestsPolicy",
     "ResolvedPolicy",
     "RetentionPolicy",
     "SchedulePolicy",
@@ -313,6 +314,40 @@ class SchedulePolicy(_Section):
         return self
 
 
+class RequestsPolicy(_Section):
+    """``[requests]``: the register of data-subject requests (docs/subject-requests.md).
+
+    The legal time limit is fixed by GDPR Art. 12(3) (one month from receipt);
+    ``internal_deadline`` is the office's own, shorter one, and ``warn_within``
+    how early the scheduler reports a request coming due.
+    """
+
+    internal_deadline: OptionalDuration = None
+    warn_within: Duration = _dt.timedelta(days=7)
+
+    @model_validator(mode="after")
+    def _sensible(self) -> Self:
+        internal = self.internal_deadline
+        if internal is not None and not _dt.timedelta(days=1) <= internal <= _dt.timedelta(days=31):
+            raise ValueError(
+                f"requests.internal_deadline = {format_duration(internal)} is outside 1d..31d: "
+                "it is counted in whole days from receipt and is never later than the legal "
+                "one month; use e.g. '21d', or 'forever' for none"
+            )
+        for name, value in (("internal_deadline", internal), ("warn_within", self.warn_within)):
+            if value is not None and value.total_seconds() % 86400:
+                raise ValueError(
+                    f"requests.{name} = {format_duration(value)} is not a whole number of "
+                    "days; deadlines are counted in days, e.g. '21d'"
+                )
+        if not _dt.timedelta(0) <= self.warn_within <= _dt.timedelta(days=31):
+            raise ValueError(
+                f"requests.warn_within = {format_duration(self.warn_within)} is outside "
+                "0d..31d; use e.g. '7d' (0d: report overdue requests only)"
+            )
+        return self
+
+
 class AuditPolicy(_Section):
     """``[audit]``: the local audit log and trace content."""
 
@@ -332,6 +367,7 @@ class Policy(_Section):
     summarization: SummarizationPolicy = SummarizationPolicy()
     retention: RetentionPolicy = RetentionPolicy()
     schedule: SchedulePolicy = SchedulePolicy()
+    requests: RequestsPolicy = RequestsPolicy()
     audit: AuditPolicy = AuditPolicy()
     source: str = Field(default="built-in default", exclude=True)
 

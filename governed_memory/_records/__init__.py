@@ -12,6 +12,9 @@ Modules, one concept each:
 * ``_receipts``    erasure receipts
 * ``_rectifications`` rectification records, progress logs and receipts (Art. 16)
 * ``_export_receipts`` export receipts (the files of an access export and their SHA-256)
+* ``_requests``    the request register: data-subject requests, arrival to closing (a log)
+* ``_request_events`` a request as its events leave it (the values and the fold, pure)
+* ``_deadlines``   when a request is due (GDPR Art. 12(3), pure)
 * ``_text``        the check that text can be stored (UTF-8, no NUL)
 """
 
@@ -44,6 +47,14 @@ if TYPE_CHECKING:
         RectifiedFile,
         content_hash,
         new_rectification_id,
+    )
+    from ._requests import (
+        KINDS,
+        OUTCOMES,
+        REQUESTS_LOG,
+        RequestRegister,
+        SubjectRequest,
+        parse_day,
     )
     from ._text import validate_text
     from ._tombstones import (
@@ -87,6 +98,12 @@ _LAZY: dict[str, str] = {
     "RectifiedFile": "._rectifications",
     "content_hash": "._rectifications",
     "new_rectification_id": "._rectifications",
+    "KINDS": "._requests",
+    "OUTCOMES": "._requests",
+    "REQUESTS_LOG": "._requests",
+    "RequestRegister": "._requests",
+    "SubjectRequest": "._requests",
+    "parse_day": "._requests",
     "COMPLETE": "._tombstones",
     "ErasureScope": "._tombstones",
     "PROGRESS_SUFFIX": "._tombstones",
@@ -107,7 +124,10 @@ __all__ = [
     "COMPLETE",
     "HOLDS_FILE",
     "HOLDS_LOCK",
+    "KINDS",
+    "OUTCOMES",
     "PROGRESS_SUFFIX",
+    "REQUESTS_LOG",
     "SCHEDULED_DIR",
     "TOMBSTONES_DIR",
     "ConsentAction",
@@ -132,7 +152,9 @@ __all__ = [
     "RectificationReceipt",
     "RectificationStore",
     "RectifiedFile",
+    "RequestRegister",
     "ScheduledErasure",
+    "SubjectRequest",
     "Tombstone",
     "TombstoneStore",
     "UnreachedItem",
@@ -140,6 +162,7 @@ __all__ = [
     "content_hash",
     "new_erasure_id",
     "new_rectification_id",
+    "parse_day",
     "validate_subject_id",
     "validate_text",
 ]

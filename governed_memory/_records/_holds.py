@@ -20,7 +20,6 @@ on disk in plaintext.
 from __future__ import annotations
 
 import json
-import re
 import secrets
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -35,7 +34,7 @@ from .._errors import ConfigurationError, HoldNotFoundError, StorageError
 from ._consent import validate_subject_id
 from ._document import JsonDocument
 from ._fields import Fields
-from ._text import validate_text
+from ._text import required_text
 
 __all__ = [
     "HOLDS_FILE",
@@ -49,8 +48,6 @@ __all__ = [
 HOLDS_FILE = "holds.json"
 HOLDS_LOCK = "holds.lock"
 HOLDS_FORMAT_VERSION = 1
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-_MAX_TEXT = 2000
 
 HoldEvent = Callable[[str, Mapping[str, Any]], None]
 """Called after a hold changes: ``(event name, attributes)``."""
@@ -136,19 +133,6 @@ class HoldSet:
             else:
                 ids += self.for_subjects(sorted(subjects))
         return ids
-
-
-def _text(name: str, value: object, *, example: str) -> str:
-    if isinstance(value, str):
-        validate_text(name, value, fix=f"give text such as {example!r}", nul=False)
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigurationError(f"{name} {value!r} must be a non-empty text, e.g. {example!r}")
-    if len(value) > _MAX_TEXT or _CONTROL.search(value):
-        raise ConfigurationError(
-            f"{name} {value[:40]!r}... must be at most {_MAX_TEXT} characters without "
-            "control characters"
-        )
-    return value.strip()
 
 
 def _one_target(agent: str | None, subject: str | None) -> tuple[str | None, str | None]:
@@ -289,8 +273,8 @@ class HoldRegistry:
         agent, subject = _one_target(agent, subject)
         hold = Hold(
             id=self._new_id(),
-            reason=_text("reason", reason, example="litigation 2026-114"),
-            placed_by=_text("actor", actor, example="legal@example.org"),
+            reason=required_text("reason", reason, example="litigation 2026-114"),
+            placed_by=required_text("actor", actor, example="legal@example.org"),
             placed_at=self._now(),
             agent=agent,
             subject=subject,
@@ -318,8 +302,8 @@ class HoldRegistry:
             ConfigurationError: the agent or subject has several active holds
                 and no ``hold_id`` says which one to release.
         """
-        actor = _text("actor", actor, example="legal@example.org")
-        note = None if reason is None else _text("reason", reason, example="case closed")
+        actor = required_text("actor", actor, example="legal@example.org")
+        note = None if reason is None else required_text("reason", reason, example="case closed")
         if hold_id is None:
             agent, subject = _one_target(agent, subject)
         with self._locked() as holds:

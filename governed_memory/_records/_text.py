@@ -10,12 +10,16 @@ C tools reading the file. Both are refused at the public entry points with a
 
 from __future__ import annotations
 
+import re
+
 from .._errors import ConfigurationError
 
-__all__ = ["RULE", "validate_text"]
+__all__ = ["RULE", "required_text", "validate_text"]
 
 RULE = "must be UTF-8 text without NUL or lone surrogates"
 _SHOWN = 80  # characters of the value a message quotes
+_MAX_TEXT = 2000
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def validate_text(name: str, value: str, *, fix: str, nul: bool = True) -> str:
@@ -48,3 +52,23 @@ def validate_text(name: str, value: str, *, fix: str, nul: bool = True) -> str:
             f"it {RULE}; {fix}"
         )
     return value
+
+
+def required_text(name: str, value: object, *, example: str) -> str:
+    """``value`` stripped, if it is a non-empty single-line text a record can hold (a reason, an actor).
+
+    Raises:
+        ConfigurationError: not text, blank, over 2000 characters, or holding a
+            control character, a NUL or a lone surrogate (naming it, the rule and
+            ``example``).
+    """
+    if isinstance(value, str):
+        validate_text(name, value, fix=f"give text such as {example!r}", nul=False)
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(f"{name} {value!r} must be a non-empty text, e.g. {example!r}")
+    if len(value) > _MAX_TEXT or _CONTROL.search(value):
+        raise ConfigurationError(
+            f"{name} {value[:40]!r}... must be at most {_MAX_TEXT} characters without "
+            "control characters"
+        )
+    return value.strip()

@@ -21,6 +21,8 @@ Modules, one concept each:
 * ``_amend``      a memory file's text with one record corrected (pure)
 * ``_rectify``    rectification (Art. 16): find by record id, correct, mark or
   regenerate the summaries built from it, receipt
+* ``_requests``   requests through the register: open, verify, extend, close (with the
+  receipt that answered), where each stands, and the follow-ups of erasures
 * ``_errors``     ErasureBlockedError, ErasedDuringCompactionError
 
 Lineage (which subjects a compaction summary was derived from) lives in
@@ -71,9 +73,25 @@ from ._rectify import (
     resume_rectifications,
     subject_records,
 )
+from ._requests import (
+    RECEIPT_READERS,
+    FoundReceipt,
+    Standing,
+    close_request,
+    extend_request,
+    find_receipt,
+    follow_up,
+    open_request,
+    request_register,
+    settle,
+    standing,
+    standings,
+    verify_request,
+)
 from ._unfinished import PendingErasure, Unfinished
 
 __all__ = [
+    "RECEIPT_READERS",
     "ErasedDuringCompactionError",
     "ErasureBlockedError",
     "ErasureGuard",
@@ -81,9 +99,11 @@ __all__ = [
     "ErasureScope",
     "ExportResult",
     "FileRemoval",
+    "FoundReceipt",
     "PendingErasure",
     "RectificationReceipt",
     "ScheduledErasure",
+    "Standing",
     "SubjectContext",
     "SubjectRecord",
     "SummarizerGate",
@@ -92,23 +112,33 @@ __all__ = [
     "Unfinished",
     "blocking_holds",
     "cancel_scheduled_erasure",
+    "close_request",
     "erase",
     "erasure_receipts",
     "export_agent",
     "export_receipt",
     "export_receipts",
     "export_subject",
+    "extend_request",
     "filter_history",
+    "find_receipt",
+    "follow_up",
+    "open_request",
     "pending_erasure",
     "rectification_receipts",
     "rectify",
+    "request_register",
     "resume_erasures",
     "resume_rectifications",
     "run_due_erasures",
     "schedule_erasure",
     "scheduled_erasure_task",
+    "settle",
+    "standing",
+    "standings",
     "subject_context",
     "subject_records",
+    "verify_request",
 ]
 
 # Names other layers use, imported on first use (PEP 562) so that importing this

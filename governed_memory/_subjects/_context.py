@@ -29,7 +29,7 @@ from .._base import (
 from .._format import render_header
 from .._policy import DEFAULT_POLICY, NullAuditSink, Policy
 from .._protocols import MemoryBackend
-from .._records import HoldRegistry, TombstoneStore
+from .._records import HoldRegistry, RequestRegister, TombstoneStore
 from .._stores import AgentStore, FileMemoryBackend, PlaintextAgentStore, StoreFactory
 
 if TYPE_CHECKING:
@@ -98,6 +98,29 @@ class SubjectContext:
     def tombstones(self) -> TombstoneStore:
         """The erasure records of the workspace (sealed when the workspace is encrypted)."""
         return TombstoneStore(self.governance_dir, sealing=self.sealing)
+
+    def requests(self) -> RequestRegister:
+        """The request register (sealed when the workspace is encrypted), auditing each change.
+
+        Every change is recorded through :attr:`audit` (``request.*``) with its
+        actor; the subject as ``subject.hash``, never in clear.
+        """
+        return RequestRegister(
+            self.governance_dir, clock=self.clock, sealing=self.sealing, on_event=self._audited
+        )
+
+    def _audited(self, event: str, attrs: Any) -> None:
+        values = dict(attrs)
+        subject = values.pop("subject", None)
+        self.audit.record(
+            event,
+            agent=None,
+            subject_id=subject,
+            outcome=values.pop("outcome", None) or "ok",
+            **values,
+            policy_id=self.policy.id,
+            policy_version=self.policy.version,
+        )
 
     def open_store(self, agent: str) -> AgentStore:
         """The store of one agent (opening it creates nothing)."""

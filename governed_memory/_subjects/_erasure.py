@@ -81,6 +81,7 @@ from ._removal import (
     erasure_agents,
     unreadable_agent,
 )
+from ._requests import follow_up, settle
 from ._unfinished import PendingErasure, Unfinished, refuse_linked_agent, unfinished_from
 
 if TYPE_CHECKING:
@@ -170,10 +171,29 @@ def _agent_subjects(ctx: SubjectContext, agent: str) -> set[str]:
     return subjects
 
 
-def check_holds(ctx: SubjectContext, scope: ErasureScope) -> None:
-    """Raise :class:`ErasureBlockedError` when a legal hold covers ``scope``."""
+def check_holds(
+    ctx: SubjectContext,
+    scope: ErasureScope,
+    *,
+    actor: str = DEFAULT_ACTOR,
+    erasure_id: str | None = None,
+) -> None:
+    """Raise :class:`ErasureBlockedError` when a legal hold covers ``scope``.
+
+    The blocked erasure of a subject is entered in the request register too
+    (``_requests.follow_up``), with the holds as its reason.
+    """
     holds = blocking_holds(ctx, scope)
     if holds:
+        ids = tuple(h.id for h in holds)
+        follow_up(
+            ctx,
+            scope,
+            reason=f"erasure blocked by legal hold(s) {', '.join(ids)}",
+            actor=actor,
+            erasure_id=erasure_id,
+            holds=ids,
+        )
         ctx.audit.record(
             "erase",
             agent=scope.agent,
@@ -228,7 +248,7 @@ def erase(
             f"agent {scope.agent!r} has no folder in {ctx.agents_dir}; check the name "
             "(governed-memory agents lists them)"
         )
-    check_holds(ctx, scope)
+    check_holds(ctx, scope, actor=actor)
     result = _start(ctx, scope, reason=reason, actor=actor, erasure_id=None, progress=progress)
     if isinstance(result, PendingErasure):
         raise result.error()
@@ -324,6 +344,13 @@ def complete_tombstone(
                 tombs.write(replace(current, receipt=last.to_dict()))
                 pending = replace(pending, last_run=last)
                 _audit_pending(ctx, current, pending, resumed)
+                follow_up(
+                    ctx,
+                    current.scope,
+                    reason=f"erasure {current.id} left pending: {pending.message()}",
+                    actor=current.requested_by,
+                    erasure_id=current.id,
+                )
             return pending
         # A held summary attributed to the subject is sealed under their keys:
         # shredding waits until nothing of theirs is held (the next erasure).
@@ -353,6 +380,7 @@ def complete_tombstone(
         policy_id=current.policy_id,
         policy_version=current.policy_version,
     )
+    settle(ctx, receipt)
     return receipt
 
 
@@ -504,7 +532,7 @@ def schedule_erasure(
         raise ConfigurationError(
             f"erase grace {grace!r} means never; give a finite delay such as '30d'"
         )
-    check_holds(ctx, scope)
+    check_holds(ctx, scope, actor=actor)
     now = _aware_now(ctx)
     item = ScheduledErasure(
         id=new_erasure_id(now),
@@ -570,7 +598,7 @@ def run_due_erasures(
                 if item.id not in tried:  # another process started it meanwhile
                     results.append(_try(ctx, existing))
             else:
-                check_holds(ctx, item.scope)
+                check_holds(ctx, item.scope, actor=item.requested_by, erasure_id=item.id)
                 results.append(
                     _start(
                         ctx,

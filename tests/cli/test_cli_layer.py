@@ -75,6 +75,16 @@ INTERNAL: dict[tuple[str, str], str] = {
         "erasures list reads scheduled erasures and tombstones; no public function lists "
         "scheduled ones"
     ),
+    ("_subjects", "SubjectContext"): (
+        "a type only: the requests commands pass one subject context, its audit sink naming "
+        "the actor, to the public request functions and the register"
+    ),
+    ("_records", "KINDS"): (
+        "requests open --kind offers the register's request kinds as a click.Choice"
+    ),
+    ("_records", "OUTCOMES"): (
+        "requests close --outcome offers the register's closing outcomes as a click.Choice"
+    ),
     ("_subjects", "PendingErasure"): (
         "erasures run-due tells an erasure left pending (a damaged file, a missing key, a "
         "link in one agent) from a receipt and a hold, and lists what is left and why"

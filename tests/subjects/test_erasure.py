@@ -26,6 +26,7 @@ from governed_memory._subjects import (
     cancel_scheduled_erasure,
     erase,
     erasure_receipts,
+    request_register,
     resume_erasures,
     run_due_erasures,
     schedule_erasure,
@@ -230,7 +231,20 @@ def test_hold_on_subject_blocks_and_names_the_hold(
         erase(gov, subject="alice")
     message = str(info.value)
     assert hold.id in message and "legal@bank" in message and "litigation 2026-114" in message
-    assert all_bytes(workspace) == before  # not even a tombstone
+    after = all_bytes(workspace)
+    # Nothing erased, not even a tombstone: only the request register (and, encrypted, its
+    # purpose key) records the blocked erasure as a request to follow up.
+    register = {
+        p
+        for p in after
+        if p.name.startswith("requests.") or ("keyring" in p.parts and p not in before)
+    }
+    assert {p: b for p, b in after.items() if p not in register} == {
+        p: b for p, b in before.items() if p not in register
+    }
+    assert not (gov.governance_dir / "tombstones").exists()
+    (request,) = request_register(gov).requests()
+    assert request.blockers[0].holds == (hold.id,)
     assert info.value.holds[0].id == hold.id
 
 
