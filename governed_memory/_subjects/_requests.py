@@ -18,11 +18,12 @@ its own rules; this module adds what needs the rest of a workspace:
   (:func:`follow_up`), and an erasure that completes closes the open
   follow-ups of its subject with its receipt (:func:`settle`).
 
-Receipts this release can look up: erasure receipts (the tombstone's id). An
-access request is answered by an export and a rectification request by a
-rectification; their receipts are looked up by the readers in
-:data:`RECEIPT_READERS` once those operations write receipts with an ``id``
-(until then such a request closes with ``--outcome`` and ``--reason``).
+Receipts it looks up (:data:`RECEIPT_READERS`): erasure receipts (the
+tombstone's id), access-export receipts (the export's id) and rectification
+receipts (the rectification's id). An access request is answered by an
+export, a rectification request by a rectification, an erasure request by an
+erasure; restriction and objection requests close with ``--outcome`` and
+``--reason``.
 """
 
 from __future__ import annotations
@@ -105,8 +106,43 @@ def _erasure_receipt(ctx: SubjectContext, receipt_id: str) -> FoundReceipt | Non
     )
 
 
-RECEIPT_READERS: list[ReceiptReader] = [_erasure_receipt]
-"""Look a receipt up by id, each kind in turn (export and rectification readers join here)."""
+def _export_receipt(ctx: SubjectContext, receipt_id: str) -> FoundReceipt | None:
+    from ._export import export_receipt
+
+    receipt = export_receipt(ctx, receipt_id)
+    if receipt is None:
+        return None
+    recorded, pseudonym = receipt.subject_hash, ctx.pseudonym
+
+    def about(subject: str) -> bool:
+        # The receipt names the subject by keyed hash only. Without an audit key
+        # (default mode) it names nobody, and the officer's statement stands.
+        if recorded is None or pseudonym is None:
+            return receipt.agent is None
+        return recorded == pseudonym("subject", subject)
+
+    return FoundReceipt(receipt.id, "export", about, "complete")
+
+
+def _rectification_receipt(ctx: SubjectContext, receipt_id: str) -> FoundReceipt | None:
+    from .._records import RectificationReceipt, RectificationStore
+
+    item = RectificationStore(ctx.governance_dir, sealing=ctx.sealing).get(receipt_id)
+    if item is None:
+        return None
+    subject = item.subject
+
+    def about(candidate: str) -> bool:
+        return candidate == subject
+
+    if item.pending or item.receipt is None:
+        return FoundReceipt(item.id, "rectification", about, "pending")
+    receipt = RectificationReceipt.from_dict(item.receipt)
+    return FoundReceipt(receipt.id, "rectification", about, receipt.state, ", ".join(receipt.holds))
+
+
+RECEIPT_READERS: list[ReceiptReader] = [_erasure_receipt, _export_receipt, _rectification_receipt]
+"""Look a receipt up by id, each kind in turn: erasure, access export, rectification."""
 
 
 def request_register(target: Target) -> RequestRegister:

@@ -104,6 +104,38 @@ def test_a_receipt_of_another_kind_or_subject_or_unknown_is_refused(workspace: P
     assert request_register(gov).get(mine).open
 
 
+def test_an_access_request_closes_with_its_exports_receipt(workspace: Path, tmp_path: Path) -> None:
+    from governed_memory import export_subject
+
+    gov = gov_with(workspace)
+    conversation(gov, "A").add("Human", "alice's note", subject_id="alice")
+    conversation(gov, "A").add("Human", "bob's note", subject_id="bob")
+    alice = export_subject(gov, "alice", tmp_path / "alice", actor="dpo")
+    bob = export_subject(gov, "bob", tmp_path / "bob", actor="dpo")
+    request_id = verified(gov, kind="access")
+    erasure = verified(gov)
+    with pytest.raises(ConfigurationError, match=r"is an export receipt.*erasure request"):
+        close_request(gov, erasure, actor="dpo", receipt=alice.id)
+    closed = close_request(gov, request_id, actor="dpo", receipt=alice.id)
+    assert closed.closing is not None and closed.closing.receipt == alice.id
+    assert bob.id != alice.id
+
+
+def test_a_rectification_request_closes_with_its_rectification_receipt(workspace: Path) -> None:
+    from governed_memory import rectify, subject_records
+
+    gov = gov_with(workspace)
+    conversation(gov, "A").add("Human", "born 1970-01-01", subject_id="alice")
+    [record] = subject_records(gov, "alice")
+    receipt = rectify(gov, subject="alice", record=record.id, text="born 1971-01-01", actor="dpo")
+    request_id = verified(gov, kind="rectification")
+    bobs = verified(gov, subject="bob", kind="rectification")
+    with pytest.raises(ConfigurationError, match="not about the subject of request"):
+        close_request(gov, bobs, actor="dpo", receipt=receipt.id)
+    closed = close_request(gov, request_id, actor="dpo", receipt=receipt.id)
+    assert closed.closing is not None and closed.closing.receipt == receipt.id
+
+
 def test_a_partial_erasure_closes_a_request_only_as_partial(workspace: Path) -> None:
     gov = gov_with(workspace, memory={"isolation": "agent"})
     conv = conversation(gov, "A")
