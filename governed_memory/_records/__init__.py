@@ -9,7 +9,8 @@ Modules, one concept each:
 * ``_consent``     the consent registry (a log)
 * ``_holds``       legal holds (a document)
 * ``_tombstones``  erasure records: tombstones, progress logs, scheduled erasures
-* ``_receipts``    erasure receipts
+* ``_receipts``    erasure receipts; ``sign_receipt``/``verify_receipt``, the one
+                   place every receipt is signed (docs/evidence.md)
 * ``_text``        the check that text can be stored (UTF-8, no NUL)
 """
 
@@ -33,7 +34,14 @@ if TYPE_CHECKING:
     from ._document import JsonDocument
     from ._holds import HOLDS_FILE, HOLDS_LOCK, Hold, HoldNotFoundError, HoldRegistry, HoldSet
     from ._jsonl import JsonlLog
-    from ._receipts import ErasureReceipt, FileRemoval, HeldSummaries, UnreachedItem
+    from ._receipts import (
+        ErasureReceipt,
+        FileRemoval,
+        HeldSummaries,
+        UnreachedItem,
+        sign_receipt,
+        verify_receipt,
+    )
     from ._text import validate_text
     from ._tombstones import (
         COMPLETE,
@@ -67,6 +75,8 @@ _LAZY: dict[str, str] = {
     "FileRemoval": "._receipts",
     "HeldSummaries": "._receipts",
     "UnreachedItem": "._receipts",
+    "sign_receipt": "._receipts",
+    "verify_receipt": "._receipts",
     "COMPLETE": "._tombstones",
     "ErasureScope": "._tombstones",
     "PROGRESS_SUFFIX": "._tombstones",
@@ -111,6 +121,8 @@ __all__ = [
     "UnreachedItem",
     "check_version",
     "new_erasure_id",
+    "sign_receipt",
     "validate_subject_id",
     "validate_text",
+    "verify_receipt",
 ]

@@ -29,14 +29,18 @@ from .._base import (
 from .._format import render_header
 from .._policy import DEFAULT_POLICY, NullAuditSink, Policy
 from .._protocols import MemoryBackend
-from .._records import HoldRegistry, TombstoneStore
+from .._records import HoldRegistry, TombstoneStore, sign_receipt
 from .._stores import AgentStore, FileMemoryBackend, PlaintextAgentStore, StoreFactory
 
 if TYPE_CHECKING:
-    from .._crypto import RecordSealing
+    from .._crypto import RecordSealing, SigningKeyProvider
     from .._governance import AuditSink, Governance
 
 __all__ = ["KeyShredder", "SubjectContext", "subject_context"]
+
+
+def _no_signing_key() -> SigningKeyProvider | None:
+    return None
 
 
 class KeyShredder(Protocol):
@@ -69,6 +73,31 @@ class SubjectContext:
     sealing: RecordSealing | None = None
     memory: MemoryBackend | None = None
     """Where the agents are (default: the workspace's ``agents/`` folders, via ``store_factory``)."""
+    signing_key: Callable[[], SigningKeyProvider | None] = _no_signing_key
+    """The key that signs receipts, asked for when one is written (None: unsigned)."""
+
+    def check_signing(self, what: str) -> None:
+        """Refuse ``what`` before anything is written when its receipt could not be signed.
+
+        Raises:
+            ConfigurationError: the policy sets ``evidence.require_signing``
+                and no signing key is configured (naming the fix).
+        """
+        if self.policy.evidence.require_signing and self.signing_key() is None:
+            from .._governance import missing_signing_key
+
+            raise missing_signing_key(self.policy, what)
+
+    def sign_receipt(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``body``, a complete receipt, as it must be stored: signed with the deployment's key.
+
+        Every operation's receipt goes through here right before it is
+        written (erasure, rectification, export): signed when a key is
+        configured, unsigned otherwise, refused when the policy requires
+        signing and there is no key (see :meth:`check_signing`).
+        """
+        self.check_signing("the operation")
+        return sign_receipt(body, self.signing_key())
 
     @property
     def agents_dir(self) -> Path:
@@ -244,4 +273,6 @@ def _from_governance(gov: Governance) -> SubjectContext:
         audit_entries=_audit_reader(gov),
         encrypted=gov.policy.encryption.enabled,
         sealing=gov.sealing,
+        # Read when a receipt is signed: opening a Conversation reads no key file.
+        signing_key=lambda: gov.signer,
     )

@@ -5,7 +5,9 @@
     DIR/
       export.json     versioned JSON, schema in docs/export-schema.json
       export.md       the same, readable by the person it is about
-      manifest.json   SHA-256 and size of the two files above
+      manifest.json   SHA-256 and size of the two files above: the export's receipt,
+                      signed with the deployment's key when one is configured
+                      (docs/evidence.md)
 
 The folder appears whole or not at all: the files are written into a
 staging folder beside DIR (``.DIR.gm-export-<hex>``, 0700, files 0600), each
@@ -144,6 +146,7 @@ def _export(
             "(governed-memory agents lists them)"
         )
     _check_target(out)
+    ctx.check_signing("the export")
     data = collect(ctx, scope, include_shared_summaries=include_shared)
     unreadable: list[Unfinished] = data.pop("unreadable")
     if unreadable:
@@ -180,7 +183,8 @@ def _export(
             for name, body in files.items()
         ],
     }
-    files["manifest.json"] = (json.dumps(manifest, indent=2) + "\n").encode("utf-8")
+    signed = ctx.sign_receipt(manifest)
+    files["manifest.json"] = (json.dumps(signed, indent=2) + "\n").encode("utf-8")
     _write_atomically(out, files)
     ctx.audit.record(
         "export",
