@@ -87,9 +87,24 @@ class FindingKind(StrEnum):
     UNBOUND = "unbound"
     """A notice, not a failure: the log was written before workspace binding (no anchor names
     a workspace), so whether it is this workspace's cannot be checked yet."""
+    # Found by the verification with public keys only (``_public``, docs/evidence.md).
+    CHECKPOINT = "checkpoint"
+    """A checkpoint's signature does not verify, or it belongs to another workspace's log."""
+    ROLLBACK = "rollback"
+    """The log does not hold the entry a signed checkpoint pins: entries were removed from the
+    end, the log was replaced by an older copy, or entries were rewritten."""
+    NO_CHECKPOINT = "no_checkpoint"
+    """No checkpoint signed by the given public key(s) vouches for any entry of the log."""
+    UNAUTHENTICATED = "unauthenticated"
+    """A notice: what a verification without the audit key could not check (the MACs, the
+    entries after the newest signed checkpoint)."""
+    CHECKPOINT_UNCHECKED = "checkpoint_unchecked"
+    """A notice: a checkpoint signed by a key not given, or pinning an entry retention purged."""
 
 
-NOTICES = frozenset({FindingKind.UNBOUND})
+NOTICES = frozenset(
+    {FindingKind.UNBOUND, FindingKind.UNAUTHENTICATED, FindingKind.CHECKPOINT_UNCHECKED}
+)
 """Finding kinds that are reported but do not fail verification."""
 
 
