@@ -100,6 +100,7 @@ def _register() -> None:
         _audit,
         _chat,
         _consent,
+        _evidence,
         _isolate,
         _keys,
         _memory,
@@ -108,7 +109,18 @@ def _register() -> None:
         _subjects,
     )
 
-    modules = (_memory, _isolate, _policy, _consent, _subjects, _retention, _keys, _chat, _audit)
+    modules = (
+        _memory,
+        _isolate,
+        _policy,
+        _consent,
+        _subjects,
+        _retention,
+        _keys,
+        _chat,
+        _audit,
+        _evidence,
+    )
     for module in modules:
         for command in module.commands:
             main.add_command(command)

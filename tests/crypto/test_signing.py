@@ -218,7 +218,7 @@ def test_required_signing_without_a_key_refuses_before_writing(
     before = sorted(p for p in workspace.rglob("*") if p.is_file())
     with pytest.raises(ConfigurationError, match=r"evidence.require_signing.*signing-keygen"):
         erase(gov, subject="alice", reason="r", actor="dpo")
-    with pytest.raises(ConfigurationError, match="evidence.require_signing"):
+    with pytest.raises(ConfigurationError, match=r"evidence\.require_signing"):
         export_subject(gov, "alice", tmp_path / "out")
     assert sorted(p for p in workspace.rglob("*") if p.is_file()) == before
     assert not (tmp_path / "out").exists()
