@@ -35,11 +35,14 @@ if _typing.TYPE_CHECKING:
         AuditTrail,
         Finding,
         FindingKind,
+        PublicVerifyReport,
         VerifyReport,
         configure_otlp,
         generate_audit_key,
     )
+    from ._audit import Checkpoint as AuditCheckpoint
     from ._audit import verify_log as verify_audit_log
+    from ._audit import verify_public as verify_audit_log_public
     from ._base import (
         ArtefactKind,
         Clock,
@@ -55,8 +58,12 @@ if _typing.TYPE_CHECKING:
         Keyring,
         KeyringStatus,
         LocalKeyProvider,
+        LocalSigningKey,
+        PublicKey,
         RecordSealer,
         RecordSealing,
+        SignatureCheck,
+        SigningKeyProvider,
         generate_master_key,
         keyring_status,
     )
@@ -115,7 +122,14 @@ if _typing.TYPE_CHECKING:
         list_agents,
     )
     from ._policy import Policy, ResolvedPolicy, Settings, load_policy, resolve_policy
-    from ._records import ConsentEvent, ConsentRegistry, Hold, HoldRegistry, HoldSet
+    from ._records import (
+        ConsentEvent,
+        ConsentRegistry,
+        Hold,
+        HoldRegistry,
+        HoldSet,
+        verify_receipt,
+    )
     from ._retention import (
         AgentState,
         Artefact,
@@ -159,6 +173,7 @@ __all__ = [
     "Allowed",
     "Artefact",
     "ArtefactKind",
+    "AuditCheckpoint",
     "AuditEntry",
     "AuditEvent",
     "AuditKey",
@@ -208,6 +223,7 @@ __all__ = [
     "KeyringStatus",
     "LiteLLMSummarizer",
     "LocalKeyProvider",
+    "LocalSigningKey",
     "MemoryFile",
     "MigrationReport",
     "ModelCallError",
@@ -219,6 +235,8 @@ __all__ = [
     "PlanItem",
     "Policy",
     "PolicyError",
+    "PublicKey",
+    "PublicVerifyReport",
     "PurgeInProgressError",
     "PurgeReport",
     "PurgeScheduler",
@@ -232,6 +250,8 @@ __all__ = [
     "ScheduledErasure",
     "SealedRecordError",
     "Settings",
+    "SignatureCheck",
+    "SigningKeyProvider",
     "Skip",
     "StorageError",
     "StoredRecord",
@@ -272,6 +292,8 @@ __all__ = [
     "schedule_erasure",
     "start_scheduler",
     "verify_audit_log",
+    "verify_audit_log_public",
+    "verify_receipt",
 ]
 
 __version__ = _VERSION
@@ -285,6 +307,7 @@ _EXPORTS: dict[str, str] = {
     "Allowed": "_governance",
     "Artefact": "_retention",
     "ArtefactKind": "_base",
+    "AuditCheckpoint": "_audit:Checkpoint",
     "AuditEntry": "_audit",
     "AuditEvent": "_audit",
     "AuditKey": "_audit",
@@ -334,6 +357,7 @@ _EXPORTS: dict[str, str] = {
     "KeyringStatus": "_crypto",
     "LiteLLMSummarizer": "_memory",
     "LocalKeyProvider": "_crypto",
+    "LocalSigningKey": "_crypto",
     "MemoryFile": "_format",
     "MigrationReport": "_keys",
     "ModelCallError": "_errors",
@@ -345,6 +369,8 @@ _EXPORTS: dict[str, str] = {
     "PlanItem": "_retention",
     "Policy": "_policy",
     "PolicyError": "_errors",
+    "PublicKey": "_crypto",
+    "PublicVerifyReport": "_audit",
     "PurgeInProgressError": "_errors",
     "PurgeReport": "_retention",
     "PurgeScheduler": "_scheduler",
@@ -358,6 +384,8 @@ _EXPORTS: dict[str, str] = {
     "ScheduledErasure": "_subjects",
     "SealedRecordError": "_errors",
     "Settings": "_policy",
+    "SignatureCheck": "_crypto",
+    "SigningKeyProvider": "_crypto",
     "Skip": "_governance",
     "StorageError": "_errors",
     "StoredRecord": "_memory",
@@ -398,6 +426,8 @@ _EXPORTS: dict[str, str] = {
     "schedule_erasure": "_subjects",
     "start_scheduler": "_scheduler",
     "verify_audit_log": "_audit:verify_log",
+    "verify_audit_log_public": "_audit:verify_public",
+    "verify_receipt": "_records",
 }
 
 
@@ -418,6 +448,8 @@ _NOT_A_POLICY = frozenset(
         "GOVERNED_MEMORY_OTLP_ENDPOINT",
         "GOVERNED_MEMORY_OTLP_HEADERS",
         "GOVERNED_MEMORY_SERVICE_NAME",
+        "GOVERNED_MEMORY_SIGNING_KEY",
+        "GOVERNED_MEMORY_SIGNING_KEY_FILE",
     }
 )
 

@@ -25,6 +25,10 @@ is ``audit keygen --from-master-key`` (the derived key, to pin it); ``audit_log_
 the log and write an export, so the CLI reaches into no file name or record
 format and writes no audit file itself. ``ActorSink`` wraps a Governance's
 sink for one command, so the entries the library records name the operator.
+``write_checkpoint``, ``latest_checkpoint``, ``read_checkpoint`` and
+``write_checkpoint_file`` are ``audit checkpoint`` and ``audit verify
+--checkpoint``: the CLI signs, exports and reads checkpoints without a
+Governance and without knowing their format.
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ def verify_public(
     last_seq = chain.last.entry.seq if chain.last and chain.last.entry else None
     results = [
         _check(
-            chain, items, trusted, f"log seq {item.entry.seq}", Checkpoint.from_entry(item.entry)
+            chain, items, trusted, f"entry seq {item.entry.seq}", Checkpoint.from_entry(item.entry)
         )
         for item in items
         if item.entry is not None
@@ -367,8 +367,8 @@ def _coverage(
         chain.add(
             FindingKind.UNAUTHENTICATED,
             None,
-            f"entries seq {pinned + 1}..{last_seq}, after the newest signed checkpoint, are "
-            "chained but no signature vouches for them yet",
+            f"{_span(pinned + 1, last_seq)}, after the newest signed checkpoint: "
+            "chained, but no signature vouches for them yet",
         )
     unknown = sorted({r.key_id for r in results if r.status == "unknown_key" and r.key_id})
     if unknown and pinned is not None:
@@ -378,3 +378,7 @@ def _coverage(
             f"checkpoints in the log signed by key id(s) {', '.join(unknown)} were not checked "
             "(give their public keys to check them: after a rotation, the old one too)",
         )
+
+
+def _span(first: int, last: int) -> str:
+    return f"entry seq {first}" if first == last else f"entries seq {first}..{last}"
