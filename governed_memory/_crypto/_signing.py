@@ -29,7 +29,6 @@ import binascii
 import hashlib
 import json
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -42,6 +41,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from .._errors import ConfigurationError, KeyProviderError
+from ._providers import read_key_file
 
 __all__ = [
     "SIGNATURE_ALGORITHM",
@@ -174,31 +174,9 @@ class LocalSigningKey:
     def from_file(cls, path: str | os.PathLike[str]) -> LocalSigningKey:
         """Read a base64 key from ``path``, refusing a group- or world-accessible file."""
         file = Path(path)
-        try:
-            fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except OSError as exc:
-            raise KeyProviderError(
-                f"signing key file {file} cannot be opened: {exc.strerror}"
-            ) from exc
-        try:
-            mode = os.fstat(fd).st_mode
-            if not stat.S_ISREG(mode):
-                raise KeyProviderError(f"signing key file {file} is not a regular file")
-            if mode & 0o077:
-                raise KeyProviderError(
-                    f"signing key file {file} has mode {mode & 0o777:04o}, readable or writable "
-                    f"by group or others; run `chmod 600 {file}` (and keep it outside the "
-                    "workspace)"
-                )
-            data = os.read(fd, 4096)
-        finally:
-            os.close(fd)
-        try:
-            text = data.decode("ascii")
-        except UnicodeDecodeError as exc:
-            raise KeyProviderError(
-                f"signing key file {file} must hold base64 text; {_KEYGEN_HINT}"
-            ) from exc
+        text = read_key_file(
+            file, "signing key file", "governed-memory keys signing-keygen --out FILE"
+        )
         return cls.from_base64(text, source=f"signing key file {file}")
 
     def to_base64(self) -> str:

@@ -79,11 +79,15 @@ class SubjectContext:
     def check_signing(self, what: str) -> None:
         """Refuse ``what`` before anything is written when its receipt could not be signed.
 
+        A configured key is read here too, so a malformed or exposed key file
+        stops the operation before its first write, not at its receipt.
+
         Raises:
             ConfigurationError: the policy sets ``evidence.require_signing``
                 and no signing key is configured (naming the fix).
+            KeyProviderError: the configured key is malformed or its file exposed.
         """
-        if self.policy.evidence.require_signing and self.signing_key() is None:
+        if self.signing_key() is None and self.policy.evidence.require_signing:
             from .._governance import missing_signing_key
 
             raise missing_signing_key(self.policy, what)

@@ -228,3 +228,17 @@ def test_shipped_regulated_policies_require_signing() -> None:
     assert load_policy("regulated").evidence.require_signing
     assert load_policy("hipaa").evidence.require_signing
     assert not load_policy("default").evidence.require_signing
+
+
+def test_an_exposed_key_file_fails_the_signing_not_the_conversation(
+    workspace: Path, clock: FixedClock, tmp_path: Path
+) -> None:
+    """The key is read when a receipt is signed: a Conversation opens; the erasure is refused."""
+    path = tmp_path / "signing.key"
+    path.write_text(LocalSigningKey(SEED).to_base64())
+    os.chmod(path, 0o644)
+    gov = Governance(workspace=workspace, clock=clock, settings=Settings(signing_key_file=path))
+    _populate(gov)  # opens and writes through a governed Conversation
+    with pytest.raises(KeyProviderError, match="chmod 600"):
+        erase(gov, subject="alice", reason="r", actor="dpo")
+    assert "alice says" in (workspace / "agents" / "A" / "MEMORY.md").read_text()
