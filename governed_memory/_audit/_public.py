@@ -40,7 +40,7 @@ from ._checkpoint import Checkpoint
 from ._entry import GENESIS, AuditEntry, EntryFormatError
 from ._events import AuditEvent
 from ._log import HEAD_FILE, parse_head
-from ._verify import Finding, FindingKind, VerifyReport, _Item, _load
+from ._verify import Finding, FindingKind, VerifyReport, _Item, _load, finding_at
 
 __all__ = ["CheckpointCheck", "PublicVerifyReport", "verify_public"]
 
@@ -96,15 +96,7 @@ class _Chain:
     def add(
         self, kind: FindingKind, item: _Item | None, message: str, seq: int | None = None
     ) -> None:
-        self.findings.append(
-            Finding(
-                kind,
-                message,
-                file=item.segment if item else None,
-                line=item.line if item else None,
-                seq=seq if seq is not None else (item.entry.seq if item and item.entry else None),
-            )
-        )
+        self.findings.append(finding_at(kind, item, message, seq))
 
 
 def verify_public(

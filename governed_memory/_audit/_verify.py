@@ -187,6 +187,19 @@ class _Item:
     error: str | None
 
 
+def finding_at(
+    kind: FindingKind, item: _Item | None, message: str, seq: int | None = None
+) -> Finding:
+    """A finding located at ``item`` (its file, line and seq; ``seq`` overrides the last)."""
+    return Finding(
+        kind,
+        message,
+        file=item.segment if item else None,
+        line=item.line if item else None,
+        seq=seq if seq is not None else (item.entry.seq if item and item.entry else None),
+    )
+
+
 @dataclass
 class _Walk:
     keys: dict[str, AuditKey]
@@ -210,15 +223,7 @@ class _Walk:
         return entry.check(self.keys.get(entry.kid))[1]
 
     def add(self, kind: FindingKind, item: _Item | None, message: str) -> None:
-        self.findings.append(
-            Finding(
-                kind,
-                message,
-                file=item.segment if item else None,
-                line=item.line if item else None,
-                seq=item.entry.seq if item and item.entry else None,
-            )
-        )
+        self.findings.append(finding_at(kind, item, message))
 
     def advance(self, item: _Item) -> None:
         assert item.entry is not None
