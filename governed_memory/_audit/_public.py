@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from .._crypto import PublicKey, verify_document
+from .._errors import ConfigurationError
 from ._binding import WORKSPACE_ID_ATTR
 from ._checkpoint import Checkpoint
-from ._entry import GENESIS, AuditEntry, EntryFormatError
+from ._entry import GENESIS, EntryFormatError
 from ._events import AuditEvent
 from ._log import HEAD_FILE, parse_head
 from ._verify import Finding, FindingKind, VerifyReport, _Item, _load, finding_at
@@ -118,16 +119,14 @@ def verify_public(
     complete = _walk(chain, items)
     last_seq = chain.last.entry.seq if chain.last and chain.last.entry else None
     results = [
-        _check(
-            chain, items, trusted, f"entry seq {item.entry.seq}", Checkpoint.from_entry(item.entry)
-        )
+        result
         for item in items
         if item.entry is not None
         and item.entry.event == AuditEvent.CHECKPOINT
         and item.entry.seq in chain.by_seq
-        and _readable(item.entry)
+        for result in _in_log(chain, trusted, item)
     ]
-    results += [_check(chain, items, trusted, source, cp, kept=True) for source, cp in checkpoints]
+    results += [_check(chain, trusted, source, cp, kept=True) for source, cp in checkpoints]
     pinned = max((r.seq for r in results if r.status == "pinned"), default=None)
     _check_head(folder, chain, last_seq)
     _coverage(chain, trusted, results, pinned, last_seq)
@@ -147,12 +146,15 @@ def verify_public(
     )
 
 
-def _readable(entry: AuditEntry) -> bool:
+def _in_log(chain: _Chain, trusted: list[PublicKey], item: _Item) -> list[CheckpointCheck]:
+    """The check of one ``audit.checkpoint`` entry (none, and a finding, when it is unreadable)."""
+    assert item.entry is not None
     try:
-        Checkpoint.from_entry(entry)
-    except Exception:
-        return False
-    return True
+        checkpoint = Checkpoint.from_entry(item.entry)
+    except ConfigurationError as exc:
+        chain.add(FindingKind.CHECKPOINT, item, f"the checkpoint cannot be read: {exc}")
+        return []
+    return [_check(chain, trusted, f"entry seq {item.entry.seq}", checkpoint)]
 
 
 def _walk(chain: _Chain, items: list[_Item]) -> bool:
@@ -252,7 +254,6 @@ def _start(chain: _Chain, items: list[_Item], item: _Item) -> None:
 
 def _check(
     chain: _Chain,
-    items: list[_Item],
     trusted: list[PublicKey],
     source: str,
     checkpoint: Checkpoint,

@@ -227,3 +227,19 @@ def test_empty_log_has_nothing_to_checkpoint(tmp_path: Path) -> None:
     log = AuditLog(tmp_path / "audit", KEY)
     with pytest.raises(NotFoundError, match="no entry yet"):
         write_checkpoint(log, SIGNER)
+
+
+def test_a_checkpoint_entry_stripped_of_its_signature_is_refused(tmp_path: Path) -> None:
+    """A rewritten checkpoint entry (hashes recomputed, signature gone) is a checkpoint finding."""
+    folder = tmp_path / "audit"
+    log = build(folder, tmp_path)
+    write_checkpoint(log, SIGNER)
+    log.close()
+    path = segment(folder)
+    entries = [json.loads(line) for line in path.read_bytes().splitlines()]
+    entries[-1]["attrs"].pop("signature")
+    body = {k: v for k, v in entries[-1].items() if k not in ("hash", "mac")}
+    entries[-1]["hash"] = hashlib.sha256(canonical(body)).hexdigest()
+    path.write_bytes(b"".join(canonical(e) + b"\n" for e in entries))
+    report = verify_public(folder, PUBLIC)
+    assert "checkpoint" in kinds(report) and "no_checkpoint" in kinds(report)
