@@ -101,17 +101,10 @@ class Checkpoint:
         Raises:
             ConfigurationError: the entry lacks a field (naming it).
         """
-        attrs = entry.attrs
+        attrs = dict(entry.attrs)
+        signature = {name: attrs.get(attr) for name, attr in _SIGNATURE_ATTRS.items()}
         where = f"audit.checkpoint entry seq {entry.seq}"
-        workspace = attrs.get("workspace_id")
-        return cls(
-            seq=_int(attrs.get("head_seq"), where, "head_seq"),
-            hash=_text(attrs.get("head_hash"), where, "head_hash"),
-            ts=_text(attrs.get("head_ts"), where, "head_ts"),
-            created_at=_text(attrs.get("created_at"), where, "created_at"),
-            workspace_id=workspace if isinstance(workspace, str) else None,
-            signature={name: attrs.get(attr) for name, attr in _SIGNATURE_ATTRS.items()},
-        )
+        return _read(attrs, where, "head_", signature)
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "checkpoint") -> Checkpoint:
@@ -131,15 +124,20 @@ class Checkpoint:
                 f"version {CHECKPOINT_VERSION} (written by a newer governed_memory, or edited)"
             )
         signature = data.get(SIGNATURE_FIELD)
-        workspace = data.get("workspace_id")
-        return cls(
-            seq=_int(data.get("seq"), where, "seq"),
-            hash=_text(data.get("hash"), where, "hash"),
-            ts=_text(data.get("ts"), where, "ts"),
-            created_at=_text(data.get("created_at"), where, "created_at"),
-            workspace_id=workspace if isinstance(workspace, str) else None,
-            signature=signature if isinstance(signature, dict) else {},
-        )
+        return _read(data, where, "", signature if isinstance(signature, dict) else {})
+
+
+def _read(data: dict[str, Any], where: str, prefix: str, signature: dict[str, Any]) -> Checkpoint:
+    """A checkpoint from a document (``prefix`` ``""``) or an entry's attributes (``head_``)."""
+    workspace = data.get("workspace_id")
+    return Checkpoint(
+        seq=_int(data.get(f"{prefix}seq"), where, f"{prefix}seq"),
+        hash=_text(data.get(f"{prefix}hash"), where, f"{prefix}hash"),
+        ts=_text(data.get(f"{prefix}ts"), where, f"{prefix}ts"),
+        created_at=_text(data.get("created_at"), where, "created_at"),
+        workspace_id=workspace if isinstance(workspace, str) else None,
+        signature=signature,
+    )
 
 
 def _int(value: Any, where: str, name: str) -> int:

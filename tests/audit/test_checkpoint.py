@@ -8,6 +8,7 @@ import datetime as dt
 import hashlib
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,19 @@ def kinds(report: Any) -> set[str]:
 def segment(folder: Path) -> Path:
     (path,) = folder.glob("audit-*.jsonl")
     return path
+
+
+def rewrite(folder: Path, edit: Callable[[list[dict[str, Any]]], None]) -> None:
+    """Edit the entries, then recompute every hash and link (anyone can: SHA-256 is keyless)."""
+    path = segment(folder)
+    entries = [json.loads(line) for line in path.read_bytes().splitlines()]
+    edit(entries)
+    prev = entries[0]["prev"]
+    for entry in entries:
+        entry["prev"] = prev
+        body = {k: v for k, v in entry.items() if k not in ("hash", "mac")}
+        entry["hash"] = prev = hashlib.sha256(canonical(body)).hexdigest()
+    path.write_bytes(b"".join(canonical(e) + b"\n" for e in entries))
 
 
 def test_checkpoint_signs_the_head_and_verifies_with_cryptography_only(tmp_path: Path) -> None:
@@ -133,17 +147,13 @@ def test_rewritten_log_with_recomputed_hashes_is_detected(tmp_path: Path) -> Non
     log = build(folder, tmp_path)
     kept = write_checkpoint(log, SIGNER)
     log.close()
-    path = segment(folder)
-    entries = [json.loads(line) for line in path.read_bytes().splitlines()]
-    prev = entries[0]["prev"]
-    for entry in entries:
-        if entry["attrs"].get("i") == 1:
-            entry["attrs"]["i"] = 99
-        entry["prev"] = prev
-        body = {k: v for k, v in entry.items() if k not in ("hash", "mac")}
-        entry["hash"] = hashlib.sha256(canonical(body)).hexdigest()
-        prev = entry["hash"]
-    path.write_bytes(b"".join(canonical(e) + b"\n" for e in entries))
+
+    def edit(entries: list[dict[str, Any]]) -> None:
+        for entry in entries:
+            if entry["attrs"].get("i") == 1:
+                entry["attrs"]["i"] = 99
+
+    rewrite(folder, edit)
     report = verify_public(folder, PUBLIC, checkpoints=[("kept.json", kept)])
     assert "rollback" in kinds(report)
 
@@ -235,11 +245,6 @@ def test_a_checkpoint_entry_stripped_of_its_signature_is_refused(tmp_path: Path)
     log = build(folder, tmp_path)
     write_checkpoint(log, SIGNER)
     log.close()
-    path = segment(folder)
-    entries = [json.loads(line) for line in path.read_bytes().splitlines()]
-    entries[-1]["attrs"].pop("signature")
-    body = {k: v for k, v in entries[-1].items() if k not in ("hash", "mac")}
-    entries[-1]["hash"] = hashlib.sha256(canonical(body)).hexdigest()
-    path.write_bytes(b"".join(canonical(e) + b"\n" for e in entries))
+    rewrite(folder, lambda entries: entries[-1]["attrs"].pop("signature"))
     report = verify_public(folder, PUBLIC)
     assert "checkpoint" in kinds(report) and "no_checkpoint" in kinds(report)
