@@ -35,11 +35,14 @@ if _typing.TYPE_CHECKING:
         AuditTrail,
         Finding,
         FindingKind,
+        PublicVerifyReport,
         VerifyReport,
         configure_otlp,
         generate_audit_key,
     )
+    from ._audit import Checkpoint as AuditCheckpoint
     from ._audit import verify_log as verify_audit_log
+    from ._audit import verify_public as verify_audit_log_public
     from ._base import (
         ArtefactKind,
         Clock,
@@ -55,8 +58,12 @@ if _typing.TYPE_CHECKING:
         Keyring,
         KeyringStatus,
         LocalKeyProvider,
+        LocalSigningKey,
+        PublicKey,
         RecordSealer,
         RecordSealing,
+        SignatureCheck,
+        SigningKeyProvider,
         generate_master_key,
         keyring_status,
     )
@@ -124,6 +131,7 @@ if _typing.TYPE_CHECKING:
         HoldSet,
         RequestRegister,
         SubjectRequest,
+        verify_receipt,
     )
     from ._retention import (
         AgentState,
@@ -180,6 +188,7 @@ __all__ = [
     "Allowed",
     "Artefact",
     "ArtefactKind",
+    "AuditCheckpoint",
     "AuditEntry",
     "AuditEvent",
     "AuditKey",
@@ -229,6 +238,7 @@ __all__ = [
     "KeyringStatus",
     "LiteLLMSummarizer",
     "LocalKeyProvider",
+    "LocalSigningKey",
     "MemoryFile",
     "MigrationReport",
     "ModelCallError",
@@ -240,6 +250,8 @@ __all__ = [
     "PlanItem",
     "Policy",
     "PolicyError",
+    "PublicKey",
+    "PublicVerifyReport",
     "PurgeInProgressError",
     "PurgeReport",
     "PurgeScheduler",
@@ -257,6 +269,8 @@ __all__ = [
     "ScheduledErasure",
     "SealedRecordError",
     "Settings",
+    "SignatureCheck",
+    "SigningKeyProvider",
     "Skip",
     "StorageError",
     "StoredRecord",
@@ -307,6 +321,8 @@ __all__ = [
     "start_scheduler",
     "subject_records",
     "verify_audit_log",
+    "verify_audit_log_public",
+    "verify_receipt",
     "verify_request",
 ]
 
@@ -321,6 +337,7 @@ _EXPORTS: dict[str, str] = {
     "Allowed": "_governance",
     "Artefact": "_retention",
     "ArtefactKind": "_base",
+    "AuditCheckpoint": "_audit:Checkpoint",
     "AuditEntry": "_audit",
     "AuditEvent": "_audit",
     "AuditKey": "_audit",
@@ -370,6 +387,7 @@ _EXPORTS: dict[str, str] = {
     "KeyringStatus": "_crypto",
     "LiteLLMSummarizer": "_memory",
     "LocalKeyProvider": "_crypto",
+    "LocalSigningKey": "_crypto",
     "MemoryFile": "_format",
     "MigrationReport": "_keys",
     "ModelCallError": "_errors",
@@ -381,6 +399,8 @@ _EXPORTS: dict[str, str] = {
     "PlanItem": "_retention",
     "Policy": "_policy",
     "PolicyError": "_errors",
+    "PublicKey": "_crypto",
+    "PublicVerifyReport": "_audit",
     "PurgeInProgressError": "_errors",
     "PurgeReport": "_retention",
     "PurgeScheduler": "_scheduler",
@@ -399,6 +419,8 @@ _EXPORTS: dict[str, str] = {
     "SubjectRecord": "_subjects",
     "SealedRecordError": "_errors",
     "Settings": "_policy",
+    "SignatureCheck": "_crypto",
+    "SigningKeyProvider": "_crypto",
     "Skip": "_governance",
     "StorageError": "_errors",
     "StoredRecord": "_memory",
@@ -449,6 +471,8 @@ _EXPORTS: dict[str, str] = {
     "subject_records": "_subjects",
     "verify_audit_log": "_audit:verify_log",
     "verify_request": "_subjects",
+    "verify_audit_log_public": "_audit:verify_public",
+    "verify_receipt": "_records",
 }
 
 
@@ -469,6 +493,8 @@ _NOT_A_POLICY = frozenset(
         "GOVERNED_MEMORY_OTLP_ENDPOINT",
         "GOVERNED_MEMORY_OTLP_HEADERS",
         "GOVERNED_MEMORY_SERVICE_NAME",
+        "GOVERNED_MEMORY_SIGNING_KEY",
+        "GOVERNED_MEMORY_SIGNING_KEY_FILE",
     }
 )
 

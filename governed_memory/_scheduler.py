@@ -31,6 +31,9 @@ Guarantees:
   ``governed_memory.scheduler`` an admin's monitoring can alert on (ERROR
   when past the deadline, WARNING when due soon), naming the request id,
   never the subject.
+* Audit checkpoints: with ``evidence.checkpoint_every`` the leader signs the
+  audit chain head at that interval (an ``audit.checkpoint`` entry, see
+  docs/evidence.md), the first one when it becomes leader.
 
 Time: fire times follow the real clock in ``schedule.timezone``; the purge's
 ``as_of`` and the catch-up decision read ``governance.clock`` (a FixedClock
@@ -66,6 +69,7 @@ from ._records import JsonDocument
 from ._retention import PurgeReport, Retention
 
 if TYPE_CHECKING:
+    from ._audit import Checkpoint
     from ._governance import Governance
     from ._protocols import Leadership
     from ._subjects import Standing
@@ -86,6 +90,7 @@ STATE_FILE = "state.json"
 LEADER_LOCK = "leader.lock"
 STATE_FORMAT_VERSION = 1
 PURGE_JOB = "governed-memory-purge"
+CHECKPOINT_JOB = "governed-memory-checkpoint"
 LEADER_JOB = "governed-memory-leader"
 
 Task = Callable[["Governance"], object]
@@ -280,6 +285,7 @@ class PurgeScheduler:
         )
         if catch_up:
             job.modify(next_run_time=_dt.datetime.now(self._zone))
+        self._schedule_checkpoints()
         logger.info(
             "scheduler leads workspace %s (policy %s v%s); %s",
             self.governance.workspace,
@@ -297,7 +303,45 @@ class PurgeScheduler:
         missed = trigger.get_next_fire_time(None, last + _dt.timedelta(microseconds=1))
         return missed is not None and missed <= now
 
+    def _schedule_checkpoints(self) -> None:
+        every = self.governance.policy.evidence.checkpoint_every
+        if every is None:
+            return
+        self._scheduler.add_job(
+            self.checkpoint_once,
+            IntervalTrigger(seconds=int(every.total_seconds()), timezone=self._zone),
+            id=CHECKPOINT_JOB,
+            name="signed audit checkpoint",
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+            next_run_time=_dt.datetime.now(self._zone),
+            replace_existing=True,
+        )
+
     # -- runs --------------------------------------------------------------
+
+    def checkpoint_once(self) -> Checkpoint | None:
+        """Sign the audit chain head now (``evidence.checkpoint_every``); errors are logged."""
+        try:
+            signer = self.governance.signer
+            if signer is None:
+                raise ConfigurationError(
+                    f"policy {self.governance.policy.id} sets evidence.checkpoint_every but no "
+                    "signing key is configured; create one with `governed-memory keys "
+                    "signing-keygen --out FILE` and set GOVERNED_MEMORY_SIGNING_KEY_FILE"
+                )
+            made: Checkpoint = self.governance.audit.checkpoint(signer)  # type: ignore[attr-defined]
+        except Exception as exc:
+            logger.error("audit checkpoint of %s failed: %s", self.governance.workspace, exc)
+            return None
+        logger.info(
+            "audit checkpoint of %s: seq %d signed by key %s",
+            self.governance.workspace,
+            made.seq,
+            made.key_id,
+        )
+        return made
 
     def run_once(self) -> PurgeReport | None:
         """One scheduled run: purge, then the extra tasks; errors are logged, not raised.

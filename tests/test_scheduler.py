@@ -1,4 +1,4 @@
-"""Scheduled purges with real APScheduler: triggers, catch-up, leadership, SIGTERM."""
+"""Scheduled purges (and signed audit checkpoints) with real APScheduler: triggers, catch-up, leadership, SIGTERM."""
 
 from __future__ import annotations
 
@@ -18,10 +18,14 @@ from pathlib import Path
 import pytest
 
 from governed_memory import Conversation, FixedClock, Governance, Policy
+from governed_memory._audit import iter_entries, verify_public
+from governed_memory._crypto import LocalSigningKey
 from governed_memory._errors import ConfigurationError, FormatVersionError
+from governed_memory._policy import Settings
 from governed_memory._policy._model import SchedulePolicy
 from governed_memory._retention._purge import _PurgeLock
 from governed_memory._scheduler import (
+    CHECKPOINT_JOB,
     PURGE_JOB,
     PurgeScheduler,
     build_trigger,
@@ -469,3 +473,72 @@ def test_a_run_reports_requests_coming_due_and_overdue_as_audit_span_and_log(
     assert lines[error] == logging.ERROR and "past it" in error and "requests show" in error
     assert any(soon.id in m and lines[m] == logging.WARNING for m in lines)
     assert not any("C-" in m for m in lines)  # ids of requests, never subjects
+
+
+# -- signed audit checkpoints (evidence.checkpoint_every, docs/evidence.md) ----------------
+
+SIGNER = LocalSigningKey(bytes(range(32)))
+
+
+def checkpointing(workspace: Path, *, signing: bool = True) -> Governance:
+    policy = Policy.model_validate(
+        {
+            "schedule": {"purge_interval": "1d"},
+            "audit": {"enabled": True},
+            "evidence": {"checkpoint_every": "1h"},
+        }
+    )
+    gov = Governance(
+        workspace=workspace,
+        policy=policy,
+        settings=Settings(audit_key="ab" * 32),
+        signing_key=SIGNER if signing else None,
+    )
+    gov.audit.record("persist", agent="a", subject_id=None, outcome="ok")
+    return gov
+
+
+def _checkpoints(workspace: Path) -> list[int]:
+    folder = workspace / ".governed_memory" / "audit"
+    return [e.seq for e in iter_entries(folder) if e.event == "audit.checkpoint"]
+
+
+def test_leader_signs_a_checkpoint_at_once_then_every_interval(
+    workspace: Path, stoppers: list[PurgeScheduler]
+) -> None:
+    gov = checkpointing(workspace)
+    handle = start_scheduler(gov, leader_retry=0.1, tasks=())
+    stoppers.append(handle)
+    assert wait_for(lambda: len(_checkpoints(workspace)) == 1)
+    job = handle._scheduler.get_job(CHECKPOINT_JOB)
+    assert job.trigger.interval == dt.timedelta(hours=1)
+    assert (job.max_instances, job.coalesce) == (1, True)
+    handle.stop()
+    report = verify_public(workspace / ".governed_memory" / "audit", SIGNER.public_key)
+    assert report.ok and report.pinned_through is not None
+
+
+def test_without_a_signing_key_the_run_logs_the_fix(
+    workspace: Path, stoppers: list[PurgeScheduler], caplog: pytest.LogCaptureFixture
+) -> None:
+    gov = checkpointing(workspace, signing=False)
+    with caplog.at_level(logging.ERROR, logger="governed_memory.scheduler"):
+        handle = start_scheduler(gov, leader_retry=0.1, tasks=())
+        stoppers.append(handle)
+        assert wait_for(lambda: "signing-keygen" in caplog.text)
+    assert _checkpoints(workspace) == []
+
+
+def test_no_checkpoint_job_without_checkpoint_every(
+    workspace: Path, stoppers: list[PurgeScheduler]
+) -> None:
+    policy = Policy.model_validate({"schedule": {"purge_interval": "1d"}})
+    handle = start_scheduler(Governance(workspace=workspace, policy=policy), leader_retry=0.1)
+    stoppers.append(handle)
+    assert handle.leading.wait(20)
+    assert handle._scheduler.get_job(CHECKPOINT_JOB) is None
+
+
+def test_checkpoint_every_without_audit_is_a_contradiction() -> None:
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        Policy.model_validate({"evidence": {"checkpoint_every": "1d"}})

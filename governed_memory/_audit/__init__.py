@@ -11,6 +11,8 @@ Modules, one concept each:
 * ``_verify``  finding the first altered, removed, inserted or reordered entry
 * ``_trail``   the governance ``AuditSink``: spans + log
 * ``_actor``   the sink wrapper that names the operator of a command in its entries
+* ``_checkpoint`` signed checkpoints of the chain head (``audit.checkpoint``)
+* ``_public``  verifying the log with public keys and kept checkpoints only
 * ``_export``  reading the log for reviewers: whether a folder holds one, the
   entries since a time or an age as JSON Lines, writing them to a file
 
@@ -23,6 +25,10 @@ is ``audit keygen --from-master-key`` (the derived key, to pin it); ``audit_log_
 the log and write an export, so the CLI reaches into no file name or record
 format and writes no audit file itself. ``ActorSink`` wraps a Governance's
 sink for one command, so the entries the library records name the operator.
+``write_checkpoint``, ``latest_checkpoint``, ``read_checkpoint`` and
+``write_checkpoint_file`` are ``audit checkpoint`` and ``audit verify
+--checkpoint``: the CLI signs, exports and reads checkpoints without a
+Governance and without knowing their format.
 """
 
 from __future__ import annotations
@@ -55,10 +61,12 @@ __all__ = [
     "AuditKey",
     "AuditLog",
     "AuditTrail",
+    "Checkpoint",
     "Finding",
     "FindingKind",
     "Head",
     "Period",
+    "PublicVerifyReport",
     "SegmentInfo",
     "VerifyReport",
     "as_audit_key",
@@ -72,11 +80,16 @@ __all__ = [
     "export_since",
     "generate_audit_key",
     "iter_entries",
+    "latest_checkpoint",
     "list_segments",
     "pinned_audit_key_text",
     "previous_audit_keys",
+    "read_checkpoint",
     "tail_entries",
     "verify_log",
+    "verify_public",
+    "write_checkpoint",
+    "write_checkpoint_file",
     "write_export",
 ]
 
@@ -84,12 +97,27 @@ __all__ = [
 # package loads none of its modules until one is needed.
 if TYPE_CHECKING:
     from ._actor import ActorSink
+    from ._checkpoint import (
+        Checkpoint,
+        latest_checkpoint,
+        read_checkpoint,
+        write_checkpoint,
+        write_checkpoint_file,
+    )
     from ._export import audit_log_exists, export_lines, export_since, write_export
     from ._log import HEAD_FILE, iter_entries, list_segments, tail_entries
+    from ._public import PublicVerifyReport, verify_public
     from ._telemetry import configure_otlp
 
 _LAZY: dict[str, str] = {
     "ActorSink": "._actor",
+    "Checkpoint": "._checkpoint",
+    "latest_checkpoint": "._checkpoint",
+    "read_checkpoint": "._checkpoint",
+    "write_checkpoint": "._checkpoint",
+    "write_checkpoint_file": "._checkpoint",
+    "PublicVerifyReport": "._public",
+    "verify_public": "._public",
     "audit_log_exists": "._export",
     "export_lines": "._export",
     "export_since": "._export",

@@ -121,6 +121,8 @@ class AuditEvent(StrEnum):
     """A log from before workspace binding was bound to its workspace (names its id)."""
     REKEY = "audit.rekey"
     """The audit key changed (it derives from a rotated master key); endorsed by the old key."""
+    CHECKPOINT = "audit.checkpoint"
+    """The chain head (seq, hash, time) signed with the deployment's Ed25519 key (docs/evidence.md)."""
 
 
 GEN_AI_OPERATIONS: Mapping[str, str] = {

@@ -51,7 +51,7 @@ import json
 import os
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -352,6 +352,11 @@ class AuditLog:
         return self._key
 
     @property
+    def clock(self) -> Clock:
+        """The time of the entries."""
+        return self._clock
+
+    @property
     def previous_keys(self) -> list[AuditKey]:
         """Earlier versions of the key this log accepts (see ``previous_keys``)."""
         return list(self._previous.values())
@@ -437,6 +442,28 @@ class AuditLog:
         with self._locked("append to") as head_fd:
             tail = self._current(head_fd)
             entry = self._write_entry(head_fd, tail, event, dict(attrs), when)
+            self._write_head(head_fd, tail)
+            return entry
+
+    def append_after(
+        self,
+        event: str,
+        attrs_of: Callable[[AuditEntry | None], Mapping[str, Any]],
+    ) -> AuditEntry:
+        """Append one entry whose attributes are made from the newest entry, under the lock.
+
+        ``attrs_of`` is given the newest entry (None in an empty log), read
+        under the lock, so no other append can come between the two: an
+        ``audit.checkpoint`` signs exactly the head it follows.
+
+        Raises:
+            AuditWriteError: the entry could not be written.
+        """
+        validate_event(event)
+        with self._locked("append to") as head_fd:
+            tail = self._current(head_fd)
+            attrs = dict(attrs_of(tail.last))
+            entry = self._write_entry(head_fd, tail, event, attrs, self._clock.now())
             self._write_head(head_fd, tail)
             return entry
 

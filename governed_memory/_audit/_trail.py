@@ -38,7 +38,9 @@ from ._verify import VerifyReport, verify_log
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from .._crypto import SigningKeyProvider
     from .._policy import Settings
+    from ._checkpoint import Checkpoint
 
 __all__ = [
     "AuditTrail",
@@ -404,6 +406,12 @@ class AuditTrail:
         return self._require_log().purge_expired(
             now=now, max_age=retention.audit_max_age, min_age=retention.audit_min_age
         )
+
+    def checkpoint(self, signer: SigningKeyProvider) -> Checkpoint:
+        """Sign the chain head and record it as an ``audit.checkpoint`` entry (docs/evidence.md)."""
+        from ._checkpoint import write_checkpoint
+
+        return write_checkpoint(self._require_log(), signer)
 
     def _require_log(self) -> AuditLog:
         if self._log is None:

@@ -87,9 +87,24 @@ class FindingKind(StrEnum):
     UNBOUND = "unbound"
     """A notice, not a failure: the log was written before workspace binding (no anchor names
     a workspace), so whether it is this workspace's cannot be checked yet."""
+    # Found by the verification with public keys only (``_public``, docs/evidence.md).
+    CHECKPOINT = "checkpoint"
+    """A checkpoint's signature does not verify, or it belongs to another workspace's log."""
+    ROLLBACK = "rollback"
+    """The log does not hold the entry a signed checkpoint pins: entries were removed from the
+    end, the log was replaced by an older copy, or entries were rewritten."""
+    NO_CHECKPOINT = "no_checkpoint"
+    """No checkpoint signed by the given public key(s) vouches for any entry of the log."""
+    UNAUTHENTICATED = "unauthenticated"
+    """A notice: what a verification without the audit key could not check (the MACs, the
+    entries after the newest signed checkpoint)."""
+    CHECKPOINT_UNCHECKED = "checkpoint_unchecked"
+    """A notice: a checkpoint signed by a key not given, or pinning an entry retention purged."""
 
 
-NOTICES = frozenset({FindingKind.UNBOUND})
+NOTICES = frozenset(
+    {FindingKind.UNBOUND, FindingKind.UNAUTHENTICATED, FindingKind.CHECKPOINT_UNCHECKED}
+)
 """Finding kinds that are reported but do not fail verification."""
 
 
@@ -172,6 +187,19 @@ class _Item:
     error: str | None
 
 
+def finding_at(
+    kind: FindingKind, item: _Item | None, message: str, seq: int | None = None
+) -> Finding:
+    """A finding located at ``item`` (its file, line and seq; ``seq`` overrides the last)."""
+    return Finding(
+        kind,
+        message,
+        file=item.segment if item else None,
+        line=item.line if item else None,
+        seq=seq if seq is not None else (item.entry.seq if item and item.entry else None),
+    )
+
+
 @dataclass
 class _Walk:
     keys: dict[str, AuditKey]
@@ -195,15 +223,7 @@ class _Walk:
         return entry.check(self.keys.get(entry.kid))[1]
 
     def add(self, kind: FindingKind, item: _Item | None, message: str) -> None:
-        self.findings.append(
-            Finding(
-                kind,
-                message,
-                file=item.segment if item else None,
-                line=item.line if item else None,
-                seq=item.entry.seq if item and item.entry else None,
-            )
-        )
+        self.findings.append(finding_at(kind, item, message))
 
     def advance(self, item: _Item) -> None:
         assert item.entry is not None

@@ -100,6 +100,7 @@ def _register() -> None:
         _audit,
         _chat,
         _consent,
+        _evidence,
         _isolate,
         _keys,
         _memory,
@@ -122,6 +123,7 @@ def _register() -> None:
         _keys,
         _chat,
         _audit,
+        _evidence,
     )
     for module in modules:
         for command in module.commands:

@@ -1,4 +1,8 @@
-"""Audit commands: ``audit verify``, ``tail``, ``export``, ``lookup``, ``repair``, ``keygen``.
+"""Audit commands: ``audit verify``, ``tail``, ``export``, ``lookup``, ``repair``, ``keygen``, ``checkpoint``.
+
+``audit verify --public-key PUB [--checkpoint FILE]...`` needs no secret at
+all: it checks the keyless hash chain and the signed checkpoints
+(docs/evidence.md).
 
 These commands read the audit log; only ``repair`` writes to it. They need
 only the audit folder and key, so they resolve the settings, the policy and
@@ -21,6 +25,8 @@ from .._audit import (
     AuditEntry,
     AuditKey,
     AuditLog,
+    PublicVerifyReport,
+    VerifyReport,
     audit_key_from_settings,
     audit_keys_from_settings,
     audit_log_dir,
@@ -28,13 +34,18 @@ from .._audit import (
     export_lines,
     export_since,
     iter_entries,
+    latest_checkpoint,
+    read_checkpoint,
     tail_entries,
     verify_log,
+    verify_public,
+    write_checkpoint_file,
     write_export,
 )
 from .._base import parse_duration, resolve_workspace
 from .._errors import AuditVerificationError, ConfigurationError, NotFoundError
 from ._context import CliContext
+from ._evidence import public_key_option, public_keys, signing_key
 from ._render import emit_json, emit_table, json_option
 
 __all__ = ["commands"]
@@ -118,18 +129,42 @@ def audit_group() -> None:
 
 @audit_group.command("verify")
 @_dir_option
+@public_key_option
+@click.option(
+    "--checkpoint",
+    "checkpoint_files",
+    multiple=True,
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="With --public-key: a kept checkpoint file (from `audit checkpoint --out`); the log "
+    "must still hold the entry it signed. Repeat for each one kept.",
+)
 @json_option
 @click.pass_obj
-def verify(ctx: CliContext, folder: Path | None, as_json: bool) -> None:
+def verify(
+    ctx: CliContext,
+    folder: Path | None,
+    public_key_values: tuple[str, ...],
+    checkpoint_files: tuple[Path, ...],
+    as_json: bool,
+) -> None:
     """Check every entry's hash, MAC and order; name the first problem and exit 1 on any.
 
     The workspace's own log (no --dir) is also checked to be this workspace's
     (foreign_log); a log from before that binding gets the notice unbound.
+    With --public-key no key is needed: the hash chain and the signed
+    checkpoints are checked, the MACs are not (see docs/evidence.md).
     """
+    if checkpoint_files and not public_key_values:
+        raise click.UsageError("--checkpoint needs --public-key PUB (the key that signed it)")
     where = _existing(_folder(ctx, folder))
-    # The workspace's own log is checked against its id; a copy elsewhere (--dir) is not.
-    workspace = _workspace(ctx) if folder is None else None
-    report = verify_log(where, _keys(ctx), workspace=workspace)
+    report: VerifyReport
+    if public_key_values:
+        kept = [(str(f), read_checkpoint(f)) for f in checkpoint_files]
+        report = verify_public(where, public_keys(public_key_values), checkpoints=kept)
+    else:
+        # The workspace's own log is checked against its id; a copy elsewhere (--dir) is not.
+        workspace = _workspace(ctx) if folder is None else None
+        report = verify_log(where, _keys(ctx), workspace=workspace)
     if as_json:
         emit_json(report.to_dict())
     else:
@@ -143,6 +178,8 @@ def verify(ctx: CliContext, folder: Path | None, as_json: bool) -> None:
             click.echo(f"purged by retention (recorded in the chain): {', '.join(report.purged)}")
         if report.repaired:
             click.echo(f"torn lines closed off after a crash: {', '.join(report.repaired)}")
+        if isinstance(report, PublicVerifyReport):
+            _describe_public(report)
         for finding in report.findings:
             click.echo(f"  {finding}")
         if not report.complete:
@@ -313,6 +350,60 @@ def keygen(ctx: CliContext, from_master_key: bool) -> None:
     from .._audit import generate_audit_key, pinned_audit_key_text
 
     click.echo(pinned_audit_key_text(ctx.settings()) if from_master_key else generate_audit_key())
+
+
+def _describe_public(report: PublicVerifyReport) -> None:
+    keys = ", ".join(report.key_ids)
+    if report.pinned_through is not None:
+        click.echo(
+            f"signed checkpoints (key {keys}) vouch for entries up to seq {report.pinned_through}"
+        )
+    for check in report.checkpoints:
+        click.echo(f"  checkpoint {check.source}: seq {check.seq}, {check.status}")
+
+
+@audit_group.command("checkpoint")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write the checkpoint to this new file (0600, never overwritten) for an "
+    "auditor to keep; default: print it.",
+)
+@click.option(
+    "--latest",
+    is_flag=True,
+    help="Export the newest checkpoint already in the log (reads only: no key needed) "
+    "instead of making one.",
+)
+@_dir_option
+@click.pass_obj
+def checkpoint(ctx: CliContext, out: Path | None, latest: bool, folder: Path | None) -> None:
+    """Sign the chain head (seq, hash, time) and record it as an audit.checkpoint entry.
+
+    Needs the audit key (it appends to the log) and the signing key. Keep the
+    printed or written file: `audit verify --public-key PUB --checkpoint FILE`
+    later detects a log cut short or replaced by an older copy.
+    """
+    where = _existing(_folder(ctx, folder))
+    if latest:
+        made = latest_checkpoint(where)
+    else:
+        from .._audit import write_checkpoint
+
+        signer = signing_key(ctx)
+        key, *previous = _keys(ctx)
+        workspace = _workspace(ctx) if folder is None else None
+        log = AuditLog(where, key, previous_keys=previous, workspace=workspace)
+        try:
+            made = write_checkpoint(log, signer)
+        finally:
+            log.close()
+    if out is not None:
+        write_checkpoint_file(out, made)
+        click.echo(f"checkpoint of seq {made.seq} written to {out}", err=True)
+        return
+    emit_json(made.to_dict())
 
 
 commands: list[click.Command] = [audit_group]

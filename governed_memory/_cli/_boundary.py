@@ -64,6 +64,12 @@ NO_WORKSPACE = frozenset(
         "audit lookup",
         "audit repair",
         "audit keygen",
+        "audit checkpoint",
+        # Signed evidence: the signing key lives outside the workspace, and a
+        # verifier holds a receipt file and a public key, never a workspace.
+        "keys signing-keygen",
+        "keys signing-public",
+        "verify receipt",
         # Lists nothing for a missing workspace and says the folder does not
         # exist (exit 0: scripts count agents with it).
         "agents",

@@ -262,4 +262,13 @@ def decrypt_workspace(cli: CliContext, actor: str | None, as_json: bool) -> None
     _migrate(cli, "decrypt", actor, as_json)
 
 
+def _signing_commands() -> None:
+    from ._evidence import keys_commands
+
+    for command in keys_commands:
+        keys_group.add_command(command)
+
+
+_signing_commands()
+
 commands: list[click.Command] = [keys_group, encrypt_workspace, decrypt_workspace]

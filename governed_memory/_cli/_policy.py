@@ -21,6 +21,8 @@ _SETTINGS_SHOWN = (
     "master_key",
     "master_key_file",
     "audit_key",
+    "signing_key",
+    "signing_key_file",
     "otlp_endpoint",
     "otlp_headers",
     "service_name",

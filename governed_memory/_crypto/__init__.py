@@ -7,6 +7,8 @@ The pieces, bottom up (docs/encryption.md describes them for operators):
 * :mod:`._keyring`: per-agent and per-subject data keys, stored wrapped.
 * :mod:`._frames`: the on-disk format (pure functions over bytes).
 * :mod:`._codec`: one agent's files as MEMORY.md text.
+* :mod:`._signing`: the deployment's Ed25519 signing key and signed documents
+  (receipts, audit checkpoints) anyone can verify with the public key.
 
 The store built on them is :class:`governed_memory._stores.EncryptedAgentStore`.
 """
@@ -39,6 +41,7 @@ __all__ = [
     "NONCE_BYTES",
     "REENCRYPT_FILE",
     "REQUESTS_PURPOSE",
+    "SIGNATURE_FIELD",
     "SUBJECT",
     "AgentCodec",
     "CryptoObserver",
@@ -52,11 +55,16 @@ __all__ = [
     "Keyring",
     "KeyringStatus",
     "LocalKeyProvider",
+    "LocalSigningKey",
     "NullObserver",
     "Plain",
+    "PublicKey",
     "RandomSource",
     "RecordSealer",
     "RecordSealing",
+    "SignatureCheck",
+    "SigningKeyProvider",
+    "canonical_json",
     "frame_head",
     "generate_master_key",
     "is_sealed",
@@ -64,10 +72,14 @@ __all__ = [
     "open_file",
     "open_record",
     "pack_position",
+    "public_key_id",
     "scan",
     "seal_file",
     "seal_record",
+    "sign_document",
+    "signed_bytes",
     "split_segments",
+    "verify_document",
 ]
 
 # Names other layers use, imported on first use (PEP 562) so that importing this
@@ -98,6 +110,18 @@ if TYPE_CHECKING:
         seal_file,
         seal_record,
     )
+    from ._signing import (
+        SIGNATURE_FIELD,
+        LocalSigningKey,
+        PublicKey,
+        SignatureCheck,
+        SigningKeyProvider,
+        canonical_json,
+        public_key_id,
+        sign_document,
+        signed_bytes,
+        verify_document,
+    )
     from ._status import REENCRYPT_FILE, KeyringStatus, keyring_status
 
 _LAZY: dict[str, str] = {
@@ -126,6 +150,16 @@ _LAZY: dict[str, str] = {
     "open_record": "._sealing",
     "seal_file": "._sealing",
     "seal_record": "._sealing",
+    "SIGNATURE_FIELD": "._signing",
+    "LocalSigningKey": "._signing",
+    "PublicKey": "._signing",
+    "SignatureCheck": "._signing",
+    "SigningKeyProvider": "._signing",
+    "canonical_json": "._signing",
+    "public_key_id": "._signing",
+    "sign_document": "._signing",
+    "signed_bytes": "._signing",
+    "verify_document": "._signing",
     "KeyringStatus": "._status",
     "REENCRYPT_FILE": "._status",
     "keyring_status": "._status",

@@ -57,6 +57,41 @@ def hkdf(key: bytes, info: bytes, length: int = 32) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=length, salt=None, info=info).derive(key)
 
 
+def read_key_file(file: Path, what: str, written_by: str) -> str:
+    """The text of a key file, refused when it is not a regular file only its owner may access.
+
+    ``what`` names it in errors (``master key file``); ``written_by`` is the
+    command that writes one. A symbolic link is followed (mounted secrets are
+    links); the mode checked is the target's.
+
+    Raises:
+        KeyProviderError: it cannot be opened, is not a regular file, is
+            readable or writable by group or others, or is not ASCII text.
+    """
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise KeyProviderError(f"{what} {file} cannot be opened: {exc.strerror}") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise KeyProviderError(f"{what} {file} is not a regular file")
+        if mode & 0o077:
+            raise KeyProviderError(
+                f"{what} {file} has mode {mode & 0o777:04o}, readable or writable by "
+                f"group or others; run `chmod 600 {file}` (and keep it outside the workspace)"
+            )
+        data = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise KeyProviderError(
+            f"{what} {file} must hold base64 text, as written by `{written_by}`"
+        ) from exc
+
+
 class LocalKeyProvider:
     """A master key held in process memory (from the environment, a file, or code).
 
@@ -107,31 +142,7 @@ class LocalKeyProvider:
     ) -> LocalKeyProvider:
         """Read a base64 master key from ``path``, refusing a group- or world-readable file."""
         file = Path(path)
-        try:
-            fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as exc:
-            raise KeyProviderError(
-                f"master key file {file} cannot be opened: {exc.strerror}"
-            ) from exc
-        try:
-            mode = os.fstat(fd).st_mode
-            if not stat.S_ISREG(mode):
-                raise KeyProviderError(f"master key file {file} is not a regular file")
-            if mode & 0o077:
-                raise KeyProviderError(
-                    f"master key file {file} has mode {mode & 0o777:04o}, readable or writable by "
-                    f"group or others; run `chmod 600 {file}` (and keep it outside the workspace)"
-                )
-            data = os.read(fd, 4096)
-        finally:
-            os.close(fd)
-        try:
-            text = data.decode("ascii")
-        except UnicodeDecodeError as exc:
-            raise KeyProviderError(
-                f"master key file {file} must hold base64 text, as written by "
-                "`governed-memory keys generate --out FILE`"
-            ) from exc
+        text = read_key_file(file, "master key file", "governed-memory keys generate --out FILE")
         return cls.from_base64(text, source=f"master key file {file}", random=random)
 
     @property

@@ -5,10 +5,13 @@
 * ``_gate``         ``PolicyGate``: the consent gate (decide, run, audit)
 * ``_policy_load``  the audit sink a Governance hands out (``policy.load`` first)
 * ``_encryption``   from settings to a key provider and a keyring
+* ``_evidence``     from settings to the signing key (signed receipts, checkpoints)
 
 For the CLI (documented internal names): ``open_keyring`` opens the keyring
 from settings without a Governance, so ``keys status`` works with no master
-key configured and ``keys rotate`` can add the old key as unwrap-only.
+key configured and ``keys rotate`` can add the old key as unwrap-only;
+``signing_key_from_settings`` finds the signing key for ``keys signing-public``
+and ``audit checkpoint``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from .._base import lazy_attributes
 # package loads none of its modules until one is needed.
 if TYPE_CHECKING:
     from ._encryption import open_keyring
+    from ._evidence import missing_signing_key, signing_key_from_settings
     from ._gate import ConsentLookup, PolicyGate
     from ._policy_load import PolicyLoadSink
     from ._root import (
@@ -37,6 +41,8 @@ if TYPE_CHECKING:
 
 _LAZY: dict[str, str] = {
     "open_keyring": "._encryption",
+    "missing_signing_key": "._evidence",
+    "signing_key_from_settings": "._evidence",
     "ConsentLookup": "._gate",
     "PolicyGate": "._gate",
     "PolicyLoadSink": "._policy_load",
@@ -67,5 +73,7 @@ __all__ = [
     "Skip",
     "SummarizerDecision",
     "UseLocal",
+    "missing_signing_key",
     "open_keyring",
+    "signing_key_from_settings",
 ]

@@ -76,7 +76,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .._crypto import Keyring, RecordSealing
+    from .._crypto import Keyring, RecordSealing, SigningKeyProvider
     from .._protocols import ErasureWatch, SubjectRecord
 
 _R = TypeVar("_R", bound="SubjectRecord")
@@ -95,6 +95,10 @@ class Governance:
         clock: time of decisions and consent records (default: system clock).
         key_provider: the master key provider for encryption at rest (default:
             from ``settings``: ``GOVERNED_MEMORY_MASTER_KEY`` or ``..._FILE``).
+        signing_key: the Ed25519 key that signs receipts and audit checkpoints
+            (a :class:`~governed_memory.SigningKeyProvider`; default: from
+            ``settings``: ``GOVERNED_MEMORY_SIGNING_KEY`` or ``..._FILE``; none
+            configured: receipts are unsigned). See docs/evidence.md.
         tracer_provider: OpenTelemetry tracer provider for the audit layer.
         audit: the audit sink (default: the audit trail when the policy enables
             audit, a tracer provider is passed or an OTLP endpoint is
@@ -113,7 +117,9 @@ class Governance:
         tracer_provider: Any = None,
         audit: AuditSink | None = None,
         consent: ConsentRegistry | None = None,
+        signing_key: SigningKeyProvider | None = None,
     ) -> None:
+        self._signing_key = signing_key
         self._keyring: Keyring | None = None
         self._keyring_lock = threading.Lock()
         self.settings = settings if settings is not None else Settings()
@@ -256,6 +262,21 @@ class Governance:
                     )
                     self._keyring = keyring
         return keyring
+
+    @functools.cached_property
+    def signer(self) -> SigningKeyProvider | None:
+        """The key that signs receipts and audit checkpoints; None when none is configured.
+
+        Read from the settings on first use (building a Governance reads no key file).
+
+        Raises:
+            KeyProviderError: the configured key is malformed or its file exposed.
+        """
+        if self._signing_key is not None:
+            return self._signing_key
+        from ._evidence import signing_key_from_settings
+
+        return signing_key_from_settings(self.settings)
 
     @property
     def governance_dir(self) -> Path:

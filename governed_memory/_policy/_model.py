@@ -45,6 +45,7 @@ __all__ = [
     "AuditPolicy",
     "ConsentPolicy",
     "EncryptionPolicy",
+    "EvidencePolicy",
     "Isolation",
     "MemoryPolicy",
     "MissingConsent",
@@ -357,6 +358,29 @@ class AuditPolicy(_Section):
     include_subject_ids: bool = False
 
 
+class EvidencePolicy(_Section):
+    """``[evidence]``: signed receipts and signed audit checkpoints (docs/evidence.md).
+
+    ``require_signing``: an erasure, rectification or export whose receipt
+    cannot be signed (no signing key configured) is refused before anything
+    is written. ``checkpoint_every``: how often the scheduler writes a signed
+    audit checkpoint (``never``: only ``governed-memory audit checkpoint``).
+    """
+
+    require_signing: bool = False
+    checkpoint_every: OptionalDuration = None
+
+    @model_validator(mode="after")
+    def _sane_interval(self) -> Self:
+        every = self.checkpoint_every
+        if every is not None and every < _dt.timedelta(minutes=1):
+            raise ValueError(
+                f"evidence.checkpoint_every = {format_duration(every)} is under one minute; "
+                "use at least '1m' (e.g. '1d')"
+            )
+        return self
+
+
 class Policy(_Section):
     """A complete, validated policy."""
 
@@ -369,6 +393,7 @@ class Policy(_Section):
     schedule: SchedulePolicy = SchedulePolicy()
     requests: RequestsPolicy = RequestsPolicy()
     audit: AuditPolicy = AuditPolicy()
+    evidence: EvidencePolicy = EvidencePolicy()
     source: str = Field(default="built-in default", exclude=True)
 
     @model_validator(mode="after")
@@ -386,6 +411,12 @@ class Policy(_Section):
                     "contradiction: retention.audit_min_age/audit_max_age govern audit records "
                     "while audit.enabled = false (none are written); set audit.enabled = true "
                     "or remove the audit retention keys"
+                )
+            if self.evidence.checkpoint_every is not None:
+                raise ValueError(
+                    "contradiction: evidence.checkpoint_every signs checkpoints of the audit log "
+                    "while audit.enabled = false (there is no log); set audit.enabled = true or "
+                    'set evidence.checkpoint_every = "never"'
                 )
         if audit.include_content and self.encryption.enabled:
             raise ValueError(

@@ -1,8 +1,8 @@
 """Runtime settings: the one place that reads the environment.
 
 Every variable starts with ``GOVERNED_MEMORY_`` except ``WORKSPACE_DIR``,
-which keeps the reference's meaning. Secrets (master key, audit key, OTLP
-headers) are :class:`pydantic.SecretStr`: ``repr``, ``str`` and the CLI show
+which keeps the reference's meaning. Secrets (master key, audit key, signing
+key, OTLP headers) are :class:`pydantic.SecretStr`: ``repr``, ``str`` and the CLI show
 ``**********``, never the value.
 
 Policy values may be overridden per deployment, one key at a time:
@@ -30,7 +30,15 @@ from .._errors import ConfigurationError
 __all__ = ["ENV_PREFIX", "OVERRIDABLE_SECTIONS", "Settings"]
 
 ENV_PREFIX = "GOVERNED_MEMORY_"
-OVERRIDABLE_SECTIONS = ("consent", "encryption", "summarization", "retention", "schedule", "audit")
+OVERRIDABLE_SECTIONS = (
+    "consent",
+    "encryption",
+    "summarization",
+    "retention",
+    "schedule",
+    "audit",
+    "evidence",
+)
 
 
 class Settings(BaseSettings):
@@ -54,6 +62,10 @@ class Settings(BaseSettings):
             keeping it out of workspace backups.
         audit_key: key that signs the audit log's hash chain
             (``GOVERNED_MEMORY_AUDIT_KEY``).
+        signing_key: base64 Ed25519 private key that signs receipts and
+            audit checkpoints (``GOVERNED_MEMORY_SIGNING_KEY``; docs/evidence.md).
+        signing_key_file: file holding the signing key, refused when group or
+            others may read it (``GOVERNED_MEMORY_SIGNING_KEY_FILE``).
         otlp_endpoint: OpenTelemetry OTLP/HTTP endpoint; None exports no spans
             (``GOVERNED_MEMORY_OTLP_ENDPOINT``, else the standard
             ``OTEL_EXPORTER_OTLP_ENDPOINT``).
@@ -66,7 +78,7 @@ class Settings(BaseSettings):
             (``GOVERNED_MEMORY_ACTOR``). None (the default): the command line
             names the login of the password database (``cli:<login>``), which
             no variable can change.
-        consent, encryption, summarization, retention, schedule, audit:
+        consent, encryption, summarization, retention, schedule, audit, evidence:
             per-key overrides of the policy's sections.
 
     Raises:
@@ -92,6 +104,8 @@ class Settings(BaseSettings):
     master_key_old_file: Path | None = None
     keyring_dir: Path | None = None
     audit_key: SecretStr | None = None
+    signing_key: SecretStr | None = None
+    signing_key_file: Path | None = None
     # Ours first, then the standard OpenTelemetry variable: a deployment that
     # sets both for different consumers keeps governed_memory's own choice.
     otlp_endpoint: str | None = Field(
@@ -120,6 +134,7 @@ class Settings(BaseSettings):
     retention: dict[str, Any] = Field(default_factory=dict)
     schedule: dict[str, Any] = Field(default_factory=dict)
     audit: dict[str, Any] = Field(default_factory=dict)
+    evidence: dict[str, Any] = Field(default_factory=dict)
 
     _arguments: frozenset[str] = PrivateAttr(default=frozenset())
 

@@ -15,6 +15,8 @@ Modules, one concept each:
 * ``_requests``    the request register: data-subject requests, arrival to closing (a log)
 * ``_request_events`` a request as its events leave it (the values and the fold, pure)
 * ``_deadlines``   when a request is due (GDPR Art. 12(3), pure)
+* ``_receipts``    erasure receipts; ``sign_receipt``/``verify_receipt``, the one
+                   place every receipt is signed (docs/evidence.md)
 * ``_text``        the check that text can be stored (UTF-8, no NUL)
 """
 
@@ -39,7 +41,14 @@ if TYPE_CHECKING:
     from ._export_receipts import ExportedFile, ExportReceipt, ExportReceiptStore
     from ._holds import HOLDS_FILE, HOLDS_LOCK, Hold, HoldNotFoundError, HoldRegistry, HoldSet
     from ._jsonl import JsonlLog
-    from ._receipts import ErasureReceipt, FileRemoval, HeldSummaries, UnreachedItem
+    from ._receipts import (
+        ErasureReceipt,
+        FileRemoval,
+        HeldSummaries,
+        UnreachedItem,
+        sign_receipt,
+        verify_receipt,
+    )
     from ._rectifications import (
         Rectification,
         RectificationReceipt,
@@ -104,6 +113,8 @@ _LAZY: dict[str, str] = {
     "RequestRegister": "._requests",
     "SubjectRequest": "._requests",
     "parse_day": "._requests",
+    "sign_receipt": "._receipts",
+    "verify_receipt": "._receipts",
     "COMPLETE": "._tombstones",
     "ErasureScope": "._tombstones",
     "PROGRESS_SUFFIX": "._tombstones",
@@ -163,6 +174,8 @@ __all__ = [
     "new_erasure_id",
     "new_rectification_id",
     "parse_day",
+    "sign_receipt",
     "validate_subject_id",
     "validate_text",
+    "verify_receipt",
 ]

@@ -1,14 +1,61 @@
-"""The erasure receipt: what was removed, when, under which policy; never content."""
+"""Receipts: what an operation did, when, under which policy; never content.
+
+The erasure receipt is defined here. Every receipt (erasure, rectification,
+export) is finished by :func:`sign_receipt` just before it is stored, the
+one place receipts are signed: with the deployment's signing key it gains a
+``signature`` member (Ed25519 over its canonical JSON, see
+``governed_memory._crypto._signing`` and docs/evidence.md); without one it
+is stored unsigned. :func:`verify_receipt` checks one with public keys only.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from .._crypto import (
+    PublicKey,
+    SignatureCheck,
+    SigningKeyProvider,
+    sign_document,
+    verify_document,
+)
 from ._fields import Fields
 from ._tombstones import ErasureScope, request_from_dict, request_to_dict
 
-__all__ = ["BLOCKED", "PARTIAL", "ErasureReceipt", "FileRemoval", "HeldSummaries", "UnreachedItem"]
+__all__ = [
+    "BLOCKED",
+    "PARTIAL",
+    "ErasureReceipt",
+    "FileRemoval",
+    "HeldSummaries",
+    "UnreachedItem",
+    "sign_receipt",
+    "verify_receipt",
+]
+
+
+def sign_receipt(body: dict[str, Any], signer: SigningKeyProvider | None) -> dict[str, Any]:
+    """``body`` as it is stored: signed by ``signer``, or as it is when there is no key.
+
+    Call it on the complete receipt document, right before it is written;
+    any later change to the document breaks the signature.
+    """
+    return body if signer is None else sign_document(body, signer)
+
+
+def verify_receipt(
+    body: dict[str, Any], public_keys: PublicKey | Sequence[PublicKey]
+) -> SignatureCheck:
+    """Whether ``body`` (a stored or exported receipt) carries a valid signature by one of the keys.
+
+    Needs no secret: ``status`` says ``signed``, ``unsigned``, ``unknown_key``
+    or ``invalid`` (see :class:`~governed_memory._crypto.SignatureCheck`).
+    """
+    keys = [public_keys] if isinstance(public_keys, PublicKey) else list(public_keys)
+    return verify_document(body, keys)
+
 
 PARTIAL = "partial"
 BLOCKED = "blocked"
@@ -152,6 +199,8 @@ class ErasureReceipt:
     resumed: bool
     blocked: tuple[HeldSummaries, ...] = ()
     unreached: tuple[UnreachedItem, ...] = ()
+    signature: dict[str, Any] | None = field(default=None, compare=False)
+    """The ``signature`` member of a signed receipt (see :func:`sign_receipt`); None: unsigned."""
 
     @property
     def state(self) -> str:
@@ -218,6 +267,7 @@ class ErasureReceipt:
             **({"state": self.state} if self.blocked or self.unreached else {}),
             **({"blocked": [b.to_dict() for b in self.blocked]} if self.blocked else {}),
             **({"unreached": [u.to_dict() for u in self.unreached]} if self.unreached else {}),
+            **({"signature": dict(self.signature)} if self.signature is not None else {}),
         }
 
     @classmethod
@@ -238,4 +288,5 @@ class ErasureReceipt:
             resumed=fields.flag("resumed"),
             blocked=tuple(HeldSummaries.from_fields(b) for b in fields.records("blocked")),
             unreached=tuple(UnreachedItem.from_fields(u) for u in fields.records("unreached")),
+            signature=fields.optional_record("signature"),
         )

@@ -29,14 +29,18 @@ from .._base import (
 from .._format import render_header
 from .._policy import DEFAULT_POLICY, NullAuditSink, Policy
 from .._protocols import MemoryBackend
-from .._records import HoldRegistry, RequestRegister, TombstoneStore
+from .._records import HoldRegistry, RequestRegister, TombstoneStore, sign_receipt
 from .._stores import AgentStore, FileMemoryBackend, PlaintextAgentStore, StoreFactory
 
 if TYPE_CHECKING:
-    from .._crypto import RecordSealing
+    from .._crypto import RecordSealing, SigningKeyProvider
     from .._governance import AuditSink, Governance
 
 __all__ = ["KeyShredder", "SubjectContext", "subject_context"]
+
+
+def _no_signing_key() -> SigningKeyProvider | None:
+    return None
 
 
 class KeyShredder(Protocol):
@@ -71,6 +75,35 @@ class SubjectContext:
     """Where the agents are (default: the workspace's ``agents/`` folders, via ``store_factory``)."""
     pseudonym: Callable[[str, str], str] | None = None
     """The audit trail's keyed hash of a (kind, value), e.g. ("agent", "A"); None without an audit key."""
+    signing_key: Callable[[], SigningKeyProvider | None] = _no_signing_key
+    """The key that signs receipts, asked for when one is written (None: unsigned)."""
+
+    def check_signing(self, what: str) -> None:
+        """Refuse ``what`` before anything is written when its receipt could not be signed.
+
+        A configured key is read here too, so a malformed or exposed key file
+        stops the operation before its first write, not at its receipt.
+
+        Raises:
+            ConfigurationError: the policy sets ``evidence.require_signing``
+                and no signing key is configured (naming the fix).
+            KeyProviderError: the configured key is malformed or its file exposed.
+        """
+        if self.signing_key() is None and self.policy.evidence.require_signing:
+            from .._governance import missing_signing_key
+
+            raise missing_signing_key(self.policy, what)
+
+    def sign_receipt(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``body``, a complete receipt, as it must be stored: signed with the deployment's key.
+
+        Every operation's receipt goes through here right before it is
+        written (erasure, rectification, export): signed when a key is
+        configured, unsigned otherwise, refused when the policy requires
+        signing and there is no key (see :meth:`check_signing`).
+        """
+        self.check_signing("the operation")
+        return sign_receipt(body, self.signing_key())
 
     @property
     def agents_dir(self) -> Path:
@@ -282,4 +315,6 @@ def _from_governance(gov: Governance) -> SubjectContext:
         pseudonym=_pseudonym(gov),
         encrypted=gov.policy.encryption.enabled,
         sealing=gov.sealing,
+        # Read when a receipt is signed: opening a Conversation reads no key file.
+        signing_key=lambda: gov.signer,
     )

@@ -264,6 +264,7 @@ def _start(
     erasure_id: str | None,
     progress: Progress | None = None,
 ) -> ErasureReceipt | PendingErasure:
+    ctx.check_signing("the erasure")  # a receipt that must be signed can be: before any write
     now = _aware_now(ctx)
     tombstone = Tombstone(
         id=erasure_id or new_erasure_id(now),
@@ -306,6 +307,7 @@ def complete_tombstone(
         current = tombs.get(tombstone.id) or tombstone
         if current.state == COMPLETE and current.receipt is not None:
             return ErasureReceipt.from_dict(current.receipt)
+        ctx.check_signing("the erasure")
         resumed = resumed or bool(tombs.progress(tombstone.id))
         day = ctx.clock.now().date()
         held = _held_others(ctx, current.scope.subject)
@@ -394,7 +396,8 @@ def _receipt(
     blocked: tuple[HeldSummaries, ...],
     unfinished: list[Unfinished],
 ) -> ErasureReceipt:
-    return ErasureReceipt(
+    """The receipt of this run, signed (``ctx.sign_receipt``) as it will be stored."""
+    receipt = ErasureReceipt(
         id=tombstone.id,
         scope=tombstone.scope,
         requested_at=tombstone.requested_at,
@@ -409,6 +412,7 @@ def _receipt(
         blocked=blocked,
         unreached=tuple(u.unreached() for u in unfinished),
     )
+    return ErasureReceipt.from_dict(ctx.sign_receipt(receipt.to_dict()))
 
 
 def _audit_pending(

@@ -6,7 +6,8 @@
       export.json     versioned JSON, schema in docs/export-schema.json (from ``_schema``)
       export.md       the data, readable by the person it is about
       report.md       the Art. 15(1)(a)-(h) report a privacy officer hands to the person
-      manifest.json   SHA-256 and size of the three files above
+      manifest.json   SHA-256 and size of the three files above, signed with the
+                      deployment's key when one is configured (docs/evidence.md)
 
 Beside the data, the document carries what Art. 15(1) asks (``_access``):
 purposes and consent, recipients (from the audit trail), the retention rule
@@ -201,6 +202,7 @@ def _export(
             "(governed-memory agents lists them)"
         )
     _check_target(out)
+    ctx.check_signing("the export")
     data = collect(ctx, scope, include_shared_summaries=include_shared)
     unreadable: list[Unfinished] = data.pop("unreadable")
     if unreadable:
@@ -251,7 +253,8 @@ def _export(
             for name, body in files.items()
         ],
     }
-    files["manifest.json"] = (json.dumps(manifest, indent=2) + "\n").encode("utf-8")
+    signed = ctx.sign_receipt(manifest)
+    files["manifest.json"] = (json.dumps(signed, indent=2) + "\n").encode("utf-8")
     digests["manifest.json"] = hashlib.sha256(files["manifest.json"]).hexdigest()
     _write_atomically(out, files)
     receipt = ExportReceipt(

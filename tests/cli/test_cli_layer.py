@@ -56,6 +56,20 @@ INTERNAL: dict[tuple[str, str], str] = {
     ("_keys", "write_key_file"): (
         "keys generate --out: the keys layer writes the key file (0600, never overwritten)"
     ),
+    ("_governance", "signing_key_from_settings"): (
+        "keys signing-public and audit checkpoint read the signing key from settings without a "
+        "Governance, as the audit commands read the audit key"
+    ),
+    ("_audit", "latest_checkpoint"): (
+        "audit checkpoint --latest exports the newest checkpoint in the log, reading only"
+    ),
+    ("_audit", "read_checkpoint"): "audit verify --checkpoint FILE reads a kept checkpoint",
+    ("_audit", "write_checkpoint"): (
+        "audit checkpoint appends to the log without building a Governance (policy.load)"
+    ),
+    ("_audit", "write_checkpoint_file"): (
+        "audit checkpoint --out: the audit layer writes the file (0600, never overwritten)"
+    ),
     ("_governance", "open_keyring"): (
         "the keys commands open the keyring from settings without a Governance: keys status "
         "works with no master key configured, keys rotate adds the old key as unwrap-only"

@@ -19,7 +19,7 @@ import pytest
 
 from governed_memory import Conversation, FixedClock, Governance, Settings, memory_md_path
 from governed_memory._audit import generate_audit_key
-from governed_memory._crypto import generate_master_key
+from governed_memory._crypto import LocalSigningKey, generate_master_key
 from governed_memory._retention import Retention
 from governed_memory._subjects import (
     ErasureBlockedError,
@@ -60,6 +60,7 @@ def _life_cycle(tmp_path: Path, *, encrypted: bool) -> tuple[dict[str, str], lis
         master_key=generate_master_key(),
         keyring_dir=keyring_dir,
         audit_key=generate_audit_key(),
+        signing_key=LocalSigningKey.generate().to_base64(),  # regulated signs its receipts
         encryption={"enabled": encrypted},
     )
     gov = Governance(workspace=workspace, settings=settings)

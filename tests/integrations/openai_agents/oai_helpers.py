@@ -17,7 +17,7 @@ from agents.tracing import TracingProcessor
 
 from governed_memory import FixedClock, Governance, Settings
 from governed_memory._audit import AuditKey, generate_audit_key
-from governed_memory._crypto import generate_master_key
+from governed_memory._crypto import LocalSigningKey, generate_master_key
 
 POLICIES = Path(__file__).parents[3] / "policies"
 SUBJECT = "customer-42"
@@ -72,6 +72,7 @@ def make_setup(tmp_path: Path, name: str, *, grant: bool = True) -> Setup:
         master_key=generate_master_key(),
         keyring_dir=tmp_path / "keyring",
         audit_key=audit_key,
+        signing_key=LocalSigningKey.generate().to_base64(),  # regulated signs its receipts
     )
     clock = FixedClock(dt.datetime(2026, 11, 30, 10, 0, 0), tick=dt.timedelta(milliseconds=1))
     gov = Governance(workspace=tmp_path / "ws", settings=settings, clock=clock)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from swarms_helpers import MODEL
 
-from governed_memory import generate_audit_key, generate_master_key
+from governed_memory import LocalSigningKey, generate_audit_key, generate_master_key
 
 
 @pytest.fixture(autouse=True)
@@ -64,4 +64,5 @@ def regulated(monkeypatch: pytest.MonkeyPatch, workspace: Path) -> Path:
     monkeypatch.setenv("GOVERNED_MEMORY_POLICY", "regulated")
     monkeypatch.setenv("GOVERNED_MEMORY_MASTER_KEY", generate_master_key())
     monkeypatch.setenv("GOVERNED_MEMORY_AUDIT_KEY", generate_audit_key())
+    monkeypatch.setenv("GOVERNED_MEMORY_SIGNING_KEY", LocalSigningKey.generate().to_base64())
     return workspace
