@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,8 @@ class ExportReceipt:
     policy_version: str
     out_dir: str
     files: tuple[ExportedFile, ...]
+    signature: dict[str, Any] | None = field(default=None, compare=False)
+    """The ``signature`` member of a signed receipt (see ``sign_receipt``); None: unsigned."""
 
     @property
     def kind(self) -> str:
@@ -77,6 +79,7 @@ class ExportReceipt:
             "policy_version": self.policy_version,
             "out_dir": self.out_dir,
             "files": [f.to_dict() for f in self.files],
+            **({"signature": dict(self.signature)} if self.signature is not None else {}),
         }
 
     @classmethod
@@ -93,6 +96,7 @@ class ExportReceipt:
             policy_version=fields.version_text("policy_version"),
             out_dir=fields.text("out_dir"),
             files=tuple(ExportedFile.from_fields(f) for f in fields.records("files")),
+            signature=fields.optional_record("signature"),
         )
 
 

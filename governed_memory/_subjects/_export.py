@@ -275,7 +275,7 @@ def _export(
     receipts = _receipt_store(ctx)
     # After the folder is in place: a receipt never names files that are not there. A
     # crash between the two leaves an export without receipt: export again.
-    receipts.write(receipt)
+    receipts.write(ExportReceipt.from_dict(ctx.sign_receipt(receipt.to_dict())))
     ctx.audit.record(
         "export",
         agent=scope.agent,

@@ -341,6 +341,7 @@ def _start(
         text=content,
         old_texts=tuple(sorted({r.content for r in copies})),
     )
+    ctx.check_signing("the rectification")  # refused before the first write, not at the receipt
     _store(ctx).write(item)
     return _complete(ctx, item, resumed=False, summarizer=summarizer, gate=gate)
 
@@ -484,6 +485,7 @@ def _complete(
     current = store.get(item.id) or item
     if not current.pending and current.receipt is not None:
         return RectificationReceipt.from_dict(current.receipt)
+    ctx.check_signing("the rectification")
     assert current.text is not None, "a pending rectification keeps its text"
     resumed = resumed or bool(store.progress(current.id))
     request = Request(
@@ -606,7 +608,7 @@ def _receipt(
         holds.update(entry.get("holds", []))
         fallback = fallback or entry.get("fallback")
         model = model or entry.get("model")
-    return RectificationReceipt(
+    receipt = RectificationReceipt(
         id=item.id,
         subject=item.subject,
         record_id=item.record_id,
@@ -627,6 +629,8 @@ def _receipt(
         model=model,
         holds=tuple(sorted(holds)),
     )
+    # Signed on the one receipt path (docs/evidence.md), like an erasure's receipt.
+    return RectificationReceipt.from_dict(ctx.sign_receipt(receipt.to_dict()))
 
 
 def _merge(first: RectifiedFile, later: RectifiedFile) -> RectifiedFile:

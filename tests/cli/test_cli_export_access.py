@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from sealing_helpers import TEST_MASTER_KEY_B64, sealing_for
 from subjects_helpers import conversation, governance
 
-from governed_memory import FixedClock
+from governed_memory import FixedClock, LocalSigningKey
 from governed_memory._base._workspace import GOVERNANCE_DIR
 from governed_memory._records import ExportReceiptStore
 
@@ -29,6 +29,7 @@ def run(workspace: Path, *args: str, regulated: bool = False) -> tuple[int, str,
             "GOVERNED_MEMORY_AUDIT_KEY": "ab" * 32,
             "GOVERNED_MEMORY_MASTER_KEY": TEST_MASTER_KEY_B64,
             "GOVERNED_MEMORY_KEYRING_DIR": str(workspace.parent / "keyring"),
+            "GOVERNED_MEMORY_SIGNING_KEY": LocalSigningKey.generate().to_base64(),  # signed receipts
         }
     result = CliRunner().invoke(main, [*options, *args], env=env)
     return result.exit_code, result.stdout, result.stderr

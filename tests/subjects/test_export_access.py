@@ -15,7 +15,7 @@ import pytest
 from llm_stub import StubLLM
 from subjects_helpers import conversation
 
-from governed_memory import ContextCompressor, FixedClock, Governance, Settings
+from governed_memory import ContextCompressor, FixedClock, Governance, LocalSigningKey, Settings
 from governed_memory._policy._model import Policy, load_policy
 from governed_memory._records import ExportReceiptStore, HoldRegistry
 from governed_memory._subjects import export_receipt, export_receipts, export_subject
@@ -37,12 +37,16 @@ class Agent:
         self.user_name = "Human"
 
 
+SIGNING_KEY = LocalSigningKey.generate().to_base64()
+
+
 def _gov(workspace: Path, clock: FixedClock, policy: Policy, **kwargs: Any) -> Governance:
     return Governance(
         workspace=workspace,
         policy=policy,
         clock=clock,
-        settings=Settings(audit_key=AUDIT_KEY),
+        # Regulated policies sign their receipts (evidence.require_signing).
+        settings=Settings(audit_key=AUDIT_KEY, signing_key=SIGNING_KEY),
         **kwargs,
     )
 
