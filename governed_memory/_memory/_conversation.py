@@ -35,6 +35,7 @@ from .._format import (
     LINEAGE_KEY,
     META_OPEN,
     PRELOAD_PREFIX,
+    Record,
     TokenCounter,
     TokenLedger,
     full_count,
@@ -43,6 +44,7 @@ from .._format import (
     message_subjects,
     newest_records,
     parse_memory,
+    record_id,
     record_offsets,
     record_offsets_newest_first,
     record_subjects,
@@ -50,7 +52,14 @@ from .._format import (
     render_header,
     to_disk_text,
 )
-from .._protocols import CONFIGURED, Configured, ConsentGate, ErasureWatch, resolve_governance
+from .._protocols import (
+    CONFIGURED,
+    Configured,
+    ConsentGate,
+    ErasureWatch,
+    Rectified,
+    resolve_governance,
+)
 from .._stores import AgentStore, BlockAppender, PlaintextAgentStore, StoreFactory, isolate_subjects
 from ._erasures import filter_history, is_preload
 from ._isolation import Parts, isolated_preload, sort_turns
@@ -498,6 +507,10 @@ class Conversation:
         subjects' messages when ``keep_other_subjects`` says the summary was
         built without them (the ContextCompressor does).
 
+        Governed, rectifications completed since the conversation loaded are
+        applied first (:meth:`apply_rectifications`); a verbatim copy of a
+        rectified record's old text in ``summary`` is replaced by the new text.
+
         Raises:
             EmptySummaryError: ``summary`` is None, empty or blank; nothing changed.
             ConfigurationError: under subject isolation, the history holds
@@ -520,6 +533,9 @@ class Conversation:
         summary_role = _check_role(summary_role)
         marks = self._erasure_marks()
         while True:
+            for old, new in self._apply_rectifications():
+                # Rectified after the summary was built: its verbatim copies of the old text go.
+                summary = str(summary).replace(old, new)
             if self.drop_erased():
                 raise ErasedDuringCompactionError(sorted(self._last_erased))
             parts = self._compaction_parts()
@@ -547,7 +563,8 @@ class Conversation:
                     # Checked again under the agent's lock: an erasure that
                     # wrote its tombstone since the check above may have
                     # cleaned this agent already; one that has not will
-                    # strip the summary after this write (its lineage).
+                    # strip the summary after this write (its lineage). A
+                    # rectification completed since is applied on the next pass.
                     fresh = self._erasure_marks()
                     if not fresh - marks:
                         self.governance.compact(store, block, agent=store.agent, subject_id=subject)
@@ -597,7 +614,11 @@ class Conversation:
         subject isolation they are the conversation's subject's own (and
         subject-free) turns only: pass ``keep_other_subjects=True`` to
         :meth:`compact` with a summary of them.
+
+        Governed, rectifications completed since the conversation loaded are
+        applied first (:meth:`apply_rectifications`).
         """
+        self.apply_rectifications()
         own = self._compaction_parts().own
         static = self.conversation_history[: self._static_prefix()]
         return _history_string([*static, *own]), own
@@ -631,6 +652,56 @@ class Conversation:
             return frozenset()
         return self._erasure_watch.marks()
 
+    def apply_rectifications(self) -> int:
+        """Put into the history the corrected text of records rectified since this conversation loaded.
+
+        Governed mode only (0 otherwise). A message is the rectified record
+        when it is of the record's subject, its content is the old content
+        (by the rectification's keyed hashes) and, if it carries a timestamp,
+        its record id is the one rectified; the preload is re-read from the
+        corrected files. :meth:`compaction_transcript`, :meth:`drop_erased`
+        and :meth:`compact` call it, so neither the model nor a summary sees
+        the old text again. Returns how many messages changed.
+        """
+        return len(self._apply_rectifications())
+
+    def _apply_rectifications(self) -> list[tuple[str, str]]:
+        """Apply new rectifications; the (old, new) content of each message changed."""
+        if self._erasure_watch is None:
+            return []
+        fixed = self._erasure_watch.new_rectifications()
+        if not fixed:
+            return []
+        assert self._store is not None  # a watch is opened with a store
+        agent = self._store.agent
+        changed: list[tuple[str, str]] = []
+        preload_at: int | None = None
+        kept: list[Message] = []
+        for message in self.conversation_history:
+            if is_preload(message):
+                preload_at = len(kept) if preload_at is None else preload_at
+                continue  # re-read below from the corrected files
+            new = _rectified_content(agent, message, fixed)
+            if new is not None:
+                changed.append((message["content"].strip(), new))
+                message["content"] = new
+            kept.append(message)
+        if preload_at is not None:
+            self.conversation_history = kept
+            self._reread_preload(preload_at)
+        self._reset_tokens()
+        return changed
+
+    def _reread_preload(self, at: int) -> None:
+        """Preload the memory again at index ``at`` of the history (it changed on disk)."""
+        assert self._store is not None
+        self._preload_subjects = set()
+        if self._agent_store is not None:
+            self._shared_preload = None
+            self._preload_isolated(at=at)
+        else:
+            self._preload(self._store, at=at)
+
     def drop_erased(self) -> int:
         """Drop from the history what erasures since this conversation loaded removed from disk.
 
@@ -638,10 +709,12 @@ class Conversation:
         summaries whose lineage names them go; the preload is re-read from
         the cleaned MEMORY.md if it held their records. Call it before
         summarising the history; :meth:`compact` calls it too. Returns how
-        many messages were dropped.
+        many messages were dropped. Rectifications completed since are
+        applied first (:meth:`apply_rectifications`).
         """
         if self._erasure_watch is None:
             return 0
+        self.apply_rectifications()
         erased = self._erasure_watch.new_erasures()
         if not erased:
             return 0
@@ -655,12 +728,7 @@ class Conversation:
             self.conversation_history = kept
             self._last_erased = set(erased.subjects) or {"<agent>"}
             if preload_at is not None and self._store is not None:
-                self._preload_subjects = set()
-                if self._agent_store is not None:
-                    self._shared_preload = None
-                    self._preload_isolated(at=preload_at)
-                else:
-                    self._preload(self._store, at=preload_at)
+                self._reread_preload(preload_at)
             self._reset_tokens()
         return dropped
 
@@ -783,6 +851,23 @@ class Conversation:
             f"Conversation(name={self.name!r}, messages={len(self.conversation_history)}, "
             f"memory_md_path={self._memory_md_path!r})"
         )
+
+
+def _rectified_content(agent: str, message: Message, fixed: tuple[Rectified, ...]) -> str | None:
+    """The corrected content of ``message`` if it is a rectified record of ``agent``, else None."""
+    content, subject = message.get("content"), message.get("subject_id")
+    if not isinstance(content, str) or subject is None:
+        return None
+    timestamp = message.get("timestamp")
+    for item in fixed:
+        if item.subject != subject or not item.had(content):
+            continue
+        if timestamp is not None:
+            record = Record(message["role"], timestamp, content, {"subject": subject})
+            if record_id(agent, record) != item.record_id:
+                continue
+        return item.content
+    return None
 
 
 def _check_governed_path(path: Path, workspace: Path) -> None:

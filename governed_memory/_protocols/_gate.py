@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
+import hashlib
+import hmac
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -157,8 +159,29 @@ class Erased:
         return bool(self.subjects) or self.whole_agent
 
 
+@dataclass(frozen=True)
+class Rectified:
+    """A rectification of one of the agent's records, completed since a Conversation loaded.
+
+    ``old_hashes`` are the keyed hashes (HMAC-SHA256 under ``salt``) of the
+    content the record had; ``content`` is what it holds now, read from disk.
+    """
+
+    record_id: str
+    subject: str
+    salt: str
+    old_hashes: tuple[str, ...]
+    content: str
+
+    def had(self, content: str) -> bool:
+        """Whether ``content`` (stripped, as stored) is the record's old content."""
+        key = bytes.fromhex(self.salt)
+        digest = hmac.new(key, content.strip().encode("utf-8"), hashlib.sha256).hexdigest()
+        return digest in self.old_hashes
+
+
 class ErasureWatch(Protocol):
-    """Tells one agent's live Conversation about erasures of that agent's data."""
+    """Tells one agent's live Conversation about erasures and rectifications of that agent's data."""
 
     def on_open(self) -> None:
         """Complete pending erasures covering the agent (called before the preload)."""
@@ -168,8 +191,12 @@ class ErasureWatch(Protocol):
         """Erasures covering the agent that appeared since the last call (completed first)."""
         ...
 
+    def new_rectifications(self) -> tuple[Rectified, ...]:
+        """Rectifications of the agent's records completed since the last call (or the open)."""
+        ...
+
     def marks(self) -> frozenset[str]:
-        """The ids of every erasure of the workspace, pending or complete; completes nothing.
+        """The ids of every erasure and rectification of the workspace; completes nothing.
 
         What ``Conversation.compact`` reads again under the agent's lock: a
         new id only means "look again" once the lock is released

@@ -349,6 +349,27 @@ class RectificationStore:
         """Rectification ids, oldest first."""
         return sorted(n[: -len(".json")] for n in self._names(".json"))
 
+    def settled_ids(self) -> tuple[frozenset[str], frozenset[str]]:
+        """(every rectification id, the ids without a progress log): one listing, no record read.
+
+        A rectification leaves its progress log once its receipt is written,
+        so the second set holds the complete ones (and a complete one whose
+        log is not yet dropped is in the first set only, as a pending one is).
+        """
+        import os
+
+        try:
+            names = os.listdir(self.folder)
+        except FileNotFoundError:
+            return frozenset(), frozenset()
+        ids = {
+            n[: -len(".json")]
+            for n in names
+            if n.endswith(".json") and not n.startswith((".", TMP_PREFIX))
+        }
+        logged = {n[1 : -len(PROGRESS_SUFFIX)] for n in names if n.endswith(PROGRESS_SUFFIX)}
+        return frozenset(ids), frozenset(ids - logged)
+
     def all(self) -> list[Rectification]:
         return [item for i in self.ids() if (item := self.get(i)) is not None]
 

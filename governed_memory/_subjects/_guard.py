@@ -21,14 +21,22 @@ LLM writes from the history. So:
 
 New messages of an erased subject added afterwards are written only if the
 consent gate allows them (the erasure covered what was stored up to it; to
-stop new storage, withdraw consent). Cost when nothing happened: one
-directory listing per compaction.
+stop new storage, withdraw consent).
+
+Rectifications are watched the same way: the ids present on open are
+remembered (a pending one is not: the preload may hold the old text), and
+:meth:`ErasureGuard.new_rectifications` reports those of this agent completed
+since, with the record's content as it is now on disk, so the Conversation
+puts the corrected text into its history before summarising it.
+
+Cost when nothing happened: two directory listings per compaction.
 """
 
 from __future__ import annotations
 
 from .._memory import filter_history
-from .._protocols import Erased
+from .._protocols import Erased, Rectified
+from .._records import RectificationStore
 from ._context import SubjectContext
 from ._erasure import complete_tombstone
 
@@ -49,6 +57,8 @@ class ErasureGuard:
         self._agent = agent
         self._tombs = ctx.tombstones()
         self._seen: set[str] = set()
+        self._rectifications = RectificationStore(ctx.governance_dir, sealing=ctx.sealing)
+        self._rectified: set[str] = set()
 
     def on_open(self) -> None:
         """Complete this agent's part of pending erasures covering it; remember the rest as seen.
@@ -65,10 +75,42 @@ class ErasureGuard:
             if tombstone.scope.covers_agent(self._agent):
                 complete_tombstone(self._ctx, tombstone, resumed=True, first=self._agent)
         self._seen = set(ids)
+        # The preload reads the corrected files; a pending rectification may
+        # still rewrite them after it, so it is reported once complete.
+        self._rectified = set(self._rectifications.settled_ids()[1])
 
     def marks(self) -> frozenset[str]:
-        """Every tombstone id of the workspace (one listing; completes nothing)."""
-        return frozenset(self._tombs.ids())
+        """Every tombstone and rectification id of the workspace (two listings; completes nothing).
+
+        A rectification is named again (``<id>:done``) once complete, so one
+        that completes while a compaction waits is seen as new.
+        """
+        ids, done = self._rectifications.settled_ids()
+        return frozenset(self._tombs.ids()) | ids | {f"{i}:done" for i in done}
+
+    def new_rectifications(self) -> tuple[Rectified, ...]:
+        """This agent's rectifications completed since the open or the last call, with the new content.
+
+        A pending one is reported once it completes; one whose record is gone
+        since (erased, purged) is not reported.
+        """
+        from ._rectify import subject_records
+
+        found: list[Rectified] = []
+        for rectification_id in sorted(self._rectifications.settled_ids()[1] - self._rectified):
+            item = self._rectifications.get(rectification_id)
+            if item is not None and item.pending:
+                continue  # its receipt is not written yet: reported on a later call
+            self._rectified.add(rectification_id)
+            if item is None or item.agent != self._agent:
+                continue
+            records = subject_records(self._ctx, item.subject, agent=self._agent)
+            content = next((r.content for r in records if r.id == item.record_id), None)
+            if content is not None:
+                found.append(
+                    Rectified(item.record_id, item.subject, item.salt, item.old_hashes, content)
+                )
+        return tuple(found)
 
     def new_erasures(self) -> Erased:
         """Erasures covering this agent that appeared since the last call (completed first)."""

@@ -24,7 +24,7 @@ from governed_memory import (
     parse_memory,
 )
 from governed_memory._governance import PolicyGate
-from governed_memory._protocols import Erased
+from governed_memory._protocols import Erased, Rectified
 from governed_memory._stores import PlaintextAgentStore
 from governed_memory.testing import FixedClock, InMemoryStores, RecordingAuditSink
 
@@ -228,6 +228,9 @@ def test_the_erasure_watch_given_is_handed_to_the_conversation(workspace: Path) 
 
         def new_erasures(self) -> Erased:
             return Erased()
+
+        def new_rectifications(self) -> tuple[Rectified, ...]:
+            return ()
 
         def marks(self) -> frozenset[str]:
             return frozenset()
