@@ -66,6 +66,9 @@ from ._isolation import Parts, isolated_preload, sort_turns
 
 __all__ = ["Conversation", "bounded_preload_text", "newest_records"]
 
+_MIN_REPLACED = 12
+"""Shortest old text replaced verbatim in a summary (as ``_subjects._amend.MIN_REPLACED``)."""
+
 Message = dict[str, Any]
 
 # The encrypted store's MEMORY.md (governed_memory._stores.ENCRYPTED_MEMORY, which
@@ -534,8 +537,11 @@ class Conversation:
         marks = self._erasure_marks()
         while True:
             for old, new in self._apply_rectifications():
-                # Rectified after the summary was built: its verbatim copies of the old text go.
-                summary = str(summary).replace(old, new)
+                # Rectified after the summary was built: its verbatim copies of the old text go,
+                # above the length a marked summary's copies are replaced from (a short old
+                # text, "yes", would match unrelated words).
+                if len(old) >= _MIN_REPLACED:
+                    summary = str(summary).replace(old, new)
             if self.drop_erased():
                 raise ErasedDuringCompactionError(sorted(self._last_erased))
             parts = self._compaction_parts()

@@ -135,6 +135,19 @@ def test_a_rectification_after_the_transcript_is_replaced_in_the_summary_compact
     assert NEW in stored and OLD_NEEDLE not in stored
 
 
+def test_a_short_old_text_is_not_replaced_inside_a_summary_compact_gets(
+    workspace: Path, clock: FixedClock
+) -> None:
+    """A few characters would match unrelated words of the summary: the history changes, the words do not."""
+    gov, officer = _pair(workspace, clock, "plaintext")
+    live = conversation(gov, "A")
+    live.add("Human", "yes", subject_id="alice")
+    [record] = subject_records(officer, "alice")
+    rectify(officer, subject="alice", record=record.id, text="no", reason="ticket 10")
+    live.compact("[Compressed Memory Summary]\nThe user said yes to the eyes-only plan.")
+    assert _stored_summary(gov).endswith("The user said yes to the eyes-only plan.")
+
+
 def test_an_interrupted_rectification_is_applied_once_it_completes(
     workspace: Path, clock: FixedClock
 ) -> None:
