@@ -23,15 +23,36 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._base import FileLock, atomic_write, ensure_private_dir, fsync_dir, held_if_any
+from .._base import TMP_PREFIX, FileLock, atomic_write, ensure_private_dir, fsync_dir, held_if_any
 from .._crypto import RecordSealing, open_file, seal_file
 from .._errors import GovernedMemoryError, StorageError
 from ._version import check_version
 
-__all__ = ["Encoder", "JsonDocument", "replace_file"]
+__all__ = ["Encoder", "JsonDocument", "replace_file", "stored_names"]
 
 Encoder = Callable[[dict[str, Any]], str]
 """Turns a document into its JSON text (each registry keeps its own layout)."""
+
+
+def stored_names(folder: Path, suffix: str, *, hidden: bool = False) -> list[str]:
+    """The names in ``folder`` ending in ``suffix``: a registry's documents, or (``hidden``) its logs.
+
+    A folder of documents keyed by id (tombstones, scheduled erasures,
+    rectifications, export receipts) keeps each as ``<id><suffix>`` and its
+    progress logs as hidden ``.<id><suffix>``; temporary files a crashed write
+    left (``.gm-tmp-*``) are neither. A missing folder holds nothing.
+    """
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    return [
+        n
+        for n in names
+        if n.endswith(suffix)
+        and not n.startswith(TMP_PREFIX)
+        and (n.startswith(".") if hidden else not n.startswith("."))
+    ]
 
 
 def _compact(document: dict[str, Any]) -> str:

@@ -16,13 +16,12 @@ Ids sort chronologically (:func:`~._tombstones.new_erasure_id`).
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._crypto import ERASURE_PURPOSE, RecordSealing
-from ._document import JsonDocument
+from ._document import JsonDocument, stored_names
 from ._fields import Fields
 
 __all__ = ["EXPORT_RECEIPTS_DIR", "ExportReceipt", "ExportReceiptStore", "ExportedFile"]
@@ -130,11 +129,7 @@ class ExportReceiptStore:
 
     def ids(self) -> list[str]:
         """Receipt ids, oldest first."""
-        try:
-            names = os.listdir(self._folder)
-        except FileNotFoundError:
-            return []
-        return sorted(n[: -len(".json")] for n in names if n.endswith(".json") and n[0] != ".")
+        return sorted(n[: -len(".json")] for n in stored_names(self._folder, ".json"))
 
     def _document(self, receipt_id: str) -> JsonDocument:
         path = self._folder / f"{Path(receipt_id).name}.json"

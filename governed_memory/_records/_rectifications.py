@@ -37,7 +37,7 @@ from typing import Any
 
 from .._base import TMP_PREFIX, FileLock, remove_stale_temps
 from .._crypto import ERASURE_PURPOSE, RecordSealing
-from ._document import JsonDocument
+from ._document import JsonDocument, stored_names
 from ._fields import Fields
 from ._jsonl import JsonlLog
 
@@ -416,19 +416,7 @@ class RectificationStore:
         self._progress_log(rectification_id).delete()
 
     def _names(self, suffix: str, *, hidden: bool = False) -> list[str]:
-        import os
-
-        try:
-            names = os.listdir(self.folder)
-        except FileNotFoundError:
-            return []
-        return [
-            n
-            for n in names
-            if n.endswith(suffix)
-            and not n.startswith(TMP_PREFIX)
-            and (n.startswith(".") if hidden else not n.startswith("."))
-        ]
+        return stored_names(self.folder, suffix, hidden=hidden)
 
     def _document(self, rectification_id: str) -> JsonDocument:
         path = self.folder / f"{rectification_id}.json"

@@ -44,10 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
-from .._base import TMP_PREFIX, FileLock
+from .._base import FileLock
 from .._crypto import ERASURE_PURPOSE, RecordSealing
 from .._errors import ConfigurationError
-from ._document import JsonDocument
+from ._document import JsonDocument, stored_names
 from ._fields import Fields, damaged
 from ._jsonl import JsonlLog
 
@@ -417,11 +417,7 @@ class TombstoneStore:
 
     @staticmethod
     def _names(folder: Path, suffix: str) -> list[str]:
-        try:
-            names = os.listdir(folder)
-        except FileNotFoundError:
-            return []
-        return [n for n in names if n.endswith(suffix) and not n.startswith((TMP_PREFIX, "."))]
+        return stored_names(folder, suffix)
 
     def _tombstone(self, erasure_id: str, lock: FileLock | None = None) -> JsonDocument:
         return self._document(self._tombstones / f"{erasure_id}.json", lock)
