@@ -885,12 +885,13 @@ def _check_governed_path(path: Path, workspace: Path) -> None:
     Raises:
         ConfigurationError: ``path`` is not that file of any agent.
     """
-    expected = Path(workspace) / AGENTS_DIR / path.parent.name / MEMORY_FILE
-    if os.path.abspath(path) != os.path.abspath(expected):
+    given = Path(os.path.abspath(path))  # '..' resolved first: it cannot name the agent folder
+    agents = Path(os.path.abspath(workspace)) / AGENTS_DIR
+    if given != agents / given.parent.name / MEMORY_FILE:
         raise ConfigurationError(
             f"memory_md_path {str(path)!r} is outside the governed workspace {str(workspace)!r}: "
             "export, erasure and retention find an agent's memory only at "
-            "<workspace>/agents/<agent_name>/MEMORY.md; pass "
+            f"{agents}/<agent_name>/MEMORY.md; pass "
             "governed_memory.memory_md_path(agent_name), which reads the same workspace, or "
             "govern the workspace that holds this file (WORKSPACE_DIR or Governance(workspace=...))"
         )

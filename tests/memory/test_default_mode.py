@@ -137,8 +137,13 @@ def test_read_only_commands_create_nothing(workspace: Path, args: list[str]) -> 
 
 @pytest.mark.parametrize(
     "outside",
-    ["elsewhere/agents/A/MEMORY.md", "ws/agents/A/notes.md", "ws/A/MEMORY.md"],
-    ids=["other-workspace", "other-file-name", "not-under-agents"],
+    [
+        "elsewhere/agents/A/MEMORY.md",
+        "ws/agents/A/notes.md",
+        "ws/A/MEMORY.md",
+        "ws/agents/A/../MEMORY.md",
+    ],
+    ids=["other-workspace", "other-file-name", "not-under-agents", "dot-dot"],
 )
 def test_a_governed_memory_outside_the_governed_workspace_is_refused(
     workspace: Path, clock: FixedClock, tmp_path: Path, outside: str

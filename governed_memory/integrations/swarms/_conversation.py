@@ -26,21 +26,17 @@ swarms' own copies (JSON/YAML exports, autosave) are refused.
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any
 
 from swarms.structs.conversation import Conversation as SwarmsConversation  # type: ignore[import-untyped]  # no py.typed
 
 from governed_memory import (
     Clock,
-    ConfigurationError,
     Conversation,
-    InvalidAgentNameError,
-    memory_md_path,
 )
 from governed_memory._protocols import CONFIGURED, resolve_governance
 
-from ._outbound import governs, policy_name, refuse
+from ._outbound import refuse
 
 __all__ = ["GovernedConversation"]
 
@@ -131,29 +127,11 @@ class GovernedConversation(SwarmsConversation):  # type: ignore[misc]  # swarms 
 
     @memory_md_path.setter
     def memory_md_path(self, value: Any) -> None:
-        self._check_memory_path(value)
+        # Under a Governance, governed_memory.Conversation refuses a path outside its workspace.
         if self._memory is None:
             self._pending_path = value
         else:
             self._memory.memory_md_path = value
-
-    def _check_memory_path(self, value: Any) -> None:
-        """Under a policy, a MEMORY.md only where export, erasure and retention look for it."""
-        workspace = getattr(self._gate, "workspace", None)
-        if value is None or str(value) == "" or workspace is None or not governs(self._gate):
-            return
-        path = Path(value)
-        try:
-            expected: Path | None = memory_md_path(path.parent.name, workspace)
-        except InvalidAgentNameError:
-            expected = None
-        if expected is None or path.resolve() != expected.resolve():
-            raise ConfigurationError(
-                f"memory_md_path = {str(value)!r} refused under {policy_name(self._gate)}: "
-                "export, erasure and retention find an agent's memory only at "
-                f"{Path(workspace) / 'agents'}/<agent_name>/MEMORY.md; use that path "
-                "(governed_memory.memory_md_path(agent_name)), or None to stop persisting"
-            )
 
     @property
     def governance(self) -> Any:
