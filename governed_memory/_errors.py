@@ -20,6 +20,8 @@ for the reference (``except ValueError``) keeps working::
     │   ├── AuditWriteError                   the audit log could not be appended to
     │   ├── JournalError                      the purge journal is damaged
     │   ├── UnsafePathError                   a symbolic link inside an agent folder (never followed)
+    │   ├── DatabaseError                     the PostgreSQL server refused or lost a call (retryable)
+    │   │   └── SchemaVersionError            the database's schema is not the one this release uses
     │   └── DecryptionError                   encrypted data fails to decrypt (detail-free)
     │       ├── IntegrityError                an encrypted file's structure is damaged
     │       └── KeyUnavailableError (LookupError)  the master or data key is not available
@@ -54,6 +56,7 @@ __all__ = [
     "AuditWriteError",
     "ConfigurationError",
     "ConsentRequiredError",
+    "DatabaseError",
     "DecryptionError",
     "EmptySummaryError",
     "EntryFormatError",
@@ -75,6 +78,7 @@ __all__ = [
     "PurgeInFutureError",
     "PurgeInProgressError",
     "RectificationBlockedError",
+    "SchemaVersionError",
     "SealedRecordError",
     "StorageError",
     "TokenizerError",
@@ -120,6 +124,23 @@ class FormatVersionError(StorageError):
 
 class JournalError(StorageError):
     """The purge journal is damaged or names something that is not purgeable."""
+
+
+class DatabaseError(StorageError):
+    """The PostgreSQL server refused a connection or lost one mid-call; nothing acknowledged is lost.
+
+    The message names the server (host, port, database; never the password) and the fix.
+    ``retryable`` is True when the same call may succeed later (the server restarting, a
+    connection dropped): the transaction was rolled back, so retrying repeats nothing.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class SchemaVersionError(DatabaseError):
+    """The database's schema version is older or newer than this release's; run ``db upgrade``."""
 
 
 class UnsafePathError(StorageError):

@@ -14,6 +14,7 @@ from governed_memory import AgentStore, Clock, FixedClock, PlaintextAgentStore
 
 if TYPE_CHECKING:
     from llm_stub import StubLLM
+    from pg_server import PgServer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "swarms-16.0.3"
 
@@ -34,9 +35,23 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # standard OpenTelemetry variables: a developer's OTEL_EXPORTER_OTLP_ENDPOINT
     # would make in-process CLI commands export spans.
     for name in list(os.environ):
-        if name.upper().startswith(("GOVERNED_MEMORY_", "OTEL_")):
+        if name.upper().startswith(("GOVERNED_MEMORY_", "OTEL_")) or name.startswith("PG"):
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> PgServer:
+    """This test process's throw-away PostgreSQL server (tests/pg_server.py)."""
+    from pg_server import server
+
+    return server()
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> str:
+    """The URL of a fresh, empty database on the test server, as its superuser."""
+    return pg_server.url(pg_server.create_database())
 
 
 @pytest.fixture
