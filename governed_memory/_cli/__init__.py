@@ -1,7 +1,7 @@
 """The ``governed-memory`` command line: a thin layer over the public API.
 
-Each command group lives in its own module here and is registered below. A
-command builds settings, calls the library, and renders a table (or JSON with
+Each command group lives in its own module here, listed in ``_lazy.COMMANDS``
+and imported only when it runs. A command builds settings, calls the library, and renders a table (or JSON with
 ``--json``). :class:`GovernedMemoryError` becomes a one-line message and exit
 status 1; usage errors exit 2 (click's convention). Anything else that
 reaches this layer (a disk error, a damaged file the library did not check)
@@ -17,14 +17,16 @@ from typing import Any
 
 import click
 
+from .._base import VERSION
 from .._errors import GovernedMemoryError
-from ._boundary import COMMAND_KEY, foreign_error, global_option_hint, harden
+from ._boundary import COMMAND_KEY, foreign_error, global_option_hint
 from ._context import CliContext
+from ._lazy import COMMANDS, LazyCommands, LazyGroup
 
 __all__ = ["main"]
 
 
-class _Group(click.Group):
+class _Group(LazyGroup):
     """Turns library errors into one line on stderr and exit status 1."""
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -62,73 +64,13 @@ class _Group(click.Group):
         "(default: $GOVERNED_MEMORY_POLICY, else the built-in default policy)."
     ),
 )
-@click.version_option(package_name="governed-memory")
+@click.version_option(VERSION, package_name="governed-memory")
 @click.pass_context
 def main(ctx: click.Context, workspace: Path | None, policy_path: Path | None) -> None:
     """Governed persistent memory for LLM agents."""
     ctx.obj = CliContext(workspace_arg=workspace, policy_arg=policy_path)
-    _export_spans(ctx, ctx.obj)
 
 
-def _export_spans(ctx: click.Context, cli: CliContext) -> None:
-    """Ship this command's spans to the configured OTLP collector, flushed before exit.
-
-    GOVERNED_MEMORY_OTLP_ENDPOINT (else OTEL_EXPORTER_OTLP_ENDPOINT) names the
-    collector; without one nothing is set up. The provider becomes the
-    process's global one (the CLI is the application here), so every
-    Governance the command builds, and the ``scheduler run`` daemon's, emits
-    to it; it is shut down, flushing the batch, when the command ends, also
-    on an error or SIGTERM.
-    """
-    from .._policy import Settings
-
-    try:
-        settings = Settings()
-    except GovernedMemoryError:
-        return  # the command itself reports the settings error, with its context
-    if not settings.otlp_endpoint:
-        return
-    from .._audit import configure_otlp
-
-    provider = configure_otlp(settings, set_global=True)
-    ctx.call_on_close(provider.shutdown)
-
-
-def _register() -> None:
-    # One import per command module; each defines ``commands``.
-    from . import (
-        _audit,
-        _chat,
-        _consent,
-        _evidence,
-        _isolate,
-        _keys,
-        _memory,
-        _policy,
-        _rectify,
-        _requests,
-        _retention,
-        _subjects,
-    )
-
-    modules = (
-        _memory,
-        _isolate,
-        _policy,
-        _consent,
-        _subjects,
-        _rectify,
-        _requests,
-        _retention,
-        _keys,
-        _chat,
-        _audit,
-        _evidence,
-    )
-    for module in modules:
-        for command in module.commands:
-            main.add_command(command)
-    harden(main)
-
-
-_register()
+# The commands are imported when one runs, not when the CLI starts (``_lazy``): ``--help``
+# and ``--version`` load no command module.
+main.commands = LazyCommands(COMMANDS)

@@ -1,6 +1,6 @@
 """The CLI's edge: hostile input and foreign errors become one-line messages, never tracebacks.
 
-Three guards, applied once to the whole command tree by :func:`harden`:
+Three guards, applied by :func:`harden` to each command as it is loaded:
 
 * every free-text parameter (``click.STRING``) refuses text that cannot be
   stored: a lone surrogate (what Python makes of bytes that are not UTF-8 in
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import functools
-import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -125,15 +124,21 @@ def walk(group: click.Group, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str
             yield from walk(command, path)
 
 
-def harden(group: click.Group) -> None:
-    """Apply the text and workspace guards to every command under ``group``."""
-    for path, command in walk(group):
-        for param in command.params:
+def harden(command: click.Command, path: str) -> None:
+    """Apply the text and workspace guards to ``command`` (named ``path``) and every command under it.
+
+    Called once per top-level command, when it is first loaded (``_lazy``).
+    """
+    tree = [(path, command)]
+    if isinstance(command, click.Group):
+        tree.extend(walk(command, tuple(path.split())))
+    for name, node in tree:
+        for param in node.params:
             if param.type is click.STRING:
                 param.type = TEXT
-        if isinstance(command, click.Group) or command.callback is None:
+        if isinstance(node, click.Group) or node.callback is None:
             continue
-        command.callback = _guarded(command.callback, path)
+        node.callback = _guarded(node.callback, name)
 
 
 def _guarded(callback: Callable[..., Any], path: str) -> Callable[..., Any]:
@@ -228,6 +233,8 @@ def foreign_error(exc: BaseException, command: str = "") -> str:
 
 
 def _where(exc: BaseException) -> str:
+    import traceback  # only on this error path: it costs every start-up ~10 ms otherwise
+
     frames = [
         f"{Path(frame.filename).parent.name}/{Path(frame.filename).name}:{frame.lineno}"
         for frame in traceback.extract_tb(exc.__traceback__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import pwd
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +51,7 @@ class CliContext:
 
     workspace_arg: Path | None
     policy_arg: Path | None
+    _spans_exported: bool = field(default=False, init=False, repr=False)
 
     @property
     def workspace(self) -> Path:
@@ -68,7 +69,13 @@ class CliContext:
             given.setdefault("workspace_dir", self.workspace_arg)
         settings = Settings(**given)
         check_folder_setting("GOVERNED_MEMORY_KEYRING_DIR", settings.keyring_dir)
+        self._ship_spans(settings)
         return settings
+
+    def _ship_spans(self, settings: Settings) -> None:
+        if not self._spans_exported:
+            self._spans_exported = True
+            _export_spans(settings)
 
     def actor(self, given: str | None = None) -> str:
         """Who runs the command, the one rule of every command that records an actor.
@@ -115,4 +122,27 @@ class CliContext:
         settings = Settings()
         if settings.policy is None and not settings.policy_overrides():
             return None
+        self._ship_spans(settings)
         return Governance(workspace=workspace, policy=Policy(), settings=settings)
+
+
+def _export_spans(settings: Settings) -> None:
+    """Ship the command's spans to the configured OTLP collector, flushed before exit.
+
+    Set up when the command first builds its settings: every span comes from
+    a Governance, which needs them, so a command that builds none (``--help``,
+    ``demo`` in the default mode) pays nothing. GOVERNED_MEMORY_OTLP_ENDPOINT
+    (else OTEL_EXPORTER_OTLP_ENDPOINT) names the collector; without one
+    nothing is set up. The provider becomes the process's global one (the CLI
+    is the application here), so every Governance the command builds, and the
+    ``scheduler run`` daemon's, emits to it; it is shut down, flushing the
+    batch, when the command ends, also on an error or SIGTERM.
+    """
+    if not settings.otlp_endpoint:
+        return
+    from .._audit import configure_otlp
+
+    provider = configure_otlp(settings, set_global=True)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.find_root().call_on_close(provider.shutdown)

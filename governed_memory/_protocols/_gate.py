@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Final, Literal, Protocol, TypeVar
 
 from ._extension import Clock
+from ._provider import default_governance, installed_provider
 from ._storage import AgentStore
 
 __all__ = [
@@ -51,10 +52,7 @@ __all__ = [
     "SubjectRecord",
     "SummarizerDecision",
     "UseLocal",
-    "default_governance",
-    "install_governance_provider",
     "is_local_model",
-    "policy_configured",
     "resolve_governance",
 ]
 
@@ -351,30 +349,6 @@ class GovernanceProvider(Protocol):
         ...
 
 
-_provider: GovernanceProvider | None = None
-
-
-def install_governance_provider(provider: GovernanceProvider | None) -> GovernanceProvider | None:
-    """Install ``provider`` (None: none, every default Conversation runs in default mode); return the previous one."""
-    global _provider
-    previous, _provider = _provider, provider
-    return previous
-
-
-def policy_configured() -> bool:
-    """Whether the settings name a policy (False without a provider)."""
-    provider = _provider
-    return provider is not None and provider.configured()
-
-
-def default_governance() -> ConsentGate[AgentStore] | None:
-    """The configured policy's shared gate, or None when no policy is configured."""
-    provider = _provider
-    if provider is None or not provider.configured():
-        return None
-    return provider.governance()
-
-
 def resolve_governance(
     given: ConsentGate[AgentStore] | Configured | None, *, what: str
 ) -> ConsentGate[AgentStore] | None:
@@ -387,7 +361,7 @@ def resolve_governance(
     if given is CONFIGURED:
         return default_governance()
     if given is None:
-        provider = _provider
+        provider = installed_provider()
         if provider is not None and provider.configured():
             provider.refuse_ungoverned(what)
         return None

@@ -23,6 +23,10 @@ CLI_MODULES = sorted(CLI_DIR.glob("*.py"))
 # (sub-package, name) -> why a command needs this internal name. _audit and _keys
 # also document theirs "for the CLI" in their interface docstrings (checked below).
 INTERNAL: dict[tuple[str, str], str] = {
+    ("_base", "VERSION"): (
+        "--version prints the package's version without importing importlib.metadata and "
+        "scanning every installed distribution (CLI start-up, docs/cli.md)"
+    ),
     ("_base", "parse_duration"): (
         "audit export --since: why an age the log's reader refuses is refused (over 1000y), "
         "in the duration grammar's own words"
