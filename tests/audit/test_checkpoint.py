@@ -168,6 +168,11 @@ def test_edited_entry_is_altered(tmp_path: Path) -> None:
     assert "altered" in kinds(verify_public(folder, PUBLIC))
 
 
+def _changed(text: str, first: str, instead: str) -> str:
+    """``text`` with its first character replaced: by ``first``, or ``instead`` if it already is."""
+    return (instead if text[:1] == first else first) + text[1:]
+
+
 def _field_mutations(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for name, value in document.items():
@@ -175,11 +180,14 @@ def _field_mutations(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]
             for sub in ("value", "alg", "v"):
                 changed = copy.deepcopy(document)
                 old = changed["signature"][sub]
-                changed["signature"][sub] = old + 1 if isinstance(old, int) else "A" + old[1:]
+                changed["signature"][sub] = (
+                    old + 1 if isinstance(old, int) else _changed(old, "A", "B")
+                )
                 out.append((f"signature.{sub}", changed))
             continue
         changed = copy.deepcopy(document)
-        changed[name] = value + 1 if isinstance(value, int) else ("x" + str(value)[1:])
+        changed[name] = value + 1 if isinstance(value, int) else _changed(str(value), "x", "y")
+        assert changed[name] != value, name  # a mutation that changes nothing proves nothing
         out.append((name, changed))
     return out
 
