@@ -9,16 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from governed_memory._audit import AuditKey
-from governed_memory._audit._entry import (
-    FORMAT_VERSION,
-    EntryFormatError,
-    canonical,
-    format_ts,
-    parse_entry,
-    seal,
-    seal_head,
-)
+from governed_memory._audit import AuditKey, _entry
+from governed_memory._audit._entry import FORMAT_VERSION, canonical
+
+seal, seal_head, format_ts = _entry.seal, _entry.seal_head, _entry.format_ts
 
 KEY = AuditKey(bytes(range(32)))
 _text = st.text(st.characters(exclude_categories=("Cs",)), max_size=20)
@@ -62,7 +56,7 @@ def test_the_head_record_is_its_canonical_encoding(seq: int, digest: str, segmen
 
 
 def test_a_seq_that_is_not_an_int_is_refused_naming_its_type() -> None:
-    with pytest.raises(EntryFormatError, match="seq True is bool"):
+    with pytest.raises(_entry.EntryFormatError, match="seq True is bool"):
         seal(seq=True, ts="t", event="persist", attrs={}, prev="0", key=KEY)
 
 
@@ -75,7 +69,7 @@ def test_a_sealed_entry_parses_back_to_itself() -> None:
         prev="0" * 64,
         key=KEY,
     )
-    assert parse_entry(entry.line) == entry
+    assert _entry.parse_entry(entry.line) == entry
 
 
 # A day inside the range at both ends: every time zone's reading converts to UTC.
