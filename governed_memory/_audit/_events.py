@@ -208,6 +208,10 @@ IDENTIFYING_TEXT_KEYS = frozenset({"reason"})
 _EVENT = re.compile(r"^[a-z][a-z_-]*(\.[a-z_-]+)*$")
 _TOKEN = re.compile(r"^[a-z][a-z_]{0,31}$")
 _KEY = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$")
+# Names known to pass the rules above, so the hot path skips the regex.
+_CATALOGUED = frozenset(AuditEvent)
+_OUTCOMES = frozenset({"ok", "error", "memory_only", "denied"})
+_NUMBERS = (bool, int, float)
 
 
 def validate_event(event: str) -> str:
@@ -216,7 +220,7 @@ def validate_event(event: str) -> str:
     Raises:
         ConfigurationError: naming the event and the rule.
     """
-    if not isinstance(event, str) or not _EVENT.match(event):
+    if not isinstance(event, str) or (event not in _CATALOGUED and not _EVENT.match(event)):
         raise ConfigurationError(
             f"audit event {event!r} is not a dotted lower-case name like 'persist' or "
             "'consent.grant'; use one of governed_memory.AuditEvent"
@@ -239,7 +243,7 @@ def audit_attributes(
     Raises:
         ConfigurationError: ``outcome`` is not a short lower-case token.
     """
-    if not isinstance(outcome, str) or not _TOKEN.match(outcome):
+    if not isinstance(outcome, str) or (outcome not in _OUTCOMES and not _TOKEN.match(outcome)):
         raise ConfigurationError(
             f"audit outcome {outcome!r} is not a short lower-case token like 'ok' or 'error'"
         )
@@ -273,7 +277,7 @@ def audit_attributes(
         elif name in IDENTIFYING_TEXT_KEYS:
             if include_subject_ids:
                 out[name] = str(value)
-        elif isinstance(value, bool | int | float):
+        elif isinstance(value, _NUMBERS):
             if _KEY.match(name):
                 out[name] = value
         elif isinstance(value, str):

@@ -14,6 +14,15 @@ again with HKDF and distinct labels:
   linkable), and without the key the hash cannot be reversed or confirmed by
   guessing.
 
+Every audited ``add()`` names its agent and subject, so each key remembers
+the keyed hashes it computed (up to :data:`PSEUDONYMS_KEPT`, then it starts
+afresh): one HMAC per distinct id, not per entry. The memo belongs to the
+key object, and a key never changes, so a new key (a rotation, another
+``GOVERNED_MEMORY_AUDIT_KEY``) starts with an empty one: no hash computed
+under one key is ever returned for another. Both MACs are computed from a
+keyed HMAC state made once per key and copied per message, which skips
+OpenSSL's per-call set-up of the key.
+
 The key's id (``kid``, 16 hex digits, itself an HMAC) is written into each
 entry so a verifier can tell "wrong key" from "altered entry".
 """
@@ -52,6 +61,8 @@ _KEY_ID_LABEL = b"governed-memory/audit-key-id/v1"
 
 MIN_KEY_BYTES = 32
 PSEUDONYM_HEX_DIGITS = 32
+PSEUDONYMS_KEPT = 4096
+"""Keyed hashes one :class:`AuditKey` remembers (agents and subjects of a busy process)."""
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
 
 PseudonymKind = str
@@ -96,7 +107,7 @@ class AuditKey:
         ConfigurationError: the key is shorter than 32 bytes.
     """
 
-    __slots__ = ("_mac_key", "_pseudonym_key", "key_id")
+    __slots__ = ("_mac_key", "_mac_state", "_pseudonym_state", "_pseudonyms", "key_id")
 
     def __init__(self, root: bytes) -> None:
         if not isinstance(root, bytes) or len(root) < MIN_KEY_BYTES:
@@ -106,8 +117,10 @@ class AuditKey:
                 "random bytes. Generate one with `governed-memory audit keygen`"
             )
         self._mac_key = _hkdf(root, _MAC_INFO)
-        self._pseudonym_key = _hkdf(root, _PSEUDONYM_INFO)
-        self.key_id: str = hmac.new(self._mac_key, _KEY_ID_LABEL, hashlib.sha256).hexdigest()[:16]
+        self._mac_state = hmac.new(self._mac_key, digestmod=hashlib.sha256)
+        self._pseudonym_state = hmac.new(_hkdf(root, _PSEUDONYM_INFO), digestmod=hashlib.sha256)
+        self._pseudonyms: dict[tuple[str, str], str] = {}
+        self.key_id: str = self.mac(_KEY_ID_LABEL)[:16]
 
     @classmethod
     def from_text(cls, text: str, *, name: str = "GOVERNED_MEMORY_AUDIT_KEY") -> AuditKey:
@@ -142,7 +155,9 @@ class AuditKey:
 
     def mac(self, data: bytes) -> str:
         """HMAC-SHA256 of ``data`` under the MAC key, as hex."""
-        return hmac.new(self._mac_key, data, hashlib.sha256).hexdigest()
+        state = self._mac_state.copy()
+        state.update(data)
+        return state.hexdigest()
 
     def verify_mac(self, data: bytes, mac: str) -> bool:
         """Whether ``mac`` authenticates ``data`` (constant-time comparison)."""
@@ -151,16 +166,26 @@ class AuditKey:
     def pseudonym(self, kind: PseudonymKind, value: str) -> str:
         """The keyed hash of ``value`` in domain ``kind`` (32 hex digits).
 
+        Remembered per key (see the module docstring).
+
         Raises:
             ConfigurationError: ``kind`` is not ``agent``, ``subject`` or ``hold``.
         """
+        memo = self._pseudonyms
+        found = memo.get((kind, value))
+        if found is not None:
+            return found
         if kind not in _KINDS:
             raise ConfigurationError(
                 f"pseudonym kind {kind!r} is unknown; use one of {sorted(_KINDS)}"
             )
-        data = kind.encode("ascii") + b"\x00" + value.encode("utf-8", "surrogatepass")
-        digest = hmac.new(self._pseudonym_key, data, hashlib.sha256).hexdigest()
-        return digest[:PSEUDONYM_HEX_DIGITS]
+        state = self._pseudonym_state.copy()
+        state.update(kind.encode("ascii") + b"\x00" + value.encode("utf-8", "surrogatepass"))
+        digest = state.hexdigest()[:PSEUDONYM_HEX_DIGITS]
+        if len(memo) >= PSEUDONYMS_KEPT:
+            memo.clear()
+        memo[(str(kind), str(value))] = digest
+        return digest
 
     def __repr__(self) -> str:
         return f"AuditKey(key_id={self.key_id!r})"

@@ -78,6 +78,8 @@ from ._entry import (
     format_ts,
     parse_entry,
     seal,
+    seal_head,
+    utc_now,
 )
 from ._events import AuditEvent, validate_event
 from ._keys import AuditKey, AuditKeyLike, as_audit_key
@@ -140,11 +142,7 @@ class Head:
 
 
 def _encode_head(key: AuditKey, seq: int, digest: str, segment: str) -> bytes:
-    body = canonical({"v": FORMAT_VERSION, "seq": seq, "hash": digest, "segment": segment})
-    mac = key.mac(b"head\x00" + body)
-    data = canonical(
-        {"v": FORMAT_VERSION, "seq": seq, "hash": digest, "segment": segment, "mac": mac}
-    )
+    data = seal_head(key, seq, digest, segment)
     if len(data) >= HEAD_SIZE:
         raise ConfigurationError(
             f"segment name {segment!r} is too long for the head file; use a shorter audit folder name"
@@ -330,6 +328,7 @@ class AuditLog:
             k.key_id: k for k in map(as_audit_key, previous_keys) if k.key_id != self._key.key_id
         }
         self._clock: Clock = clock or SystemClock()
+        self._now = utc_now(self._clock)
         try:
             self._period = Period(period)
         except ValueError:
@@ -438,7 +437,7 @@ class AuditLog:
             AuditWriteError: the entry could not be written (the cause is chained).
         """
         validate_event(event)
-        when = at if at is not None else self._clock.now()
+        when = at if at is not None else self._now()
         with self._locked("append to") as head_fd:
             tail = self._current(head_fd)
             entry = self._write_entry(head_fd, tail, event, dict(attrs), when)
@@ -688,7 +687,9 @@ class AuditLog:
         seq: int | None = None,
     ) -> AuditEntry:
         ts = format_ts(when)
-        label = self._period.label(when)
+        label = (
+            ts[:7] if self._period is Period.MONTH else ts[:10]
+        )  # Period.label, from the UTC text
         if tail.segment is None or label > _label(tail.segment):
             self._start_segment(tail, label, when)
         entry = seal(

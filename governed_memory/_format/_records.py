@@ -69,6 +69,11 @@ _CONV_RE = re.compile(r"^\*\*Conversation:\*\* ([^\n]*)$", re.MULTILINE)
 _CREATED_RE = re.compile(r"^\*\*Created:\*\* ([^\n]*)$", re.MULTILINE)
 
 
+# json.dumps(meta, ensure_ascii=True, sort_keys=True, separators=(",", ":")) builds
+# this encoder on every call (every governed add()); it keeps no state between calls.
+_META_JSON = json.JSONEncoder(ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode
+
+
 def render_header(conversation_name: str, created_iso: str) -> str:
     """The header of a new MEMORY.md (A2)."""
     return (
@@ -112,7 +117,7 @@ def render_block(role: str, timestamp: str, text: str, meta: dict[str, Any] | No
     """One message block (A4); ``text`` is the stripped disk text."""
     meta_line = ""
     if meta:
-        encoded = json.dumps(meta, ensure_ascii=True, sort_keys=True, separators=(",", ":"))
+        encoded = _META_JSON(meta)
         # ">" only occurs inside JSON strings; \u003e keeps "-->" in a value
         # from closing the HTML comment when the file is rendered.
         encoded = encoded.replace(">", "\\u003e")

@@ -51,6 +51,8 @@ __all__ = ["ConsentLookup", "PolicyGate"]
 logger = logging.getLogger("governed_memory")
 
 _R = TypeVar("_R", bound="SubjectRecord")
+_PERSIST = Operation.PERSIST.purpose  # the purpose a write needs consent for
+_PERSIST_OP = Operation.PERSIST.value
 
 
 class ConsentLookup(Protocol):
@@ -110,6 +112,7 @@ class PolicyGate:
         self._store_factory = store_factory
         self._erasure_watch = erasure_watch or _no_erasure_watch
         self._warned = _Warned()
+        self._allowed: tuple[Policy, bool, dict[str, Any]] | None = None  # see _allowed_attrs
 
     def store_factory(self, memory_path: Path, header: Callable[[], str]) -> AgentStore:
         """Build the store for one agent's MEMORY.md (the factory given, else plaintext)."""
@@ -249,13 +252,43 @@ class PolicyGate:
         self, store: AgentStore, block: str, *, agent: str | None, subject_id: str | None
     ) -> bool:
         """Append ``block`` if the gate allows; return whether it reached disk."""
-        if (
-            type(self.audit) is NullAuditSink
-            and Operation.PERSIST.purpose not in self.policy.consent.required_for
-        ):
+        audit = self.audit
+        needs_consent = _PERSIST in self.policy.consent.required_for
+        if type(audit) is NullAuditSink and not needs_consent:
             # Hot path (every add): nothing to check, nothing to record.
             store.append(block)
             return True
+        if needs_consent and (
+            subject_id is None or not self.consent.is_granted(subject_id, _PERSIST)
+        ):
+            return self._persist_decided(store, block, agent=agent, subject_id=subject_id)
+        # Allowed (every add of a consenting subject): what check() decides and
+        # the audit records, without building the Decision.
+        if needs_consent:
+            self._warned.keys.discard((agent, subject_id, _PERSIST))  # warn again on a withdrawal
+        if type(audit) is NullAuditSink:
+            store.append(block)
+            return True
+        attrs = self._allowed_attrs(needs_consent, block)
+        try:
+            store.append(block)
+        except BaseException as exc:
+            audit.record(
+                _PERSIST_OP,
+                agent=agent,
+                subject_id=subject_id,
+                outcome="error",
+                error=type(exc).__name__,
+                **attrs,
+            )
+            raise
+        audit.record(_PERSIST_OP, agent=agent, subject_id=subject_id, outcome="ok", **attrs)
+        return True
+
+    def _persist_decided(
+        self, store: AgentStore, block: str, *, agent: str | None, subject_id: str | None
+    ) -> bool:
+        """:meth:`persist` through :meth:`check`: missing consent (memory only, or refused)."""
         decision = self.check(Operation.PERSIST, agent, subject_id)
         attrs = self._block_attrs(block)
         if decision.persist:
@@ -267,16 +300,36 @@ class PolicyGate:
         self._audit_decision(decision, "ok" if decision.persist else "memory_only", **attrs)
         return decision.persist
 
+    def _allowed_attrs(self, needs_consent: bool, block: str) -> dict[str, Any]:
+        """The audit attributes of an allowed persist: the decision's, then the block's size.
+
+        The decision's part is made once per policy (the policy attribute may
+        be replaced: then it is made again).
+        """
+        policy = self.policy
+        made = self._allowed
+        if made is None or made[0] is not policy or made[1] is not needs_consent:
+            reason = "consent granted" if needs_consent else "no consent required"
+            decided = {
+                "purpose": _PERSIST,
+                "decision": Outcome.PERSIST.value,
+                "policy_id": policy.id,
+                "policy_version": policy.version,
+                "reason": reason,
+            }
+            made = self._allowed = (policy, needs_consent, decided)
+        attrs = {**made[2], "bytes": len(block.encode("utf-8"))}
+        if policy.audit.include_content:
+            attrs["content"] = _block_content(block)
+        return attrs
+
     def _block_attrs(self, block: str | None) -> dict[str, Any]:
         """Size (and, only under ``audit.include_content``, the text) of a block, for the audit."""
         if block is None or type(self.audit) is NullAuditSink:
             return {}
         attrs: dict[str, Any] = {"bytes": len(block.encode("utf-8"))}
         if self.policy.audit.include_content:
-            from .._format import parse_memory
-
-            records = parse_memory(block).records
-            attrs["content"] = records[0].content if records else block
+            attrs["content"] = _block_content(block)
         return attrs
 
     def preload_text(self, text: str, *, agent: str | None) -> str | None:
@@ -575,6 +628,14 @@ class PolicyGate:
             **self._policy_attrs("summarize", reason or "allowed by the policy"),
         )
         return result
+
+
+def _block_content(block: str) -> str:
+    """The content of a block's first record (the block itself when it holds none)."""
+    from .._format import parse_memory
+
+    records = parse_memory(block).records
+    return records[0].content if records else block
 
 
 def _block_lineage(block: str) -> list[str]:

@@ -212,6 +212,9 @@ class Conversation:
         self._memory_md_path: str | os.PathLike[str] | None = None
         self._store: AgentStore | None = None
         self._utf8_store = False  # the store has append_utf8 (accepts_utf8_blocks)
+        self._agent: str | None = (
+            None  # the stores' agent (all of a conversation's stores share it)
+        )
         self._erasure_watch: ErasureWatch | None = None
         self._preload_subjects: set[str] = set()
         self._last_erased: set[str] = set()
@@ -279,7 +282,7 @@ class Conversation:
             if s is not None
         }.values():
             opened.close()
-        self._store, self._utf8_store = None, False
+        self._store, self._utf8_store, self._agent = None, False, None
         self._agent_store, self._others = None, {}
         self._memory_md_path = value
         if value is not None and str(value) != "":
@@ -290,7 +293,7 @@ class Conversation:
                 self._agent_store, self._bound = store, self.subject_id
                 if self.subject_id is not None:
                     store = store.subject_store(self.subject_id)
-            self._store = store
+            self._store, self._agent = store, store.agent
             self._utf8_store = getattr(type(self._store), "accepts_utf8_blocks", False) is True
 
     def _store_for(self, subject: str | None) -> AgentStore | None:
@@ -486,7 +489,9 @@ class Conversation:
                 if self.governance is None:
                     store.append(block)
                 else:
-                    self.governance.persist(store, block, agent=store.agent, subject_id=subject)
+                    # Every store of a conversation is one agent's (its own memory
+                    # or a subject's): the name is read once per store, not per add.
+                    self.governance.persist(store, block, agent=self._agent, subject_id=subject)
         self.conversation_history.append(message)
         return message
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import fcntl
+import json
 import os
 import termios
 from collections.abc import Callable, Iterator
@@ -62,7 +63,7 @@ from .._crypto import (
     split_segments,
 )
 from .._errors import ConfigurationError, GovernedMemoryError, StorageError
-from .._format import META_OPEN, has_records
+from .._format import HEADER_MARKER, META_CLOSE, META_OPEN, has_records
 from ._base import StoreFactory
 from ._files import AgentFolderStore
 from ._plaintext import archive_names
@@ -91,6 +92,62 @@ _pack = pack_position
 _write = os.write
 _HEADS_KEPT = 1024  # frame heads remembered per store (one per distinct message size)
 _META_MARK = META_OPEN.encode()  # bytes without it name no subject
+_META_CLOSE = META_CLOSE.encode()
+_HEADER_LINE = b"### "
+_NEXT_HEADER = b"\n### "
+_EM_DASH = " \u2014 ".encode()
+_BODY_MARK = HEADER_MARKER.encode()
+_SUBJECTS_KEPT = 64  # metadata lines remembered per store (one per subject it writes)
+_SPLIT = (False, None)  # _lone_subject's answer for text only split_segments can cut
+
+
+def _lone_subject(data: bytes, known: dict[bytes, str | None]) -> tuple[bool, str | None]:
+    """``(True, subject)`` when ``data`` is one block, its subject as :func:`split_segments` finds it.
+
+    ``Conversation.add`` writes one block with a metadata line naming its
+    subject: that block is sealed as it is, under its subject's keys, without
+    parsing it. The answer is the subject (or None) only when ``data`` is
+    certainly a single record from its first byte: it opens with a block
+    header line (no ``\\r`` in it, so the header rule cannot differ), holds no
+    other line starting ``### `` and no ``## Interaction Log`` marker, and its
+    metadata line (if any) is a JSON object. Anything else gives
+    :data:`_SPLIT`, ``(False, None)``: the caller splits the text as
+    :meth:`append` does.
+    ``known`` remembers metadata lines already read (bounded by the caller).
+    """
+    line_end = data.find(b"\n")
+    if (
+        not data.startswith(_HEADER_LINE)
+        or line_end < 0
+        or _EM_DASH not in data[:line_end]
+        or b"\r" in data[:line_end]
+        or _NEXT_HEADER in data
+        or _BODY_MARK in data
+    ):
+        return _SPLIT
+    start = line_end + 1
+    if not data.startswith(_META_MARK, start):
+        return True, None  # the mark is in the content: a block without metadata
+    meta_end = data.find(b"\n", start)
+    if meta_end < 0:
+        return _SPLIT
+    line = data[start:meta_end]
+    if line in known:
+        return True, known[line]
+    if not line.endswith(_META_CLOSE):
+        return _SPLIT
+    try:
+        meta = json.loads(line[len(_META_MARK) : -len(_META_CLOSE)].decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return _SPLIT
+    if not isinstance(meta, dict):
+        return _SPLIT
+    subject = meta.get("subject")
+    found = subject if isinstance(subject, str) else None
+    if len(known) >= _SUBJECTS_KEPT:
+        known.clear()
+    known[line] = found
+    return True, found
 
 
 def encrypted_memory_name() -> str:
@@ -161,11 +218,13 @@ class EncryptedAgentStore(AgentFolderStore):
         # buffer for its FIONREAD, the watcher and this file's watch.
         self._armed: Armed | None = None
         self._arm_failed = False  # for the open file: do not retry on every append
-        # The fast path's keys for subject-less frames: (keyring change
-        # counter when they were current, cipher, packed key bytes), and the
-        # frame heads by sealed size (a conversation's blocks have few sizes).
-        self._keys: tuple[int, AESGCM, bytes] | None = None
+        # The fast path's keys by subject (None: the agent's own): (keyring
+        # change counter when they were current, cipher, packed key bytes);
+        # the frame heads by sealed size (a conversation's blocks have few
+        # sizes); the subjects of metadata lines seen (see _lone_subject).
+        self._keys: dict[str | None, tuple[int, AESGCM, bytes]] = {}
         self._heads: dict[int, bytes] = {}
+        self._subjects: dict[bytes, str | None] = {}
 
     suffix = ENCRYPTED_SUFFIX
 
@@ -324,12 +383,14 @@ class EncryptedAgentStore(AgentFolderStore):
             raise StorageError(f"cannot read {self._memory_path}: {exc}") from exc
 
     def append(self, block: str) -> None:
-        if "\n### " not in block and META_OPEN not in block:  # one piece: split_segments' own test
-            if block:
-                self.append_utf8(block.encode("utf-8"))
-            return
+        if "\n### " in block and META_OPEN not in block:  # blocks without subjects: split
+            self._append_split(block)
+        elif block:
+            self.append_utf8(block.encode("utf-8"))
+
+    def _append_split(self, text: str) -> None:
         self._append_pieces(
-            [(piece.encode("utf-8"), subject) for piece, subject in split_segments(block)]
+            [(piece.encode("utf-8"), subject) for piece, subject in split_segments(text)]
         )
 
     def append_utf8(self, data: bytes) -> None:
@@ -337,8 +398,11 @@ class EncryptedAgentStore(AgentFolderStore):
 
         Text without subject metadata (``Conversation.add``'s default-mode
         block) is one frame under the agent key, as :meth:`append` would
-        write a single block; text with it is split as :meth:`append` splits
-        it, each block under its subject's key.
+        write a single block; so is one block whose metadata names a subject
+        (a governed ``add()``), under that subject's keys, found without
+        parsing the block (:func:`_lone_subject`). Other text with metadata
+        is split as :meth:`append` splits it, each block under its subject's
+        keys.
 
         The hot path of ``Conversation.add``: once a full check has armed the
         watch (:meth:`_arm`), an append takes the folder lock, asks inotify
@@ -349,9 +413,12 @@ class EncryptedAgentStore(AgentFolderStore):
         frame's full associated data. Anything unexpected (an event, a key
         change, another writer's frames, a torn tail) takes the full path.
         """
+        subject: str | None = None
         if _META_MARK in data:  # a subject to find: its blocks go under their subject's key
-            self.append(data.decode("utf-8"))
-            return
+            lone, subject = _lone_subject(data, self._subjects)
+            if not lone:
+                self._append_split(data.decode("utf-8"))
+                return
         if not data:
             return
         lock = self._lock
@@ -367,7 +434,7 @@ class EncryptedAgentStore(AgentFolderStore):
                     _ioctl(ifd, _FIONREAD, pending, True)
                     if pending != _NOTHING or watcher.draining:
                         watcher.drain()  # maybe another file's event: ours?
-                    keys = self._keys
+                    keys = self._keys.get(subject)
                     if (
                         not file_watch.stale
                         and keys is not None
@@ -400,7 +467,7 @@ class EncryptedAgentStore(AgentFolderStore):
                     _flock(dirfd, _LOCK_UN)
                 if file_watch.stale:  # something changed: the full check, then a new watch
                     self._disarm()
-            self._append_pieces([(data, None)])
+            self._append_pieces([(data, subject)])
         except GovernedMemoryError:
             raise
         except OSError as exc:
@@ -425,8 +492,11 @@ class EncryptedAgentStore(AgentFolderStore):
                     self._write_frames(fd, tail, data, len(pieces))
                     if self._armed is None and not self._arm_failed and not self._fsync_appends:
                         self._arm(fd, tail)
-                    epoch, _, cipher, fixed = self.codec.current(None)
-                    self._keys = (epoch, cipher, fixed)
+                    if len(self._keys) >= _SUBJECTS_KEPT:
+                        self._keys.clear()
+                    for subject in {subject for _, subject in pieces}:
+                        epoch, _, cipher, fixed = self.codec.current(subject)
+                        self._keys[subject] = (epoch, cipher, fixed)
                 finally:
                     self._lock.release()
         except GovernedMemoryError:

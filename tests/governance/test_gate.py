@@ -98,6 +98,46 @@ def test_without_consent_the_message_stays_in_memory_only(workspace: Path) -> No
     assert sink.events() == [("persist", "memory_only")]
 
 
+def test_an_allowed_write_records_what_the_decision_says_and_the_blocks_size(
+    workspace: Path,
+) -> None:
+    g, sink, stores = gate(workspace, ("alice", "persist"))
+    store = stores(memory_md_path("Agent", workspace), lambda: "")
+    block = "### Human \u2014 t\n\nh\u00e9\n\n---\n\n"
+    assert g.persist(store, block, agent="Agent", subject_id="alice")
+    decision = g.check("persist", "Agent", "alice")
+    assert sink.records == [
+        {
+            "operation": "persist",
+            "agent": "Agent",
+            "subject_id": "alice",
+            "outcome": "ok",
+            **decision.attributes(),
+            "bytes": len(block.encode()),
+        }
+    ]
+    g.policy = rules(policy={"id": "gate", "version": "6"})  # a replaced policy is recorded
+    g.persist(store, block, agent="Agent", subject_id="alice")
+    assert sink.records[-1]["policy_version"] == "6"
+    g.policy = Policy()  # no consent needed: the decision's own reason
+    g.persist(store, block, agent="Agent", subject_id="bob")
+    assert sink.records[-1]["reason"] == "no consent required"
+
+
+def test_a_failed_allowed_write_is_recorded_as_an_error(workspace: Path) -> None:
+    g, sink, _ = gate(workspace, ("alice", "persist"))
+
+    class Full(PlaintextAgentStore):
+        def append(self, block: str) -> None:
+            raise OSError(28, "No space left on device")
+
+    store = Full(memory_md_path("Agent", workspace), lambda: "")
+    with pytest.raises(OSError):
+        g.persist(store, "### H \u2014 t\n\nx\n\n---\n\n", agent="Agent", subject_id="alice")
+    assert sink.events() == [("persist", "error")]
+    assert sink.records[0]["error"] == "OSError" and sink.records[0]["decision"] == "persist"
+
+
 def test_the_gate_records_its_decisions_and_no_policy_load(workspace: Path) -> None:
     """policy.load is the composition root's entry; a bare gate records only what it decides."""
     g, sink, _ = gate(workspace, ("alice", "persist"))
