@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING
 
 from .._base import lazy_attributes
 from ._base import AgentStore, StoreFactory
-from ._files import SUBJECTS_DIR, AgentFolderStore, is_partition_name, plain_partition_name
+from ._files import (
+    SUBJECTS_DIR,
+    AgentFolderStore,
+    FolderSync,
+    is_partition_name,
+    plain_partition_name,
+)
 from ._plaintext import PlaintextAgentStore, archive_names
 
 __all__ = [
@@ -29,6 +35,7 @@ __all__ = [
     "BlockAppender",
     "EncryptedAgentStore",
     "FileMemoryBackend",
+    "FolderSync",
     "PlaintextAgentStore",
     "StoreFactory",
     "archive_names",

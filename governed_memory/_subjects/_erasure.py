@@ -78,6 +78,7 @@ from ._removal import (
     aggregate_blocked,
     aggregate_files,
     erase_agent,
+    erase_agents,
     erasure_agents,
     unreadable_agent,
 )
@@ -321,11 +322,7 @@ def complete_tombstone(
                     f"agent {first!r} cannot be opened: {pending.message()}"
                 ) from None
             names = [n for n in names if n != first]
-        unfinished: list[Unfinished] = []
-        for done, name in enumerate(names, start=1):
-            unfinished += erase_agent(ctx, tombs, current, name, day, held)
-            if progress is not None:
-                progress(name, done, len(names))
+        unfinished = erase_agents(ctx, tombs, current, names, day, held, progress)
         progress_log = tombs.progress(current.id)
         where = f"erasure progress of erasure {current.id}"
         blocked = aggregate_blocked(progress_log, where)

@@ -29,15 +29,17 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack, nullcontext, suppress
+from dataclasses import dataclass, field
 from typing import Any
 
-from .._base import AGENTS_DIR, remove_stale_temps
+from .._base import AGENTS_DIR, remove_stale_temps, validate_agent_name
 from .._errors import GovernedMemoryError
-from .._format import ERASED_MARKER_KEY, parse_memory
+from .._format import ERASED_MARKER_KEY, parse_memory, subjects_in_text
 from .._records import ErasureScope, FileRemoval, HeldSummaries, Tombstone, TombstoneStore
-from .._stores import SUBJECTS_DIR, AgentFolderStore, AgentStore
-from ._context import SubjectContext
+from .._stores import SUBJECTS_DIR, AgentFolderStore, AgentStore, FolderSync
+from ._context import SubjectContext, partition_of
 from ._redact import FileEdit, count_records, strip_subject
 from ._unfinished import Unfinished, linked_agents, links_in_agent, unfinished_from
 
@@ -45,7 +47,7 @@ __all__ = [
     "aggregate_blocked",
     "aggregate_files",
     "erase_agent",
-    "erase_in_agent",
+    "erase_agents",
     "erasure_agents",
     "remove_temps",
     "unreadable_agent",
@@ -65,6 +67,41 @@ def erasure_agents(ctx: SubjectContext, scope: ErasureScope) -> list[str]:
     return sorted(names)
 
 
+BATCH = 64
+"""Agents erased together: their plans logged with one fsync, their folders fsynced in one pass."""
+
+
+def erase_agents(
+    ctx: SubjectContext,
+    tombs: TombstoneStore,
+    tombstone: Tombstone,
+    names: list[str],
+    day: _dt.date,
+    held: Held,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> list[Unfinished]:
+    """The erasure in each agent of ``names``; what it could not do (nothing: []).
+
+    A batch of agents at a time (:data:`BATCH`), each under its lock: every
+    memory of the batch is planned, the plans are logged with one fsync,
+    then the files change, each new file fsynced and each folder once, in
+    one pass before this returns. A whole-agent erasure goes agent by agent.
+    """
+    failed: list[Unfinished] = []
+    sync = FolderSync()
+    try:
+        step = BATCH if tombstone.scope.subject is not None else 1
+        for start in range(0, len(names), step):
+            chunk = names[start : start + step]
+            failed += _erase_batch(ctx, tombs, tombstone, chunk, day, held, sync)
+            if progress is not None:
+                for offset, name in enumerate(chunk, start=start + 1):
+                    progress(name, offset, len(names))
+    finally:
+        sync.flush()  # before any receipt: every rename and deletion durable
+    return failed
+
+
 def erase_agent(
     ctx: SubjectContext,
     tombs: TombstoneStore,
@@ -74,55 +111,165 @@ def erase_agent(
     held: Held,
 ) -> list[Unfinished]:
     """The erasure in one agent; what it could not do (nothing: [])."""
-    if ctx.on_files:
-        # Nothing of an agent with a link in it is touched: the store would
-        # follow the link (or refuse it halfway); the admin resolves it first.
-        links = links_in_agent(ctx.workspace, name)
-        if links:
-            return links
-    folder = f"{AGENTS_DIR}/{name}"
-    try:
-        for _name, store in ctx.stores(only=name):
-            return erase_in_agent(ctx, tombs, tombstone, name, store, day, held)
-    except (GovernedMemoryError, OSError) as exc:
-        return [unfinished_from(name, folder, exc)]
-    return []
+    return erase_agents(ctx, tombs, tombstone, [name], day, held)
 
 
-def erase_in_agent(
+@dataclass
+class _Step:
+    """One memory's part of an erasure: its progress line, then what changes."""
+
+    agent: str
+    memory: AgentStore
+    at: _Cursor
+    line: dict[str, Any] | None  # None: nothing to log
+    delete: bool = False
+    edits: list[tuple[str | None, str]] = field(default_factory=list)
+
+
+def _erase_batch(
+    ctx: SubjectContext,
+    tombs: TombstoneStore,
+    tombstone: Tombstone,
+    names: list[str],
+    day: _dt.date,
+    held: Held,
+    sync: FolderSync,
+) -> list[Unfinished]:
+    failed: list[Unfinished] = []
+    steps: list[_Step] = []
+    with ExitStack() as batch:
+        for name in names:
+            if ctx.on_files and (tombstone.scope.subject is None or _linked(ctx, name)):
+                # Nothing of an agent with a link in it is touched: the store would
+                # follow the link (or refuse it halfway); the admin resolves it first.
+                links = links_in_agent(ctx.workspace, name)
+                if links:
+                    failed += links
+                    continue
+            with ExitStack() as agent:
+                try:
+                    found = _plan_agent(ctx, tombs, tombstone, name, day, held, agent, failed)
+                except (GovernedMemoryError, OSError) as exc:
+                    failed.append(unfinished_from(name, f"{AGENTS_DIR}/{name}", exc))
+                    continue
+                steps += found
+                batch.enter_context(agent.pop_all())  # locks held until the batch is done
+        lines = [s.line for s in steps if s.line is not None]
+        try:
+            tombs.log_progress_lines(tombstone.id, lines)
+        except (GovernedMemoryError, OSError) as exc:
+            agents = sorted({s.agent for s in steps})
+            return failed + [unfinished_from(a, f"{AGENTS_DIR}/{a}", exc) for a in agents]
+        for step in steps:
+            try:
+                _apply(ctx, step, sync)
+            except (GovernedMemoryError, OSError) as exc:
+                failed.append(unfinished_from(step.agent, step.at.file, exc))
+    return failed
+
+
+def _linked(ctx: SubjectContext, name: str) -> bool:
+    """Whether the agent folder itself is a link (checked before it is opened and locked)."""
+    return (ctx.agents_dir / name).is_symlink()
+
+
+def _plan_agent(
     ctx: SubjectContext,
     tombs: TombstoneStore,
     tombstone: Tombstone,
     name: str,
-    store: AgentStore,
     day: _dt.date,
     held: Held,
-) -> list[Unfinished]:
-    """Carry out ``tombstone`` in agent ``name`` (its own ``store``): plan, log, then change.
+    stack: ExitStack,
+    failed: list[Unfinished],
+) -> list[_Step]:
+    """Lock agent ``name`` (on ``stack``) and plan each of its memories; [] when it has none.
 
-    Memory by memory: a memory that cannot be read or rewritten (a damaged
-    file, a missing key) is returned as :class:`Unfinished`, and the agent's
-    other memories are still erased. Every temporary file in each memory's
-    folders goes first (a crashed compaction's may hold the subject's text).
+    A memory that cannot be read is added to ``failed``; the others are
+    planned. Every temporary file in each memory's folders goes first (a
+    crashed compaction's may hold the subject's text). A whole-agent
+    erasure is done here (deleted under the lock), returning no step.
     """
     subject = tombstone.scope.subject
-    with store.lock():
-        if subject is None:
-            _delete_agent(ctx, tombs, tombstone, name, store)
+    if not ctx.has_agent(name):
+        return []
+    store = ctx.open_store(validate_agent_name(name))
+    stack.callback(store.close)
+    stack.enter_context(store.lock())
+    if subject is None:
+        _delete_agent(ctx, tombs, tombstone, name, store)
+        return []
+    walk = stack.enter_context(ctx.memories_for(store, subject))
+    if ctx.on_files:
+        # The links where this erasure reads (every memory's, without an index).
+        seen = None if walk.complete else [m.partition or "" for m in walk.memories[1:]]
+        links = links_in_agent(ctx.workspace, name, seen)
+        if links:
+            failed += links
             return []
-        failed: list[Unfinished] = []
-        own: str | None = None  # the name of the subject's own memory, once there are any
-        for memory in ctx.memories_of(store):
-            at = _Cursor(ctx.source(memory))
-            try:
-                remove_temps(memory)
-                if memory.partition is not None and own is None:
-                    own = _partition_of(store, subject)
-                whole = memory.partition is not None and memory.partition == own
-                _erase_in_memory(ctx, tombs, tombstone, name, memory, day, held, at, whole=whole)
-            except (GovernedMemoryError, OSError) as exc:
-                failed.append(unfinished_from(name, at.file, exc))
-        return failed
+    own = partition_of(store, subject) if len(walk.memories) > 1 else None
+    steps: list[_Step] = []
+    texts: dict[str | None, list[str]] = {}
+    for memory in walk.memories:
+        at = _Cursor(ctx.source(memory))
+        try:
+            remove_temps(memory, whole_agent=walk.complete)
+            found = _sources(ctx, memory, at)
+            texts[memory.partition] = [text for _, text in found]
+            whole = memory.partition is not None and memory.partition == own
+            step = _plan_memory(ctx, tombstone, name, memory, found, day, held, at, whole=whole)
+        except (GovernedMemoryError, OSError) as exc:
+            failed.append(unfinished_from(name, at.file, exc))
+            continue
+        if step is not None:
+            steps.append(step)
+    if (
+        walk.complete
+        and len(texts) == len(walk.memories)
+        and any(p is not None and p != own for p in texts)
+    ):
+        # Every memory read, and one stays beside the subject's: the next request
+        # on this agent reads only what the index allows.
+        _write_index(store, texts)
+    return steps
+
+
+def _write_index(store: AgentStore, texts: dict[str | None, list[str]]) -> None:
+    """After reading every memory of the agent: record which may hold others' data.
+
+    Read before this erasure changed them, so the list is a superset: a
+    memory whose summaries named the erased subject only is listed until
+    the next full walk. Best effort: without it the next walk reads all.
+    """
+    if not isinstance(store, AgentFolderStore):
+        return
+    mixed = [
+        partition
+        for partition, found in texts.items()
+        if partition is not None
+        and any(
+            store.partition_name(s) != partition for text in found for s in subjects_in_text(text)
+        )
+    ]
+    with suppress(GovernedMemoryError, OSError):
+        store.write_lineage_index(mixed)
+
+
+def _apply(ctx: SubjectContext, step: _Step, sync: FolderSync) -> None:
+    """Delete or rewrite ``step``'s memory; the file backend's folders fsynced by ``sync``."""
+    memory = step.memory
+    with memory.syncing(sync) if isinstance(memory, AgentFolderStore) else nullcontext():
+        if step.delete:
+            # Under the subject's lock (and the agent's): a writer waiting on it finds
+            # the folder gone and starts a new, empty memory.
+            memory.delete()
+            return
+        for item, text in step.edits:
+            step.at.file = ctx.source(memory, item)
+            if item is None:
+                memory.rewrite_memory(text)
+            else:
+                memory.rewrite_archive(item, text)
 
 
 def unreadable_agent(ctx: SubjectContext, name: str) -> list[Unfinished]:
@@ -160,34 +307,22 @@ class _Cursor:
         self.file = file
 
 
-def remove_temps(memory: AgentStore) -> int:
+def remove_temps(memory: AgentStore, *, whole_agent: bool = True) -> int:
     """Delete every temporary file in ``memory``'s folders (file backend); return how many.
 
     Its folder and ``archive/``, and for an agent's own memory ``subjects/``
-    too. Call it under the memory's lock (no live writer's file is removed).
-    A compaction killed between its temporary copy and the link leaves the
-    old memory there, in plaintext in a plaintext workspace.
+    too (``whole_agent`` False: not ``subjects/``, whose temporary files
+    belong to subject memories the request does not visit). Call it under
+    the memory's lock (no live writer's file is removed). A compaction
+    killed between its temporary copy and the link leaves the old memory
+    there, in plaintext in a plaintext workspace.
     """
     if not isinstance(memory, AgentFolderStore):
         return 0
     folders = [memory.folder, memory.archive_dir]
-    if memory.partition is None:
+    if memory.partition is None and whole_agent:
         folders.append(memory.folder / SUBJECTS_DIR)
     return sum(remove_stale_temps(folder) for folder in folders)
-
-
-def _partition_of(store: AgentStore, subject: str) -> str | None:
-    """The name of ``subject``'s memory on the agent.
-
-    Asked only once the agent has subject memories: an encrypted workspace
-    then has its keyring, so naming the folder (a keyed reference) writes
-    nothing, and opening the store creates nothing.
-    """
-    memory = store.subject_store(subject)
-    try:
-        return memory.partition
-    finally:
-        memory.close()
 
 
 def _sources(
@@ -195,13 +330,20 @@ def _sources(
 ) -> list[tuple[str | None, str]]:
     """(archive id, or None for the active memory; its text) of what ``memory`` holds.
 
-    ``at`` is told each file before it is read.
+    ``at`` is told each file before it is read. The file backend reads a
+    memory in one pass (:meth:`AgentFolderStore.read_texts`).
     """
-    at = at or _Cursor("")
-    at.file = ctx.source(memory)
+    cursor = at or _Cursor("")
+
+    def before(item: str | None) -> None:
+        cursor.file = ctx.source(memory, item)
+
+    if isinstance(memory, AgentFolderStore):
+        return memory.read_texts(before)
+    before(None)
     found: list[tuple[str | None, str | None]] = [(None, memory.read_memory())]
     for archive in memory.list_archives():
-        at.file = ctx.source(memory, archive)
+        before(archive)
         found.append((archive, memory.read_archive(archive)))
     return [(item, text) for item, text in found if text is not None]
 
@@ -211,23 +353,24 @@ def _only_markers(text: str) -> bool:
     return all(ERASED_MARKER_KEY in r.meta for r in parse_memory(text).records)
 
 
-def _erase_in_memory(
+def _plan_memory(
     ctx: SubjectContext,
-    tombs: TombstoneStore,
     tombstone: Tombstone,
     name: str,
     memory: AgentStore,
+    sources: list[tuple[str | None, str]],
     day: _dt.date,
     held: Held,
     at: _Cursor,
     *,
     whole: bool,
-) -> None:
+) -> _Step | None:
+    """What the erasure does in ``memory`` whose files hold ``sources``; None: nothing."""
     subject = tombstone.scope.subject
     assert subject is not None
     plans: list[tuple[str | None, str, FileEdit | None]] = []
     blocked = []
-    for item, text in _sources(ctx, memory, at):
+    for item, text in sources:
         edit = strip_subject(text, subject, erasure_id=tombstone.id, day=day, held=held)
         if edit is not None and edit.held_summaries:
             blocked.append(
@@ -239,12 +382,13 @@ def _erase_in_memory(
                 )
             )
         plans.append((item, text, edit))
-    if whole and all(_only_markers(text if edit is None else edit.text) for _, text, edit in plans):
-        _delete_memory(ctx, tombs, tombstone, name, memory, plans)
-        return
+    if whole and all(
+        _only_markers(text) if edit is None else not edit.others for _, text, edit in plans
+    ):
+        return _delete_memory(ctx, name, memory, plans, at)
     edits = [(item, edit) for item, _text, edit in plans if edit is not None and edit.changed]
     if not edits and not blocked:
-        return
+        return None
     files = [
         FileRemoval(
             agent=name,
@@ -259,18 +403,12 @@ def _erase_in_memory(
     # "blocked" is this run's view of the memory: a later run (resumed, after a
     # release) replaces it, so the receipt never lists a summary it removed.
     # Without holds on other subjects the line is as it always was.
-    tombs.log_progress(
-        tombstone.id,
+    line = (
         _where(name, memory)
         | {"files": [f.to_dict() for f in files]}
-        | ({"blocked": [b.to_dict() for b in blocked]} if held else {}),
+        | ({"blocked": [b.to_dict() for b in blocked]} if held else {})
     )
-    for item, edit in edits:
-        at.file = ctx.source(memory, item)
-        if item is None:
-            memory.rewrite_memory(edit.text)
-        else:
-            memory.rewrite_archive(item, edit.text)
+    return _Step(name, memory, at, line, edits=[(item, edit.text) for item, edit in edits])
 
 
 def _where(name: str, memory: AgentStore) -> dict[str, Any]:
@@ -282,12 +420,11 @@ def _where(name: str, memory: AgentStore) -> dict[str, Any]:
 
 def _delete_memory(
     ctx: SubjectContext,
-    tombs: TombstoneStore,
-    tombstone: Tombstone,
     name: str,
     memory: AgentStore,
     plans: list[tuple[str | None, str, FileEdit | None]],
-) -> None:
+    at: _Cursor,
+) -> _Step:
     """Delete the erased subject's own memory (nothing else is in it), every file listed."""
     files = [
         FileRemoval(
@@ -295,19 +432,14 @@ def _delete_memory(
             file=ctx.source(memory, item),
             records=0 if edit is None else edit.records,
             summaries=0 if edit is None else edit.summaries,
-            bytes_removed=count_records(text)[2],
+            bytes_removed=count_records(text)[2] if edit is None else edit.record_bytes,
             bytes_written=0,
             deleted=True,
         )
         for item, text, edit in plans
     ]
-    if files:
-        tombs.log_progress(
-            tombstone.id, _where(name, memory) | {"files": [f.to_dict() for f in files]}
-        )
-    # Under the subject's lock (and the agent's): a writer waiting on it finds
-    # the folder gone and starts a new, empty memory.
-    memory.delete()
+    line = _where(name, memory) | {"files": [f.to_dict() for f in files]} if files else None
+    return _Step(name, memory, at, line, delete=True)
 
 
 def _delete_agent(

@@ -19,11 +19,12 @@ every such entry is reported instead; nothing under a linked entry is read.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._base import AGENTS_DIR, TMP_PREFIX, validate_agent_name
+from .._base import AGENTS_DIR, ARCHIVE_DIR, TMP_PREFIX, validate_agent_name
 from .._errors import (
     ConfigurationError,
     DecryptionError,
@@ -33,6 +34,7 @@ from .._errors import (
     StorageError,
 )
 from .._records import ErasureReceipt, ErasureScope, UnreachedItem
+from .._stores import SUBJECTS_DIR
 from ._context import SubjectContext
 
 __all__ = [
@@ -217,24 +219,37 @@ def linked_agents(workspace: Path) -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
-def links_in_agent(workspace: Path, agent: str) -> list[Unfinished]:
+def links_in_agent(
+    workspace: Path, agent: str, partitions: Iterable[str] | None = None
+) -> list[Unfinished]:
     """Every symbolic link in (or at) the agent's folder, none followed; [] when none.
 
     The agent folder itself, its memory file, ``archive/`` and the archives,
     ``subjects/``, each subject folder and what is in it: the library reads
-    all of them, so a link anywhere there is reported.
+    all of them, so a link anywhere there is reported. ``partitions``: only
+    those subject folders are looked into (a request that reads no other),
+    besides the agent's own files and the entries of ``subjects/``.
     """
     root = workspace / AGENTS_DIR / agent
     if root.is_symlink():
         return [link_item(agent, f"{AGENTS_DIR}/{agent}", root)]
+    if partitions is None:
+        trees = [root]
+    else:
+        subjects = root / SUBJECTS_DIR
+        trees = [subjects / p for p in partitions]
+        trees += [d for d in (root, root / ARCHIVE_DIR, subjects) if not d.is_symlink()]
     found = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        for name in sorted(dirnames + filenames):
-            path = Path(dirpath) / name
-            if name.startswith(TMP_PREFIX) or not path.is_symlink():
-                continue
-            relative = path.relative_to(workspace).as_posix()
-            found.append(link_item(agent, relative, path))
+    for tree in trees:
+        for dirpath, dirnames, filenames in os.walk(tree, followlinks=False):
+            for name in sorted(dirnames + filenames):
+                path = Path(dirpath) / name
+                if name.startswith(TMP_PREFIX) or not path.is_symlink():
+                    continue
+                relative = path.relative_to(workspace).as_posix()
+                found.append(link_item(agent, relative, path))
+            if partitions is not None and Path(dirpath) in (root, root / SUBJECTS_DIR):
+                dirnames.clear()  # their other sub-folders belong to memories not read
     return found
 
 
