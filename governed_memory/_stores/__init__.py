@@ -18,17 +18,19 @@ from typing import TYPE_CHECKING
 from .._base import lazy_attributes
 from ._base import AgentStore, StoreFactory
 from ._files import (
+    LINEAGE_INDEX,
     SUBJECTS_DIR,
     AgentFolderStore,
-    FolderSync,
     is_partition_name,
     plain_partition_name,
 )
 from ._plaintext import PlaintextAgentStore, archive_names
+from ._sync import FolderSync
 
 __all__ = [
     "ENCRYPTED_MEMORY",
     "ENCRYPTED_SUFFIX",
+    "LINEAGE_INDEX",
     "SUBJECTS_DIR",
     "AgentFolderStore",
     "AgentStore",

@@ -72,13 +72,12 @@ from .._records import (
     validate_subject_id,
     validate_text,
 )
+from ._batches import erase_agent, erase_agents
 from ._context import SubjectContext, subject_context
 from ._errors import ErasureBlockedError
 from ._removal import (
     aggregate_blocked,
     aggregate_files,
-    erase_agent,
-    erase_agents,
     erasure_agents,
     unreadable_agent,
 )

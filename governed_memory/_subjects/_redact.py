@@ -24,6 +24,7 @@ import datetime as _dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .._format import (
     ERASED_MARKER_KEY,
@@ -79,6 +80,7 @@ def _prefix(text: str, records: list[Record]) -> str:
     return text[: len(text) - sum(len(r.raw) for r in records)]
 
 
+@lru_cache(maxsize=256)
 def subject_needle(subject: str) -> str:
     """How ``subject`` appears in every metadata line naming it (as a JSON string).
 

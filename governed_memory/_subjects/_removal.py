@@ -1,12 +1,15 @@
-"""What one erasure does in one agent: each of its memories planned, logged, then rewritten or deleted.
+"""What one erasure does in one agent: each of its memories planned, then rewritten or deleted.
 
 An agent's data is in its own memory and archives and, under ``[memory]
 isolation = "subject"``, in one memory per data subject
 (``agents/<agent>/subjects/<p>/``, ``<p>`` a hash of the subject id). A
 subject's records may be in any of them (the agent's memory and archives
 from before isolation, their own memory, another subject's summary whose
-lineage names them), so erasing subject S walks every memory of the agent,
-under the agent's lock (:meth:`SubjectContext.memories_of`):
+lineage names them), so erasing subject S walks every memory of the agent
+that may hold S's data, under the agent's lock
+(:meth:`SubjectContext.memories_for`: with the agent's lineage index, S's own
+memory and the few the index lists; without it, all of them). ``_batches``
+runs it over the agents:
 
 * in each memory S's records are removed and the summaries derived from S
   replaced by a marker (``_redact``), unless a hold on another subject of a
@@ -14,8 +17,8 @@ under the agent's lock (:meth:`SubjectContext.memories_of`):
 * S's own memory goes as a whole once nothing but markers would be left in
   it: its folder is deleted, so no empty folder named after S stays, and the
   receipt lists each of its files as deleted;
-* each memory's plan is logged durably before its files change, so a crash
-  is resumed with exact counts. A subject memory's progress line also names
+* each memory's plan (:class:`Step`) is logged durably before its files
+  change, so a crash is resumed with exact counts. A subject memory's progress line also names
   its folder (``partition``); the agent's own is written as it always was.
 
 Erasing a whole agent deletes its folder, every subject memory with it.
@@ -29,27 +32,30 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from collections.abc import Callable, Mapping
-from contextlib import ExitStack, nullcontext, suppress
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._base import AGENTS_DIR, remove_stale_temps, validate_agent_name
+from .._base import AGENTS_DIR, remove_stale_temps
 from .._errors import GovernedMemoryError
-from .._format import ERASED_MARKER_KEY, parse_memory, subjects_in_text
+from .._format import ERASED_MARKER_KEY, parse_memory
 from .._records import ErasureScope, FileRemoval, HeldSummaries, Tombstone, TombstoneStore
-from .._stores import SUBJECTS_DIR, AgentFolderStore, AgentStore, FolderSync
-from ._context import SubjectContext, partition_of
+from .._stores import SUBJECTS_DIR, AgentFolderStore, AgentStore
+from ._context import SubjectContext
 from ._redact import FileEdit, count_records, strip_subject
 from ._unfinished import Unfinished, linked_agents, links_in_agent, unfinished_from
 
 __all__ = [
+    "Cursor",
+    "Held",
+    "Step",
     "aggregate_blocked",
     "aggregate_files",
-    "erase_agent",
-    "erase_agents",
+    "delete_agent",
     "erasure_agents",
+    "plan_memory",
     "remove_temps",
+    "sources",
     "unreadable_agent",
 ]
 
@@ -65,211 +71,6 @@ def erasure_agents(ctx: SubjectContext, scope: ErasureScope) -> list[str]:
     if ctx.on_files:
         names |= set(linked_agents(ctx.workspace))
     return sorted(names)
-
-
-BATCH = 64
-"""Agents erased together: their plans logged with one fsync, their folders fsynced in one pass."""
-
-
-def erase_agents(
-    ctx: SubjectContext,
-    tombs: TombstoneStore,
-    tombstone: Tombstone,
-    names: list[str],
-    day: _dt.date,
-    held: Held,
-    progress: Callable[[str, int, int], None] | None = None,
-) -> list[Unfinished]:
-    """The erasure in each agent of ``names``; what it could not do (nothing: []).
-
-    A batch of agents at a time (:data:`BATCH`), each under its lock: every
-    memory of the batch is planned, the plans are logged with one fsync,
-    then the files change, each new file fsynced and each folder once, in
-    one pass before this returns. A whole-agent erasure goes agent by agent.
-    """
-    failed: list[Unfinished] = []
-    sync = FolderSync()
-    try:
-        step = BATCH if tombstone.scope.subject is not None else 1
-        for start in range(0, len(names), step):
-            chunk = names[start : start + step]
-            failed += _erase_batch(ctx, tombs, tombstone, chunk, day, held, sync)
-            if progress is not None:
-                for offset, name in enumerate(chunk, start=start + 1):
-                    progress(name, offset, len(names))
-    finally:
-        sync.flush()  # before any receipt: every rename and deletion durable
-    return failed
-
-
-def erase_agent(
-    ctx: SubjectContext,
-    tombs: TombstoneStore,
-    tombstone: Tombstone,
-    name: str,
-    day: _dt.date,
-    held: Held,
-) -> list[Unfinished]:
-    """The erasure in one agent; what it could not do (nothing: [])."""
-    return erase_agents(ctx, tombs, tombstone, [name], day, held)
-
-
-@dataclass
-class _Step:
-    """One memory's part of an erasure: its progress line, then what changes."""
-
-    agent: str
-    memory: AgentStore
-    at: _Cursor
-    line: dict[str, Any] | None  # None: nothing to log
-    delete: bool = False
-    edits: list[tuple[str | None, str]] = field(default_factory=list)
-
-
-def _erase_batch(
-    ctx: SubjectContext,
-    tombs: TombstoneStore,
-    tombstone: Tombstone,
-    names: list[str],
-    day: _dt.date,
-    held: Held,
-    sync: FolderSync,
-) -> list[Unfinished]:
-    failed: list[Unfinished] = []
-    steps: list[_Step] = []
-    with ExitStack() as batch:
-        for name in names:
-            if ctx.on_files and (tombstone.scope.subject is None or _linked(ctx, name)):
-                # Nothing of an agent with a link in it is touched: the store would
-                # follow the link (or refuse it halfway); the admin resolves it first.
-                links = links_in_agent(ctx.workspace, name)
-                if links:
-                    failed += links
-                    continue
-            with ExitStack() as agent:
-                try:
-                    found = _plan_agent(ctx, tombs, tombstone, name, day, held, agent, failed)
-                except (GovernedMemoryError, OSError) as exc:
-                    failed.append(unfinished_from(name, f"{AGENTS_DIR}/{name}", exc))
-                    continue
-                steps += found
-                batch.enter_context(agent.pop_all())  # locks held until the batch is done
-        lines = [s.line for s in steps if s.line is not None]
-        try:
-            tombs.log_progress_lines(tombstone.id, lines)
-        except (GovernedMemoryError, OSError) as exc:
-            agents = sorted({s.agent for s in steps})
-            return failed + [unfinished_from(a, f"{AGENTS_DIR}/{a}", exc) for a in agents]
-        for step in steps:
-            try:
-                _apply(ctx, step, sync)
-            except (GovernedMemoryError, OSError) as exc:
-                failed.append(unfinished_from(step.agent, step.at.file, exc))
-    return failed
-
-
-def _linked(ctx: SubjectContext, name: str) -> bool:
-    """Whether the agent folder itself is a link (checked before it is opened and locked)."""
-    return (ctx.agents_dir / name).is_symlink()
-
-
-def _plan_agent(
-    ctx: SubjectContext,
-    tombs: TombstoneStore,
-    tombstone: Tombstone,
-    name: str,
-    day: _dt.date,
-    held: Held,
-    stack: ExitStack,
-    failed: list[Unfinished],
-) -> list[_Step]:
-    """Lock agent ``name`` (on ``stack``) and plan each of its memories; [] when it has none.
-
-    A memory that cannot be read is added to ``failed``; the others are
-    planned. Every temporary file in each memory's folders goes first (a
-    crashed compaction's may hold the subject's text). A whole-agent
-    erasure is done here (deleted under the lock), returning no step.
-    """
-    subject = tombstone.scope.subject
-    if not ctx.has_agent(name):
-        return []
-    store = ctx.open_store(validate_agent_name(name))
-    stack.callback(store.close)
-    stack.enter_context(store.lock())
-    if subject is None:
-        _delete_agent(ctx, tombs, tombstone, name, store)
-        return []
-    walk = stack.enter_context(ctx.memories_for(store, subject))
-    if ctx.on_files:
-        # The links where this erasure reads (every memory's, without an index).
-        seen = None if walk.complete else [m.partition or "" for m in walk.memories[1:]]
-        links = links_in_agent(ctx.workspace, name, seen)
-        if links:
-            failed += links
-            return []
-    own = partition_of(store, subject) if len(walk.memories) > 1 else None
-    steps: list[_Step] = []
-    texts: dict[str | None, list[str]] = {}
-    for memory in walk.memories:
-        at = _Cursor(ctx.source(memory))
-        try:
-            remove_temps(memory, whole_agent=walk.complete)
-            found = _sources(ctx, memory, at)
-            texts[memory.partition] = [text for _, text in found]
-            whole = memory.partition is not None and memory.partition == own
-            step = _plan_memory(ctx, tombstone, name, memory, found, day, held, at, whole=whole)
-        except (GovernedMemoryError, OSError) as exc:
-            failed.append(unfinished_from(name, at.file, exc))
-            continue
-        if step is not None:
-            steps.append(step)
-    if (
-        walk.complete
-        and len(texts) == len(walk.memories)
-        and any(p is not None and p != own for p in texts)
-    ):
-        # Every memory read, and one stays beside the subject's: the next request
-        # on this agent reads only what the index allows.
-        _write_index(store, texts)
-    return steps
-
-
-def _write_index(store: AgentStore, texts: dict[str | None, list[str]]) -> None:
-    """After reading every memory of the agent: record which may hold others' data.
-
-    Read before this erasure changed them, so the list is a superset: a
-    memory whose summaries named the erased subject only is listed until
-    the next full walk. Best effort: without it the next walk reads all.
-    """
-    if not isinstance(store, AgentFolderStore):
-        return
-    mixed = [
-        partition
-        for partition, found in texts.items()
-        if partition is not None
-        and any(
-            store.partition_name(s) != partition for text in found for s in subjects_in_text(text)
-        )
-    ]
-    with suppress(GovernedMemoryError, OSError):
-        store.write_lineage_index(mixed)
-
-
-def _apply(ctx: SubjectContext, step: _Step, sync: FolderSync) -> None:
-    """Delete or rewrite ``step``'s memory; the file backend's folders fsynced by ``sync``."""
-    memory = step.memory
-    with memory.syncing(sync) if isinstance(memory, AgentFolderStore) else nullcontext():
-        if step.delete:
-            # Under the subject's lock (and the agent's): a writer waiting on it finds
-            # the folder gone and starts a new, empty memory.
-            memory.delete()
-            return
-        for item, text in step.edits:
-            step.at.file = ctx.source(memory, item)
-            if item is None:
-                memory.rewrite_memory(text)
-            else:
-                memory.rewrite_archive(item, text)
 
 
 def unreadable_agent(ctx: SubjectContext, name: str) -> list[Unfinished]:
@@ -292,15 +93,27 @@ def unreadable_agent(ctx: SubjectContext, name: str) -> list[Unfinished]:
 def _unreadable(ctx: SubjectContext, name: str, store: AgentStore) -> list[Unfinished]:
     failed: list[Unfinished] = []
     for memory in ctx.memories_of(store):
-        at = _Cursor(ctx.source(memory))
+        at = Cursor(ctx.source(memory))
         try:
-            _sources(ctx, memory, at)
+            sources(ctx, memory, at)
         except (GovernedMemoryError, OSError) as exc:
             failed.append(unfinished_from(name, at.file, exc))
     return failed
 
 
-class _Cursor:
+@dataclass
+class Step:
+    """One memory's part of an erasure: its progress line, then what changes."""
+
+    agent: str
+    memory: AgentStore
+    at: Cursor
+    line: dict[str, Any] | None  # None: nothing to log
+    delete: bool = False
+    edits: list[tuple[str | None, str]] = field(default_factory=list)
+
+
+class Cursor:
     """The file an erasure is working on, named in its report when that file fails."""
 
     def __init__(self, file: str) -> None:
@@ -325,15 +138,15 @@ def remove_temps(memory: AgentStore, *, whole_agent: bool = True) -> int:
     return sum(remove_stale_temps(folder) for folder in folders)
 
 
-def _sources(
-    ctx: SubjectContext, memory: AgentStore, at: _Cursor | None = None
+def sources(
+    ctx: SubjectContext, memory: AgentStore, at: Cursor | None = None
 ) -> list[tuple[str | None, str]]:
     """(archive id, or None for the active memory; its text) of what ``memory`` holds.
 
     ``at`` is told each file before it is read. The file backend reads a
     memory in one pass (:meth:`AgentFolderStore.read_texts`).
     """
-    cursor = at or _Cursor("")
+    cursor = at or Cursor("")
 
     def before(item: str | None) -> None:
         cursor.file = ctx.source(memory, item)
@@ -353,7 +166,7 @@ def _only_markers(text: str) -> bool:
     return all(ERASED_MARKER_KEY in r.meta for r in parse_memory(text).records)
 
 
-def _plan_memory(
+def plan_memory(
     ctx: SubjectContext,
     tombstone: Tombstone,
     name: str,
@@ -361,10 +174,10 @@ def _plan_memory(
     sources: list[tuple[str | None, str]],
     day: _dt.date,
     held: Held,
-    at: _Cursor,
+    at: Cursor,
     *,
     whole: bool,
-) -> _Step | None:
+) -> Step | None:
     """What the erasure does in ``memory`` whose files hold ``sources``; None: nothing."""
     subject = tombstone.scope.subject
     assert subject is not None
@@ -408,7 +221,7 @@ def _plan_memory(
         | {"files": [f.to_dict() for f in files]}
         | ({"blocked": [b.to_dict() for b in blocked]} if held else {})
     )
-    return _Step(name, memory, at, line, edits=[(item, edit.text) for item, edit in edits])
+    return Step(name, memory, at, line, edits=[(item, edit.text) for item, edit in edits])
 
 
 def _where(name: str, memory: AgentStore) -> dict[str, Any]:
@@ -423,8 +236,8 @@ def _delete_memory(
     name: str,
     memory: AgentStore,
     plans: list[tuple[str | None, str, FileEdit | None]],
-    at: _Cursor,
-) -> _Step:
+    at: Cursor,
+) -> Step:
     """Delete the erased subject's own memory (nothing else is in it), every file listed."""
     files = [
         FileRemoval(
@@ -439,10 +252,10 @@ def _delete_memory(
         for item, text, edit in plans
     ]
     line = _where(name, memory) | {"files": [f.to_dict() for f in files]} if files else None
-    return _Step(name, memory, at, line, delete=True)
+    return Step(name, memory, at, line, delete=True)
 
 
-def _delete_agent(
+def delete_agent(
     ctx: SubjectContext,
     tombs: TombstoneStore,
     tombstone: Tombstone,
