@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Callable
 from contextlib import ExitStack, nullcontext, suppress
+from dataclasses import dataclass
 
 from .._base import AGENTS_DIR, validate_agent_name
 from .._errors import GovernedMemoryError
@@ -36,10 +37,21 @@ from ._context import SubjectContext, partition_of
 from ._removal import Cursor, Held, Step, delete_agent, plan_memory, remove_temps, sources
 from ._unfinished import Unfinished, links_in_agent, unfinished_from
 
-__all__ = ["BATCH", "erase_agent", "erase_agents"]
+__all__ = ["BATCH", "erase_agents"]
 
 BATCH = 64
 """Agents erased together: their plans logged with one fsync, their folders fsynced in one pass."""
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One run of an erasure: where, what, and the day and holds it was started with."""
+
+    ctx: SubjectContext
+    tombs: TombstoneStore
+    tombstone: Tombstone
+    day: _dt.date
+    held: Held
 
 
 def erase_agents(
@@ -58,13 +70,14 @@ def erase_agents(
     then the files change, each new file fsynced and each folder once, in
     one pass before this returns. A whole-agent erasure goes agent by agent.
     """
+    run = _Run(ctx, tombs, tombstone, day, held)
     failed: list[Unfinished] = []
     sync = FolderSync()
     try:
         step = BATCH if tombstone.scope.subject is not None else 1
         for start in range(0, len(names), step):
             chunk = names[start : start + step]
-            failed += _erase_batch(ctx, tombs, tombstone, chunk, day, held, sync)
+            failed += _erase_batch(run, chunk, sync)
             if progress is not None:
                 for offset, name in enumerate(chunk, start=start + 1):
                     progress(name, offset, len(names))
@@ -73,32 +86,13 @@ def erase_agents(
     return failed
 
 
-def erase_agent(
-    ctx: SubjectContext,
-    tombs: TombstoneStore,
-    tombstone: Tombstone,
-    name: str,
-    day: _dt.date,
-    held: Held,
-) -> list[Unfinished]:
-    """The erasure in one agent; what it could not do (nothing: [])."""
-    return erase_agents(ctx, tombs, tombstone, [name], day, held)
-
-
-def _erase_batch(
-    ctx: SubjectContext,
-    tombs: TombstoneStore,
-    tombstone: Tombstone,
-    names: list[str],
-    day: _dt.date,
-    held: Held,
-    sync: FolderSync,
-) -> list[Unfinished]:
+def _erase_batch(run: _Run, names: list[str], sync: FolderSync) -> list[Unfinished]:
+    ctx = run.ctx
     failed: list[Unfinished] = []
     steps: list[Step] = []
     with ExitStack() as batch:
         for name in names:
-            if ctx.on_files and (tombstone.scope.subject is None or _linked(ctx, name)):
+            if ctx.on_files and (run.tombstone.scope.subject is None or _linked(ctx, name)):
                 # Nothing of an agent with a link in it is touched: the store would
                 # follow the link (or refuse it halfway); the admin resolves it first.
                 links = links_in_agent(ctx.workspace, name)
@@ -107,7 +101,7 @@ def _erase_batch(
                     continue
             with ExitStack() as agent:
                 try:
-                    found = _plan_agent(ctx, tombs, tombstone, name, day, held, agent, failed)
+                    found = _plan_agent(run, name, agent, failed)
                 except (GovernedMemoryError, OSError) as exc:
                     failed.append(unfinished_from(name, f"{AGENTS_DIR}/{name}", exc))
                     continue
@@ -115,7 +109,7 @@ def _erase_batch(
                 batch.enter_context(agent.pop_all())  # locks held until the batch is done
         lines = [s.line for s in steps if s.line is not None]
         try:
-            tombs.log_progress_lines(tombstone.id, lines)
+            run.tombs.log_progress_lines(run.tombstone.id, lines)
         except (GovernedMemoryError, OSError) as exc:
             agents = sorted({s.agent for s in steps})
             return failed + [unfinished_from(a, f"{AGENTS_DIR}/{a}", exc) for a in agents]
@@ -132,16 +126,7 @@ def _linked(ctx: SubjectContext, name: str) -> bool:
     return (ctx.agents_dir / name).is_symlink()
 
 
-def _plan_agent(
-    ctx: SubjectContext,
-    tombs: TombstoneStore,
-    tombstone: Tombstone,
-    name: str,
-    day: _dt.date,
-    held: Held,
-    stack: ExitStack,
-    failed: list[Unfinished],
-) -> list[Step]:
+def _plan_agent(run: _Run, name: str, stack: ExitStack, failed: list[Unfinished]) -> list[Step]:
     """Lock agent ``name`` (on ``stack``) and plan each of its memories; [] when it has none.
 
     A memory that cannot be read is added to ``failed``; the others are
@@ -149,6 +134,7 @@ def _plan_agent(
     crashed compaction's may hold the subject's text). A whole-agent
     erasure is done here (deleted under the lock), returning no step.
     """
+    ctx, tombstone = run.ctx, run.tombstone
     subject = tombstone.scope.subject
     if not ctx.has_agent(name):
         return []
@@ -156,13 +142,12 @@ def _plan_agent(
     stack.callback(store.close)
     stack.enter_context(store.lock())
     if subject is None:
-        delete_agent(ctx, tombs, tombstone, name, store)
+        delete_agent(ctx, run.tombs, tombstone, name, store)
         return []
     walk = stack.enter_context(ctx.memories_for(store, subject))
     if ctx.on_files:
         # The links where this erasure reads (every memory's, without an index).
-        seen = None if walk.complete else [m.partition or "" for m in walk.memories[1:]]
-        links = links_in_agent(ctx.workspace, name, seen)
+        links = links_in_agent(ctx.workspace, name, walk.partitions)
         if links:
             failed += links
             return []
@@ -176,7 +161,9 @@ def _plan_agent(
             found = sources(ctx, memory, at)
             texts[memory.partition] = [text for _, text in found]
             whole = memory.partition is not None and memory.partition == own
-            step = plan_memory(ctx, tombstone, name, memory, found, day, held, at, whole=whole)
+            step = plan_memory(
+                ctx, tombstone, name, memory, found, run.day, run.held, at, whole=whole
+            )
         except (GovernedMemoryError, OSError) as exc:
             failed.append(unfinished_from(name, at.file, exc))
             continue

@@ -14,7 +14,6 @@ caller asks for it, and other subjects are only counted, never named.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -29,9 +28,10 @@ from .._format import (
     record_subjects,
 )
 from .._records import COMPLETE, ErasureReceipt, ErasureScope, Tombstone
-from .._stores import AgentFolderStore, AgentStore
+from .._stores import AgentStore
 from ._context import SubjectContext
 from ._redact import mentions
+from ._removal import sources
 from ._unfinished import Unfinished, linked_agents, links_in_agent, unfinished_from
 
 __all__ = ["FileSeen", "collect", "tombstones_of"]
@@ -97,21 +97,13 @@ def _files(ctx: SubjectContext, name: str, store: AgentStore, subject: str | Non
     found: list[_Read] = []
     with store.lock(), ctx.memories_for(store, subject) as walk:
         if ctx.on_files:
-            partitions = None if walk.complete else [m.partition or "" for m in walk.memories[1:]]
-            links = links_in_agent(ctx.workspace, name, partitions)
+            links = links_in_agent(ctx.workspace, name, walk.partitions)
             if links:
                 return [(FileSeen(name, u.file, "", "", None), u) for u in links]
         for memory in walk.memories:
             kind = "agent" if memory.partition is None else "subject"
-            cursor = [ctx.source(memory)]
-
-            def before(
-                item: str | None, memory: AgentStore = memory, cursor: list[str] = cursor
-            ) -> None:
-                cursor[0] = ctx.source(memory, item)
-
             try:
-                texts = _sources(ctx, memory, before)
+                texts = sources(ctx, memory)
             except (GovernedMemoryError, OSError):
                 found += _each_file(ctx, name, memory, kind)  # to name every file that fails
                 continue
@@ -156,20 +148,6 @@ def _each_file(ctx: SubjectContext, name: str, memory: AgentStore, kind: str) ->
             continue
         found.append((seen, text))
     return found
-
-
-def _sources(
-    ctx: SubjectContext, memory: AgentStore, before: Callable[[str | None], None]
-) -> list[tuple[str | None, str]]:
-    """(archive id or None, text) of ``memory``'s files; one pass in the file backend."""
-    if isinstance(memory, AgentFolderStore):
-        return memory.read_texts(before)
-    before(None)
-    found: list[tuple[str | None, str | None]] = [(None, memory.read_memory())]
-    for archive in memory.list_archives():
-        before(archive)
-        found.append((archive, memory.read_archive(archive)))
-    return [(item, text) for item, text in found if text is not None]
 
 
 def _record(seen: FileSeen, record: Record) -> dict[str, Any]:

@@ -70,6 +70,11 @@ class Walk:
     complete: bool
     """True: every memory of the agent (no index, or a whole agent); False: those the index allows."""
 
+    @property
+    def partitions(self) -> list[str] | None:
+        """The subject folders visited; None: all of them (where links are looked for)."""
+        return None if self.complete else [m.partition or "" for m in self.memories[1:]]
+
 
 def partition_of(store: AgentStore, subject: str) -> str | None:
     """The name of ``subject``'s memory on the agent whose own store is ``store``.

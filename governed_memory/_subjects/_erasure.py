@@ -72,7 +72,7 @@ from .._records import (
     validate_subject_id,
     validate_text,
 )
-from ._batches import erase_agent, erase_agents
+from ._batches import erase_agents
 from ._context import SubjectContext, subject_context
 from ._errors import ErasureBlockedError
 from ._removal import (
@@ -313,7 +313,7 @@ def complete_tombstone(
         held = _held_others(ctx, current.scope.subject)
         names = erasure_agents(ctx, current.scope)
         if first is not None:
-            mine = erase_agent(ctx, tombs, current, first, day, held)
+            mine = erase_agents(ctx, tombs, current, [first], day, held)
             if mine:
                 pending = PendingErasure(current.id, current.scope, tuple(mine))
                 _audit_pending(ctx, current, pending, resumed)

@@ -11,10 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from subjects_helpers import STORE_KINDS, governance
+from subjects_helpers import STORE_KINDS, fail_nth_rewrite, governance
+from subjects_helpers import subject_block as _block
 
 from governed_memory import FixedClock, Governance
-from governed_memory._format import LINEAGE_KEY, render_block, render_header
+from governed_memory._format import render_header
 from governed_memory._stores import LINEAGE_INDEX, AgentFolderStore, isolate_subjects
 from governed_memory._subjects import erase, export_subject, resume_erasures
 
@@ -24,15 +25,6 @@ SHARED = "[Compressed Memory Summary] bob and alice"
 @pytest.fixture(params=STORE_KINDS)
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
-
-
-def _block(text: str, subject: str | None = None, lineage: tuple[str, ...] = ()) -> str:
-    meta: dict[str, object] = {}
-    if subject is not None:
-        meta["subject"] = subject
-    if lineage:
-        meta[LINEAGE_KEY] = sorted(lineage)
-    return render_block("System" if lineage else "Human", "2026-11-30T10:00:00", text, meta or None)
 
 
 def _store(gov: Governance, agent: str = "A") -> AgentFolderStore:
@@ -165,16 +157,7 @@ def test_an_erasure_of_many_agents_killed_between_batches_resumes_with_exact_cou
         store.append(_block(f"alice in {agent}", "alice"))
         store.append(_block(f"bob in {agent}", "bob"))
         store.close()
-    real = AgentFolderStore.rewrite_memory
-    calls = {"n": 0}
-
-    def flaky(self: AgentFolderStore, text: str) -> None:
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise OSError("disk full (injected)")
-        real(self, text)
-
-    monkeypatch.setattr(AgentFolderStore, "rewrite_memory", flaky)
+    fail_nth_rewrite(monkeypatch, 3, OSError("disk full (injected)"))
     with pytest.raises(Exception, match="is pending"):
         erase(gov, subject="alice")
     monkeypatch.undo()
