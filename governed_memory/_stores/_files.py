@@ -616,7 +616,14 @@ class AgentFolderStore:
         return StoredInfo(st.st_size, st.st_mtime)
 
     def source(self, archive_id: str | None = None) -> str:
-        return self._file(archive_id).relative_to(self.agent_folder).as_posix()
+        # Built from names (called for every file a request cites): the same
+        # text as the path relative to the agent folder, without pathlib.
+        prefix = "" if self._partition is None else f"{SUBJECTS_DIR}/{self._partition}/"
+        if archive_id is None:
+            return prefix + self._memory_path.name
+        if not archive_id.startswith(ARCHIVE_PREFIX) or "/" in archive_id or "\\" in archive_id:
+            self.archive_file(archive_id)  # refused with its message
+        return f"{prefix}{ARCHIVE_DIR}/{archive_id}{self.suffix}"
 
     def delete(self) -> None:
         """Remove the agent folder, its subject folders with it (hold :meth:`lock`).

@@ -234,22 +234,43 @@ def links_in_agent(
     if root.is_symlink():
         return [link_item(agent, f"{AGENTS_DIR}/{agent}", root)]
     if partitions is None:
-        trees = [root]
-    else:
-        subjects = root / SUBJECTS_DIR
-        trees = [subjects / p for p in partitions]
-        trees += [d for d in (root, root / ARCHIVE_DIR, subjects) if not d.is_symlink()]
-    found = []
-    for tree in trees:
-        for dirpath, dirnames, filenames in os.walk(tree, followlinks=False):
+        found = []
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
             for name in sorted(dirnames + filenames):
                 path = Path(dirpath) / name
                 if name.startswith(TMP_PREFIX) or not path.is_symlink():
                     continue
                 relative = path.relative_to(workspace).as_posix()
                 found.append(link_item(agent, relative, path))
-            if partitions is not None and Path(dirpath) in (root, root / SUBJECTS_DIR):
-                dirnames.clear()  # their other sub-folders belong to memories not read
+        return found
+    # Only where the request reads: the agent's folder and archive/, the entries
+    # of subjects/, and the subject folders named (their whole tree).
+    subjects = root / SUBJECTS_DIR
+    links: list[str] = []
+    for folder in (root, root / ARCHIVE_DIR, subjects):
+        if folder == root or not folder.is_symlink():  # a link itself is listed from root
+            links += _links_under(str(folder), deep=False)
+    for partition in partitions:
+        if not (subjects / partition).is_symlink():  # a link there is listed above
+            links += _links_under(str(subjects / partition), deep=True)
+    base = len(str(workspace)) + 1
+    return [link_item(agent, p[base:], Path(p)) for p in sorted(set(links))]
+
+
+def _links_under(folder: str, deep: bool) -> list[str]:
+    """The paths of the links in ``folder`` (and below it when ``deep``), by the entries' types."""
+    found: list[str] = []
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.startswith(TMP_PREFIX):
+                    continue
+                if entry.is_symlink():
+                    found.append(entry.path)
+                elif deep and entry.is_dir(follow_symlinks=False):
+                    found += _links_under(entry.path, deep)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
     return found
 
 

@@ -164,3 +164,20 @@ def test_an_erasure_of_many_agents_killed_between_batches_resumes_with_exact_cou
     [receipt] = resume_erasures(gov)
     assert receipt.resumed and receipt.records == 3
     assert sorted(f.agent for f in receipt.files) == ["A", "B", "C"]
+
+
+def test_with_the_index_links_are_looked_for_where_the_erasure_reads(
+    workspace: Path, clock: FixedClock, kind: str, tmp_path: Path
+) -> None:
+    """A link in carol's folder stops carol's erasure there; one in bob's does not."""
+    gov = governance(workspace, clock, kind=kind)
+    folders = _memories(gov, ("alice", "bob", "carol", "dave"))
+    erase(gov, subject="alice")  # writes the index
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (folders["bob"] / "archive").symlink_to(outside, target_is_directory=True)
+    assert erase(gov, subject="dave").state == "complete"
+    (folders["carol"] / "archive").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(Exception, match="a symbolic link"):
+        erase(gov, subject="carol")
+    assert folders["carol"].exists()  # untouched until the link is resolved
