@@ -21,11 +21,11 @@ from ._files import (
     LINEAGE_INDEX,
     SUBJECTS_DIR,
     AgentFolderStore,
+    FolderSync,
     is_partition_name,
     plain_partition_name,
 )
 from ._plaintext import PlaintextAgentStore, archive_names
-from ._sync import FolderSync
 
 __all__ = [
     "ENCRYPTED_MEMORY",

@@ -9,7 +9,8 @@ rules once and implements the id-based part of the storage seam
 (:attr:`~AgentFolderStore.folder`, :attr:`~AgentFolderStore.memory_path`,
 :meth:`~AgentFolderStore.archive_files`) are the file backend's own, for the
 operations that work on files as such (key rotation, workspace encryption,
-retention's file scan).
+retention's file scan). :class:`FolderSync` puts folder fsyncs off to one
+pass per folder for an operation that changes many files (an erasure).
 """
 
 from __future__ import annotations
@@ -35,15 +36,16 @@ from .._base import (
     open_dir_at,
     read_at,
     remove_temps_at,
+    write_temp_at,
 )
 from .._errors import GovernedMemoryError, StorageError, UnsafePathError
 from .._protocols import StoredInfo
-from ._sync import FolderSync, replace_at, sync_dir
 
 __all__ = [
     "LINEAGE_INDEX",
     "SUBJECTS_DIR",
     "AgentFolderStore",
+    "FolderSync",
     "holding",
     "is_partition_name",
     "plain_partition_name",
@@ -95,6 +97,70 @@ def holding(folder: Path, locked: Callable[[], AbstractContextManager[object]]) 
         if inside or isinstance(exc, GovernedMemoryError):
             raise
         raise StorageError(f"cannot lock agent folder {folder}: {exc}") from exc
+
+
+class FolderSync:
+    """Folder fsyncs put off to one pass: each folder once, however many files changed in it.
+
+    An erasure replaces or deletes files in many folders; a rename is
+    durable once its folder is fsynced. :meth:`add` keeps a descriptor of
+    each folder (a duplicate, so the caller may close its own), and
+    :meth:`flush` fsyncs each one: after the renames of many agents, the
+    first fsync commits the filesystem's journal and the others find little
+    left to do. Call :meth:`flush` before anything says the change is
+    complete (a receipt); :meth:`close` flushes too. Not thread-safe.
+    """
+
+    LIMIT = 256
+    """Folders kept open at most; the next :meth:`add` flushes them first."""
+
+    def __init__(self) -> None:
+        self._fds: dict[tuple[int, int], int] = {}
+
+    def add(self, dir_fd: int) -> None:
+        """Fsync the folder ``dir_fd`` at the next :meth:`flush` (once, whatever the count)."""
+        st = os.fstat(dir_fd)
+        key = (st.st_dev, st.st_ino)
+        if key in self._fds:
+            return
+        if len(self._fds) >= self.LIMIT:
+            self.flush()
+        self._fds[key] = os.dup(dir_fd)
+
+    def flush(self) -> None:
+        """Fsync every folder added since the last flush (``OSError`` after trying each)."""
+        fds, self._fds = list(self._fds.values()), {}
+        failed: OSError | None = None
+        for fd in fds:
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                failed = failed or exc
+            finally:
+                os.close(fd)
+        if failed is not None:
+            raise failed
+
+    def close(self) -> None:
+        self.flush()
+
+
+def replace_at(dir_fd: int, name: str, data: bytes) -> None:
+    """Replace ``name`` in ``dir_fd`` by a new fsynced file holding ``data`` (folder not fsynced)."""
+    tmp = write_temp_at(dir_fd, data)
+    try:
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+
+
+def sync_dir(dir_fd: int, sync: FolderSync | None) -> None:
+    if sync is None:
+        os.fsync(dir_fd)
+    else:
+        sync.add(dir_fd)
 
 
 class AgentFolderStore:
