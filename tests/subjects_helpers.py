@@ -4,11 +4,41 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from governed_memory import Conversation, FixedClock, Governance, memory_md_path
 from governed_memory._policy._model import DEFAULT_POLICY, Policy
 
 STORE_KINDS = ("plaintext", "encrypted")
+
+
+def subject_block(text: str, subject: str | None = None, lineage: tuple[str, ...] = ()) -> str:
+    """A record of ``subject`` at a fixed time; with ``lineage``, a System summary derived from it."""
+    from governed_memory._format import LINEAGE_KEY, render_block
+
+    meta: dict[str, object] = {}
+    if subject is not None:
+        meta["subject"] = subject
+    if lineage:
+        meta[LINEAGE_KEY] = sorted(lineage)
+    role = "System" if lineage else "Human"
+    return render_block(role, "2026-11-30T10:00:00", text, meta or None)
+
+
+def fail_nth_rewrite(monkeypatch: Any, nth: int, error: Exception) -> None:
+    """Make the ``nth`` ``rewrite_memory`` of the file stores raise ``error`` (a disk failing)."""
+    from governed_memory._stores import AgentFolderStore
+
+    real = AgentFolderStore.rewrite_memory
+    calls = {"n": 0}
+
+    def flaky(self: AgentFolderStore, text: str) -> None:
+        calls["n"] += 1
+        if calls["n"] == nth:
+            raise error
+        real(self, text)
+
+    monkeypatch.setattr(AgentFolderStore, "rewrite_memory", flaky)
 
 
 def governance(

@@ -290,7 +290,24 @@ class JsonlLog(Generic[Record]):
         Raises:
             StorageError: the log could not be written; nothing was recorded.
         """
-        body = {"v": self.version, **record} if self.version is not None else record
+        self._write([record])
+
+    def extend(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Append ``records`` durably with one write and one fsync (a chained log: one at most).
+
+        A crash may leave the first lines and a torn one; a torn line is cut
+        by the next writer and never read as a record.
+
+        Raises:
+            StorageError: the log could not be written; what was not fsynced may be lost.
+        """
+        if self.chained and len(records) > 1:
+            raise StorageError(f"{self.what} {self.path} is chained: append one record at a time")
+        if records:
+            self._write(records)
+
+    def _write(self, records: Sequence[Mapping[str, Any]]) -> None:
+        bodies = [{"v": self.version, **r} if self.version is not None else r for r in records]
         try:
             with self._mutex, self.locked():
                 ensure_private_dir(self.path.parent)
@@ -299,10 +316,13 @@ class JsonlLog(Generic[Record]):
                 try:
                     _repair_torn_tail(fd)
                     if self.chained:  # under the lock: no other writer takes the same number
-                        body = {**body, **self._end_of_chain(fd).next_fields()}
-                    plain = encode_line(body)
-                    line = seal_record(plain, self.sealing, self.purpose, self.context) + b"\n"
-                    write_all(fd, line)
+                        bodies = [{**bodies[0], **self._end_of_chain(fd).next_fields()}]
+                    lines = [
+                        seal_record(encode_line(body), self.sealing, self.purpose, self.context)
+                        + b"\n"
+                        for body in bodies
+                    ]
+                    write_all(fd, b"".join(lines))
                     os.fsync(fd)
                 finally:
                     os.close(fd)

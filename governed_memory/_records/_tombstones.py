@@ -385,6 +385,10 @@ class TombstoneStore:
         """
         self._progress_log(erasure_id).append(entry)
 
+    def log_progress_lines(self, erasure_id: str, entries: list[dict[str, Any]]) -> None:
+        """:meth:`log_progress` of several steps, with one write and one fsync."""
+        self._progress_log(erasure_id).extend(entries)
+
     def progress(self, erasure_id: str) -> list[dict[str, Any]]:
         """Every complete progress line, oldest first (a torn last line from a crash is not one).
 

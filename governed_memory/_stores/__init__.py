@@ -17,18 +17,27 @@ from typing import TYPE_CHECKING
 
 from .._base import lazy_attributes
 from ._base import AgentStore, StoreFactory
-from ._files import SUBJECTS_DIR, AgentFolderStore, is_partition_name, plain_partition_name
+from ._files import (
+    LINEAGE_INDEX,
+    SUBJECTS_DIR,
+    AgentFolderStore,
+    FolderSync,
+    is_partition_name,
+    plain_partition_name,
+)
 from ._plaintext import PlaintextAgentStore, archive_names
 
 __all__ = [
     "ENCRYPTED_MEMORY",
     "ENCRYPTED_SUFFIX",
+    "LINEAGE_INDEX",
     "SUBJECTS_DIR",
     "AgentFolderStore",
     "AgentStore",
     "BlockAppender",
     "EncryptedAgentStore",
     "FileMemoryBackend",
+    "FolderSync",
     "PlaintextAgentStore",
     "StoreFactory",
     "archive_names",

@@ -9,17 +9,19 @@ rules once and implements the id-based part of the storage seam
 (:attr:`~AgentFolderStore.folder`, :attr:`~AgentFolderStore.memory_path`,
 :meth:`~AgentFolderStore.archive_files`) are the file backend's own, for the
 operations that work on files as such (key rotation, workspace encryption,
-retention's file scan).
+retention's file scan). :class:`FolderSync` puts folder fsyncs off to one
+pass per folder for an operation that changes many files (an erasure).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import stat as _stat
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Collection, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import ClassVar, Self
 
@@ -34,13 +36,16 @@ from .._base import (
     open_dir_at,
     read_at,
     remove_temps_at,
+    write_temp_at,
 )
 from .._errors import GovernedMemoryError, StorageError, UnsafePathError
 from .._protocols import StoredInfo
 
 __all__ = [
+    "LINEAGE_INDEX",
     "SUBJECTS_DIR",
     "AgentFolderStore",
+    "FolderSync",
     "holding",
     "is_partition_name",
     "plain_partition_name",
@@ -49,6 +54,11 @@ __all__ = [
 ARCHIVE_PREFIX = "history_"
 SUBJECTS_DIR = "subjects"
 """The folder of an agent that holds one sub-folder per data subject (isolation = "subject")."""
+
+LINEAGE_INDEX = ".gm-lineage.json"
+"""In ``subjects/``: which subject memories may hold another subject's data (see ``lineage_index``)."""
+_INDEX_FORMAT = "governed-memory-lineage-index"
+_INDEX_VERSION = 1
 
 _PARTITION_CHARS = frozenset("0123456789abcdef")
 _PARTITION_LEN = 32
@@ -89,6 +99,70 @@ def holding(folder: Path, locked: Callable[[], AbstractContextManager[object]]) 
         raise StorageError(f"cannot lock agent folder {folder}: {exc}") from exc
 
 
+class FolderSync:
+    """Folder fsyncs put off to one pass: each folder once, however many files changed in it.
+
+    An erasure replaces or deletes files in many folders; a rename is
+    durable once its folder is fsynced. :meth:`add` keeps a descriptor of
+    each folder (a duplicate, so the caller may close its own), and
+    :meth:`flush` fsyncs each one: after the renames of many agents, the
+    first fsync commits the filesystem's journal and the others find little
+    left to do. Call :meth:`flush` before anything says the change is
+    complete (a receipt); :meth:`close` flushes too. Not thread-safe.
+    """
+
+    LIMIT = 256
+    """Folders kept open at most; the next :meth:`add` flushes them first."""
+
+    def __init__(self) -> None:
+        self._fds: dict[tuple[int, int], int] = {}
+
+    def add(self, dir_fd: int) -> None:
+        """Fsync the folder ``dir_fd`` at the next :meth:`flush` (once, whatever the count)."""
+        st = os.fstat(dir_fd)
+        key = (st.st_dev, st.st_ino)
+        if key in self._fds:
+            return
+        if len(self._fds) >= self.LIMIT:
+            self.flush()
+        self._fds[key] = os.dup(dir_fd)
+
+    def flush(self) -> None:
+        """Fsync every folder added since the last flush (``OSError`` after trying each)."""
+        fds, self._fds = list(self._fds.values()), {}
+        failed: OSError | None = None
+        for fd in fds:
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                failed = failed or exc
+            finally:
+                os.close(fd)
+        if failed is not None:
+            raise failed
+
+    def close(self) -> None:
+        self.flush()
+
+
+def replace_at(dir_fd: int, name: str, data: bytes) -> None:
+    """Replace ``name`` in ``dir_fd`` by a new fsynced file holding ``data`` (folder not fsynced)."""
+    tmp = write_temp_at(dir_fd, data)
+    try:
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+
+
+def sync_dir(dir_fd: int, sync: FolderSync | None) -> None:
+    if sync is None:
+        os.fsync(dir_fd)
+    else:
+        sync.add(dir_fd)
+
+
 class AgentFolderStore:
     """The file backend's agent store: one folder, its memory file and ``archive/``.
 
@@ -108,6 +182,8 @@ class AgentFolderStore:
     _lock: FolderLock
     _partition: str | None = None
     """The subject folder's name when this store is one subject's memory of the agent."""
+    _sync: FolderSync | None = None
+    """Inside :meth:`syncing`: where folder fsyncs are put off to."""
 
     @property
     def agent(self) -> str:
@@ -158,12 +234,13 @@ class AgentFolderStore:
             raise StorageError(f"subject id {subject_id!r} must be a non-empty string")
         return self._open_partition(self.partition_name(subject_id))
 
-    def subject_stores(self) -> list[Self]:
+    def subject_stores(self, only: Collection[str] | None = None) -> list[Self]:
         """Every subject memory of the agent; a link among them is refused, never skipped.
 
         A symbolic link ``subjects/`` or ``subjects/<p>`` raises
         :class:`UnsafePathError`: skipping it would hide a subject's memory
         from export and erasure, following it would read and write outside.
+        ``only``: just the memories with those folder names (those that exist).
         """
         if self._partition is not None:
             return []
@@ -173,7 +250,9 @@ class AgentFolderStore:
                 entries = sorted(it, key=lambda e: e.name)
                 names = []
                 for entry in entries:
-                    if not is_partition_name(entry.name):
+                    if not is_partition_name(entry.name) or (
+                        only is not None and entry.name not in only
+                    ):
                         continue
                     if entry.is_symlink():
                         raise UnsafePathError(folder / entry.name, "folder")
@@ -182,6 +261,57 @@ class AgentFolderStore:
         except (FileNotFoundError, NotADirectoryError):
             return []
         return [self._open_partition(name) for name in names]
+
+    def lineage_index(self) -> frozenset[str] | None:
+        """The subject memories of the agent that may hold another subject's data; None: unknown.
+
+        Under isolation a subject's memory holds only their own records and
+        summaries (a compaction's lineage is the subject alone); only
+        :func:`isolate_subjects` moving records written before isolation can
+        put a summary naming others in it. ``subjects/.gm-lineage.json``
+        lists those memories (folder names only), so export and erasure of
+        one subject read that subject's memory and the listed ones, never
+        every other subject's. It is written by a walk that read every
+        memory (:meth:`write_lineage_index`) and kept by ``isolate_subjects``
+        (:meth:`note_mixed_lineage`). None when the file is missing (a
+        workspace from before the index, an agent never walked), damaged or
+        of another version: the caller reads every memory, as without it.
+        """
+        if self._partition is not None:
+            return None
+        try:
+            with self._opened(SUBJECTS_DIR) as fd:
+                data = json.loads(read_at(fd, LINEAGE_INDEX, self._folder / SUBJECTS_DIR))
+        except (OSError, ValueError, GovernedMemoryError):
+            return None
+        if (
+            not isinstance(data, dict)
+            or data.get("format") != _INDEX_FORMAT
+            or data.get("version") != _INDEX_VERSION
+            or not isinstance(data.get("mixed"), list)
+            or not all(isinstance(p, str) and is_partition_name(p) for p in data["mixed"])
+        ):
+            return None
+        return frozenset(data["mixed"])
+
+    def write_lineage_index(self, mixed: Iterable[str]) -> None:
+        """Record that of the agent's subject memories only ``mixed`` may hold others' data.
+
+        Call it under the agent's lock, right after reading every subject
+        memory. Nothing is written when the agent has no ``subjects/``.
+        """
+        body = {"format": _INDEX_FORMAT, "version": _INDEX_VERSION, "mixed": sorted(set(mixed))}
+        with suppress(FileNotFoundError, NotADirectoryError), self._opened(SUBJECTS_DIR) as fd:
+            atomic_write_at(fd, LINEAGE_INDEX, json.dumps(body).encode("utf-8"))
+
+    def note_mixed_lineage(self, partition: str) -> None:
+        """Add ``partition`` to the index before data naming another subject is written to it.
+
+        Without an index nothing is written: the next walk reads every memory anyway.
+        """
+        known = self.lineage_index()
+        if known is not None and partition not in known:
+            self.write_lineage_index(known | {partition})
 
     def _partition_path(self, partition: str) -> Path:
         return self._folder / SUBJECTS_DIR / partition / MEMORY_FILE
@@ -428,13 +558,67 @@ class AgentFolderStore:
         """The bytes of the memory file (``name`` None) or of archive file ``name`` for ``text``."""
         raise NotImplementedError
 
+    def read_memory(self) -> str | None:
+        raise NotImplementedError
+
     def _close_file(self) -> None:
         raise NotImplementedError
 
     def close(self) -> None:
         raise NotImplementedError
 
+    # -- one pass over the files (export, erasure) --------------------------
+
+    def read_texts(
+        self, before: Callable[[str | None], None] | None = None
+    ) -> list[tuple[str | None, str]]:
+        """(archive id or None for the active memory, text) of every file: the memory, then archives.
+
+        One pass: ``archive/`` is opened and listed once and each archive
+        read relative to it. ``before`` is told each id before it is read (a
+        report names the file that failed). Errors as :meth:`read_archive`.
+        """
+        if before is not None:
+            before(None)
+        found: list[tuple[str | None, str]] = []
+        memory = self.read_memory()
+        if memory is not None:
+            found.append((None, memory))
+        try:
+            with self._opened(ARCHIVE_DIR) as fd, os.scandir(fd) as it:
+                names = sorted(
+                    e.name
+                    for e in it
+                    if e.name.startswith(ARCHIVE_PREFIX) and e.name.endswith(self.suffix)
+                )
+                for name in names:
+                    archive_id = name.removesuffix(self.suffix)
+                    if before is not None:
+                        before(archive_id)
+                    path = self.archive_dir / name
+                    found.append((archive_id, self._decode(read_at(fd, name, path), path)))
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        except GovernedMemoryError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"cannot read the archives in {self.archive_dir}: {exc}") from exc
+        return found
+
     # -- rewriting (erasure) -------------------------------------------------
+
+    @contextmanager
+    def syncing(self, sync: FolderSync) -> Iterator[None]:
+        """Within the block, rewrites and :meth:`delete` leave their folder's fsync to ``sync``.
+
+        Each new file is still fsynced before its rename; the folders are
+        fsynced by ``sync.flush()``, once each, however many files changed.
+        """
+        previous, self._sync = self._sync, sync
+        try:
+            yield
+        finally:
+            self._sync = previous
 
     def rewrite_memory(self, text: str) -> None:
         self._rewrite(self._memory_path, lambda: self._encode(None, text), self._close_file)
@@ -453,14 +637,22 @@ class AgentFolderStore:
         once the new file is in place (the memory file: drop the open
         descriptor). A missing target is refused, and so is a link; an
         ``OSError`` becomes :class:`StorageError` saying the file is
-        unchanged; governed_memory's own errors pass through.
+        unchanged; governed_memory's own errors pass through. Inside
+        :meth:`syncing` the folder's fsync is left to its ``FolderSync``.
         """
         try:
             with self._lock.held():
                 if not self.has_file(target):
                     raise StorageError(f"rewrite of {target} refused: the file does not exist")
                 self._remove_own_temps()
-                self.write_file(target, encode())
+                sync = self._sync
+                if sync is None:
+                    self.write_file(target, encode())
+                else:
+                    sub, name = self._locate(target)
+                    with self._opened(sub) as fd:
+                        replace_at(fd, name, encode())
+                        sync.add(fd)
                 if after is not None:
                     after()
         except GovernedMemoryError:
@@ -490,7 +682,14 @@ class AgentFolderStore:
         return StoredInfo(st.st_size, st.st_mtime)
 
     def source(self, archive_id: str | None = None) -> str:
-        return self._file(archive_id).relative_to(self.agent_folder).as_posix()
+        # Built from names (called for every file a request cites): the same
+        # text as the path relative to the agent folder, without pathlib.
+        prefix = "" if self._partition is None else f"{SUBJECTS_DIR}/{self._partition}/"
+        if archive_id is None:
+            return prefix + self._memory_path.name
+        if not archive_id.startswith(ARCHIVE_PREFIX) or "/" in archive_id or "\\" in archive_id:
+            self.archive_file(archive_id)  # refused with its message
+        return f"{prefix}{ARCHIVE_DIR}/{archive_id}{self.suffix}"
 
     def delete(self) -> None:
         """Remove the agent folder, its subject folders with it (hold :meth:`lock`).
@@ -499,7 +698,7 @@ class AgentFolderStore:
         on the lock then starts a new, empty memory. The folder is removed
         relative to its parent's descriptor, and ``rmtree`` never follows a
         link inside it (it removes the link); a link in the folder's place is
-        refused.
+        refused. The parent folder is fsynced now, or inside :meth:`syncing` by its ``FolderSync``.
         """
         own = 1 if self._partition is None else 3
         folder = self._folder if len(self._folder.parts) > own else self._folder.absolute()
@@ -508,7 +707,7 @@ class AgentFolderStore:
             try:
                 lstat_at(parent, self._folder.name, self._folder)
                 shutil.rmtree(self._folder.name, dir_fd=parent)
-                os.fsync(parent)
+                sync_dir(parent, self._sync)
             finally:
                 os.close(parent)
         except FileNotFoundError:

@@ -14,14 +14,17 @@ plus the moved records, then the agent's memory atomically by what stays. A
 crash between the two leaves the moved records in both places; the next run
 finds them already in the subject's memory, in one piece, and does not copy
 them again (records carry their timestamp to the microsecond, so a run of the
-same blocks is a copy, not new words). Nothing is ever only in flight. Backend-neutral: it uses the storage
+same blocks is a copy, not new words). A subject memory that receives a
+record naming another subject too (a summary from before isolation) is
+listed in the agent's lineage index first (``AgentFolderStore.lineage_index``). Nothing is ever only in flight. Backend-neutral: it uses the storage
 seam's methods only.
 """
 
 from __future__ import annotations
 
-from .._format import META_OPEN, Record, parse_memory
+from .._format import META_OPEN, Record, parse_memory, record_subjects
 from ._base import AgentStore
+from ._files import AgentFolderStore
 
 __all__ = ["isolate_subjects"]
 
@@ -52,6 +55,10 @@ def isolate_subjects(store: AgentStore) -> int:
             target = store.subject_store(subject)
             try:
                 moved = "".join(record.raw for record in records)
+                mixed = any(record_subjects(r) - {subject} for r in records)
+                if mixed and isinstance(store, AgentFolderStore) and target.partition is not None:
+                    # Listed before it is written: export and erasure of the others read it.
+                    store.note_mixed_lineage(target.partition)
                 with target.lock():
                     target.ensure()
                     current = target.read_memory() or ""

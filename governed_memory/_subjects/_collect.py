@@ -14,9 +14,7 @@ caller asks for it, and other subjects are only counted, never named.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from functools import partial
 from typing import Any
 
 from .._base import AGENTS_DIR, classify_archive
@@ -27,12 +25,13 @@ from .._format import (
     parse_memory,
     record_ids,
     record_lineage,
-    subjects_in_text,
+    record_subjects,
 )
 from .._records import COMPLETE, ErasureReceipt, ErasureScope, Tombstone
 from .._stores import AgentStore
 from ._context import SubjectContext
 from ._redact import mentions
+from ._removal import sources
 from ._unfinished import Unfinished, linked_agents, links_in_agent, unfinished_from
 
 __all__ = ["FileSeen", "collect", "tombstones_of"]
@@ -66,11 +65,11 @@ class FileSeen:
 _Read = tuple[FileSeen, str | Unfinished | None]
 
 
-def _agent_files(ctx: SubjectContext, name: str) -> list[_Read]:
+def _agent_files(ctx: SubjectContext, name: str, subject: str | None) -> list[_Read]:
     """:func:`_files` of agent ``name`` ([] when it has no folder), its store closed after."""
     found: list[_Read] = []
     for _name, store in ctx.stores(only=name):
-        found += _files(ctx, name, store)
+        found += _files(ctx, name, store, subject)
     return found
 
 
@@ -84,40 +83,70 @@ def _when(memory: AgentStore, archive: str | None) -> _dt.datetime | None:
     return None if info is None else _dt.datetime.fromtimestamp(info.modified)
 
 
-def _files(ctx: SubjectContext, name: str, store: AgentStore) -> list[_Read]:
-    """(file, text) of every memory of the agent: archives oldest first, then the memory.
+def _files(ctx: SubjectContext, name: str, store: AgentStore, subject: str | None) -> list[_Read]:
+    """(file, text) of the agent's memories that may hold ``subject``: archives oldest first, then the memory.
 
-    The agent's own memory first, then each subject memory (``subjects/<p>/``):
-    a subject's records may be in any of them. A file that cannot be read
-    (damaged, its key missing) is its :class:`Unfinished` instead of a text;
-    the others are still read, so the export's error lists every one.
+    The agent's own memory first, then the subject memories
+    (``subjects/<p>/``) :meth:`SubjectContext.memories_for` names: every one
+    without a lineage index or ``subject``. A file that cannot be read
+    (damaged, its key missing) is its :class:`Unfinished` instead of a
+    text; the other memories are still read, so the export's error lists
+    every one. A link where the export reads makes the agent's links its
+    only items. Only a file that may hold the subject has its time looked up.
     """
     found: list[_Read] = []
+    with store.lock(), ctx.memories_for(store, subject) as walk:
+        if ctx.on_files:
+            links = links_in_agent(ctx.workspace, name, walk.partitions)
+            if links:
+                return [(FileSeen(name, u.file, "", "", None), u) for u in links]
+        for memory in walk.memories:
+            kind = "agent" if memory.partition is None else "subject"
+            try:
+                texts = sources(ctx, memory)
+            except (GovernedMemoryError, OSError):
+                found += _each_file(ctx, name, memory, kind)  # to name every file that fails
+                continue
+            archives = [item for item, _ in texts if item is not None]
+            ordered = [t for t in texts if t[0] is not None] + [t for t in texts if t[0] is None]
+            for item, text in ordered:
+                wanted = subject is None or mentions(text, subject)
+                rank = len(archives) - archives.index(item) if item is not None else 0
+                seen = FileSeen(
+                    name,
+                    ctx.source(memory, item),
+                    "archive" if item is not None else "memory",
+                    kind,
+                    _when(memory, item) if wanted else None,
+                    rank,
+                    len(archives) if item is not None else 0,
+                )
+                found.append((seen, text))
+    return found
 
-    def read(seen: FileSeen, reader: Callable[[], str | None]) -> None:
+
+def _each_file(ctx: SubjectContext, name: str, memory: AgentStore, kind: str) -> list[_Read]:
+    """(file, text or :class:`Unfinished`) of each file of ``memory``, one at a time."""
+    found: list[_Read] = []
+    items: list[str | None] = []
+    try:
+        items += memory.list_archives()
+    except (GovernedMemoryError, OSError) as exc:
+        where = ctx.source(memory)
+        found.append(
+            (FileSeen(name, where, "archive", kind, None), unfinished_from(name, where, exc))
+        )
+    items.append(None)
+    for item in items:
+        seen = FileSeen(
+            name, ctx.source(memory, item), "memory" if item is None else "archive", kind, None
+        )
         try:
-            found.append((seen, reader()))
+            text = memory.read_memory() if item is None else memory.read_archive(item)
         except (GovernedMemoryError, OSError) as exc:
             found.append((seen, unfinished_from(name, seen.source, exc)))
-
-    for memory in ctx.memories_of(store):
-        kind = "agent" if memory.partition is None else "subject"
-        archives = memory.list_archives()
-        for index, archive in enumerate(archives):
-            seen = FileSeen(
-                name,
-                ctx.source(memory, archive),
-                "archive",
-                kind,
-                _when(memory, archive),
-                len(archives) - index,
-                len(archives),
-            )
-            read(seen, partial(memory.read_archive, archive))
-        read(
-            FileSeen(name, ctx.source(memory), "memory", kind, _when(memory, None)),
-            memory.read_memory,
-        )
+            continue
+        found.append((seen, text))
     return found
 
 
@@ -184,22 +213,21 @@ def collect(
     summaries: list[dict[str, Any]] = []
     files: list[FileSeen] = []
     unreadable: list[Unfinished] = []
+    names = [scope.agent] if scope.agent is not None else ctx.agent_names()
     if ctx.on_files:
         # What the backend skips (a linked agent folder) or its stores would
         # follow: reported, never read, so the export cannot silently miss it.
-        names = (
-            [scope.agent]
-            if scope.agent is not None
-            else sorted(set(ctx.agent_names()) | set(linked_agents(ctx.workspace)))
-        )
-        for name in names:
-            unreadable += links_in_agent(ctx.workspace, name)
+        # Links inside an agent are looked for where it is read (_files).
+        linked = sorted(set(names) | set(linked_agents(ctx.workspace)))
+        for name in linked:
+            if (ctx.agents_dir / name).is_symlink():
+                unreadable += links_in_agent(ctx.workspace, name)
     refused = {u.agent for u in unreadable}
-    for name in [scope.agent] if scope.agent is not None else ctx.agent_names():
+    for name in names:
         if name in refused:
             continue
         try:
-            found = _agent_files(ctx, name)
+            found = _agent_files(ctx, name, scope.subject)
         except (GovernedMemoryError, OSError) as exc:
             unreadable.append(unfinished_from(name, f"{AGENTS_DIR}/{name}", exc))
             continue
@@ -222,7 +250,8 @@ def collect(
                     )
                 cited = cited or own or derived
             if cited:
-                files.append(replace(seen, subjects=frozenset(subjects_in_text(text))))
+                named = frozenset(s for r in parsed for s in record_subjects(r))
+                files.append(replace(seen, subjects=named))
     return {
         "unreadable": unreadable,
         "files": files,

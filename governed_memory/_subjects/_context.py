@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -30,13 +31,19 @@ from .._format import render_header
 from .._policy import DEFAULT_POLICY, NullAuditSink, Policy
 from .._protocols import MemoryBackend
 from .._records import HoldRegistry, RequestRegister, TombstoneStore, sign_receipt
-from .._stores import AgentStore, FileMemoryBackend, PlaintextAgentStore, StoreFactory
+from .._stores import (
+    AgentFolderStore,
+    AgentStore,
+    FileMemoryBackend,
+    PlaintextAgentStore,
+    StoreFactory,
+)
 
 if TYPE_CHECKING:
     from .._crypto import RecordSealing, SigningKeyProvider
     from .._governance import AuditSink, Governance
 
-__all__ = ["KeyShredder", "SubjectContext", "subject_context"]
+__all__ = ["KeyShredder", "SubjectContext", "Walk", "partition_of", "subject_context"]
 
 
 def _no_signing_key() -> SigningKeyProvider | None:
@@ -53,6 +60,34 @@ class KeyShredder(Protocol):
     def shred_agent(self, agent: str) -> Any:
         """Destroy every key of ``agent``."""
         ...
+
+
+@dataclass(frozen=True)
+class Walk:
+    """The memories a request goes through in one agent (its own first), and whether that is all."""
+
+    memories: list[AgentStore]
+    complete: bool
+    """True: every memory of the agent (no index, or a whole agent); False: those the index allows."""
+
+    @property
+    def partitions(self) -> list[str] | None:
+        """The subject folders visited; None: all of them (where links are looked for)."""
+        return None if self.complete else [m.partition or "" for m in self.memories[1:]]
+
+
+def partition_of(store: AgentStore, subject: str) -> str | None:
+    """The name of ``subject``'s memory on the agent whose own store is ``store``.
+
+    Asked only once the agent has subject memories: an encrypted workspace
+    then has its keyring, so naming the folder (a keyed reference) writes
+    nothing, and opening the store creates nothing.
+    """
+    memory = store.subject_store(subject)
+    try:
+        return memory.partition
+    finally:
+        memory.close()
 
 
 @dataclass
@@ -191,6 +226,37 @@ class SubjectContext:
                         yield memory
                 finally:
                     memory.close()
+
+    @contextmanager
+    def memories_for(self, store: AgentStore, subject: str | None) -> Iterator[Walk]:
+        """The memories of the agent that may hold ``subject``'s data, each locked, in a :class:`Walk`.
+
+        Call it under the agent's lock. The agent's own ``store`` first,
+        then, when the agent's lineage index is known
+        (:meth:`~governed_memory._stores.AgentFolderStore.lineage_index`),
+        only the subject's own memory and those the index lists: nothing of
+        another subject is read. Without an index (or without ``subject``:
+        a whole agent), every subject memory, and ``complete`` is True. Each
+        subject memory is locked inside the agent's lock (the order of
+        :meth:`memories_of`) and closed after the block.
+        """
+        index = None
+        if subject is not None and isinstance(store, AgentFolderStore):
+            index = store.lineage_index()
+        complete = index is None
+        subs: list[AgentStore] = []
+        if index is None:
+            subs += store.subject_stores()
+        else:
+            assert isinstance(store, AgentFolderStore) and subject is not None
+            own = partition_of(store, subject)
+            subs += store.subject_stores(only=index | ({own} if own else set()))
+        with ExitStack() as stack:
+            for memory in subs:
+                stack.callback(memory.close)
+            for memory in subs:
+                stack.enter_context(memory.lock())
+            yield Walk([store, *subs], complete)
 
     def _now(self) -> str:
         return self.clock.now().isoformat()

@@ -72,12 +72,12 @@ from .._records import (
     validate_subject_id,
     validate_text,
 )
+from ._batches import erase_agents
 from ._context import SubjectContext, subject_context
 from ._errors import ErasureBlockedError
 from ._removal import (
     aggregate_blocked,
     aggregate_files,
-    erase_agent,
     erasure_agents,
     unreadable_agent,
 )
@@ -313,7 +313,7 @@ def complete_tombstone(
         held = _held_others(ctx, current.scope.subject)
         names = erasure_agents(ctx, current.scope)
         if first is not None:
-            mine = erase_agent(ctx, tombs, current, first, day, held)
+            mine = erase_agents(ctx, tombs, current, [first], day, held)
             if mine:
                 pending = PendingErasure(current.id, current.scope, tuple(mine))
                 _audit_pending(ctx, current, pending, resumed)
@@ -321,11 +321,7 @@ def complete_tombstone(
                     f"agent {first!r} cannot be opened: {pending.message()}"
                 ) from None
             names = [n for n in names if n != first]
-        unfinished: list[Unfinished] = []
-        for done, name in enumerate(names, start=1):
-            unfinished += erase_agent(ctx, tombs, current, name, day, held)
-            if progress is not None:
-                progress(name, done, len(names))
+        unfinished = erase_agents(ctx, tombs, current, names, day, held, progress)
         progress_log = tombs.progress(current.id)
         where = f"erasure progress of erasure {current.id}"
         blocked = aggregate_blocked(progress_log, where)

@@ -24,6 +24,7 @@ import datetime as _dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .._format import (
     ERASED_MARKER_KEY,
@@ -63,6 +64,10 @@ class FileEdit:
     bytes_removed: int
     held_summaries: int = 0
     holds: tuple[str, ...] = ()
+    others: int = 0
+    """Records left that are not erasure markers (0: nothing but markers would remain)."""
+    record_bytes: int = 0
+    """UTF-8 bytes of every record of the file before the edit."""
 
     @property
     def changed(self) -> bool:
@@ -75,6 +80,7 @@ def _prefix(text: str, records: list[Record]) -> str:
     return text[: len(text) - sum(len(r.raw) for r in records)]
 
 
+@lru_cache(maxsize=256)
 def subject_needle(subject: str) -> str:
     """How ``subject`` appears in every metadata line naming it (as a JSON string).
 
@@ -109,6 +115,7 @@ def strip_subject(
     kept: list[str] = []
     records = summaries = removed_bytes = held_summaries = 0
     holds: set[str] = set()
+    others = 0
     for record in parsed.records:
         if record.subject_id == subject and not is_summary(record):
             records += 1
@@ -119,6 +126,7 @@ def strip_subject(
             held_summaries += 1  # derived from held data as well: the hold keeps it
             holds.update(covering)
             kept.append(record.raw)
+            others += 1
         elif subject in record_lineage(record) or record.subject_id == subject:
             # A summary built from (or attributed to) the subject.
             summaries += 1
@@ -130,6 +138,7 @@ def strip_subject(
             )
         else:
             kept.append(record.raw)
+            others += ERASED_MARKER_KEY not in record.meta
     if not records and not summaries and not held_summaries:
         return None
     return FileEdit(
@@ -139,6 +148,8 @@ def strip_subject(
         bytes_removed=removed_bytes,
         held_summaries=held_summaries,
         holds=tuple(sorted(holds)),
+        others=others,
+        record_bytes=sum(len(r.raw.encode("utf-8")) for r in parsed.records),
     )
 
 

@@ -1,12 +1,15 @@
-"""What one erasure does in one agent: each of its memories planned, logged, then rewritten or deleted.
+"""What one erasure does in one agent: each of its memories planned, then rewritten or deleted.
 
 An agent's data is in its own memory and archives and, under ``[memory]
 isolation = "subject"``, in one memory per data subject
 (``agents/<agent>/subjects/<p>/``, ``<p>`` a hash of the subject id). A
 subject's records may be in any of them (the agent's memory and archives
 from before isolation, their own memory, another subject's summary whose
-lineage names them), so erasing subject S walks every memory of the agent,
-under the agent's lock (:meth:`SubjectContext.memories_of`):
+lineage names them), so erasing subject S walks every memory of the agent
+that may hold S's data, under the agent's lock
+(:meth:`SubjectContext.memories_for`: with the agent's lineage index, S's own
+memory and the few the index lists; without it, all of them). ``_batches``
+runs it over the agents:
 
 * in each memory S's records are removed and the summaries derived from S
   replaced by a marker (``_redact``), unless a hold on another subject of a
@@ -14,8 +17,8 @@ under the agent's lock (:meth:`SubjectContext.memories_of`):
 * S's own memory goes as a whole once nothing but markers would be left in
   it: its folder is deleted, so no empty folder named after S stays, and the
   receipt lists each of its files as deleted;
-* each memory's plan is logged durably before its files change, so a crash
-  is resumed with exact counts. A subject memory's progress line also names
+* each memory's plan (:class:`Step`) is logged durably before its files
+  change, so a crash is resumed with exact counts. A subject memory's progress line also names
   its folder (``partition``); the agent's own is written as it always was.
 
 Erasing a whole agent deletes its folder, every subject memory with it.
@@ -30,6 +33,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._base import AGENTS_DIR, remove_stale_temps
@@ -42,12 +46,16 @@ from ._redact import FileEdit, count_records, strip_subject
 from ._unfinished import Unfinished, linked_agents, links_in_agent, unfinished_from
 
 __all__ = [
+    "Cursor",
+    "Held",
+    "Step",
     "aggregate_blocked",
     "aggregate_files",
-    "erase_agent",
-    "erase_in_agent",
+    "delete_agent",
     "erasure_agents",
+    "plan_memory",
     "remove_temps",
+    "sources",
     "unreadable_agent",
 ]
 
@@ -63,66 +71,6 @@ def erasure_agents(ctx: SubjectContext, scope: ErasureScope) -> list[str]:
     if ctx.on_files:
         names |= set(linked_agents(ctx.workspace))
     return sorted(names)
-
-
-def erase_agent(
-    ctx: SubjectContext,
-    tombs: TombstoneStore,
-    tombstone: Tombstone,
-    name: str,
-    day: _dt.date,
-    held: Held,
-) -> list[Unfinished]:
-    """The erasure in one agent; what it could not do (nothing: [])."""
-    if ctx.on_files:
-        # Nothing of an agent with a link in it is touched: the store would
-        # follow the link (or refuse it halfway); the admin resolves it first.
-        links = links_in_agent(ctx.workspace, name)
-        if links:
-            return links
-    folder = f"{AGENTS_DIR}/{name}"
-    try:
-        for _name, store in ctx.stores(only=name):
-            return erase_in_agent(ctx, tombs, tombstone, name, store, day, held)
-    except (GovernedMemoryError, OSError) as exc:
-        return [unfinished_from(name, folder, exc)]
-    return []
-
-
-def erase_in_agent(
-    ctx: SubjectContext,
-    tombs: TombstoneStore,
-    tombstone: Tombstone,
-    name: str,
-    store: AgentStore,
-    day: _dt.date,
-    held: Held,
-) -> list[Unfinished]:
-    """Carry out ``tombstone`` in agent ``name`` (its own ``store``): plan, log, then change.
-
-    Memory by memory: a memory that cannot be read or rewritten (a damaged
-    file, a missing key) is returned as :class:`Unfinished`, and the agent's
-    other memories are still erased. Every temporary file in each memory's
-    folders goes first (a crashed compaction's may hold the subject's text).
-    """
-    subject = tombstone.scope.subject
-    with store.lock():
-        if subject is None:
-            _delete_agent(ctx, tombs, tombstone, name, store)
-            return []
-        failed: list[Unfinished] = []
-        own: str | None = None  # the name of the subject's own memory, once there are any
-        for memory in ctx.memories_of(store):
-            at = _Cursor(ctx.source(memory))
-            try:
-                remove_temps(memory)
-                if memory.partition is not None and own is None:
-                    own = _partition_of(store, subject)
-                whole = memory.partition is not None and memory.partition == own
-                _erase_in_memory(ctx, tombs, tombstone, name, memory, day, held, at, whole=whole)
-            except (GovernedMemoryError, OSError) as exc:
-                failed.append(unfinished_from(name, at.file, exc))
-        return failed
 
 
 def unreadable_agent(ctx: SubjectContext, name: str) -> list[Unfinished]:
@@ -145,63 +93,70 @@ def unreadable_agent(ctx: SubjectContext, name: str) -> list[Unfinished]:
 def _unreadable(ctx: SubjectContext, name: str, store: AgentStore) -> list[Unfinished]:
     failed: list[Unfinished] = []
     for memory in ctx.memories_of(store):
-        at = _Cursor(ctx.source(memory))
+        at = Cursor(ctx.source(memory))
         try:
-            _sources(ctx, memory, at)
+            sources(ctx, memory, at)
         except (GovernedMemoryError, OSError) as exc:
             failed.append(unfinished_from(name, at.file, exc))
     return failed
 
 
-class _Cursor:
+@dataclass
+class Step:
+    """One memory's part of an erasure: its progress line, then what changes."""
+
+    agent: str
+    memory: AgentStore
+    at: Cursor
+    line: dict[str, Any] | None  # None: nothing to log
+    delete: bool = False
+    edits: list[tuple[str | None, str]] = field(default_factory=list)
+
+
+class Cursor:
     """The file an erasure is working on, named in its report when that file fails."""
 
     def __init__(self, file: str) -> None:
         self.file = file
 
 
-def remove_temps(memory: AgentStore) -> int:
+def remove_temps(memory: AgentStore, *, whole_agent: bool = True) -> int:
     """Delete every temporary file in ``memory``'s folders (file backend); return how many.
 
     Its folder and ``archive/``, and for an agent's own memory ``subjects/``
-    too. Call it under the memory's lock (no live writer's file is removed).
-    A compaction killed between its temporary copy and the link leaves the
-    old memory there, in plaintext in a plaintext workspace.
+    too (``whole_agent`` False: not ``subjects/``, whose temporary files
+    belong to subject memories the request does not visit). Call it under
+    the memory's lock (no live writer's file is removed). A compaction
+    killed between its temporary copy and the link leaves the old memory
+    there, in plaintext in a plaintext workspace.
     """
     if not isinstance(memory, AgentFolderStore):
         return 0
     folders = [memory.folder, memory.archive_dir]
-    if memory.partition is None:
+    if memory.partition is None and whole_agent:
         folders.append(memory.folder / SUBJECTS_DIR)
     return sum(remove_stale_temps(folder) for folder in folders)
 
 
-def _partition_of(store: AgentStore, subject: str) -> str | None:
-    """The name of ``subject``'s memory on the agent.
-
-    Asked only once the agent has subject memories: an encrypted workspace
-    then has its keyring, so naming the folder (a keyed reference) writes
-    nothing, and opening the store creates nothing.
-    """
-    memory = store.subject_store(subject)
-    try:
-        return memory.partition
-    finally:
-        memory.close()
-
-
-def _sources(
-    ctx: SubjectContext, memory: AgentStore, at: _Cursor | None = None
+def sources(
+    ctx: SubjectContext, memory: AgentStore, at: Cursor | None = None
 ) -> list[tuple[str | None, str]]:
     """(archive id, or None for the active memory; its text) of what ``memory`` holds.
 
-    ``at`` is told each file before it is read.
+    ``at`` is told each file before it is read. The file backend reads a
+    memory in one pass (:meth:`AgentFolderStore.read_texts`).
     """
-    at = at or _Cursor("")
-    at.file = ctx.source(memory)
+    cursor = at or Cursor("")
+
+    def before(item: str | None) -> None:
+        cursor.file = ctx.source(memory, item)
+
+    if isinstance(memory, AgentFolderStore):
+        return memory.read_texts(before)
+    before(None)
     found: list[tuple[str | None, str | None]] = [(None, memory.read_memory())]
     for archive in memory.list_archives():
-        at.file = ctx.source(memory, archive)
+        before(archive)
         found.append((archive, memory.read_archive(archive)))
     return [(item, text) for item, text in found if text is not None]
 
@@ -211,23 +166,24 @@ def _only_markers(text: str) -> bool:
     return all(ERASED_MARKER_KEY in r.meta for r in parse_memory(text).records)
 
 
-def _erase_in_memory(
+def plan_memory(
     ctx: SubjectContext,
-    tombs: TombstoneStore,
     tombstone: Tombstone,
     name: str,
     memory: AgentStore,
+    sources: list[tuple[str | None, str]],
     day: _dt.date,
     held: Held,
-    at: _Cursor,
+    at: Cursor,
     *,
     whole: bool,
-) -> None:
+) -> Step | None:
+    """What the erasure does in ``memory`` whose files hold ``sources``; None: nothing."""
     subject = tombstone.scope.subject
     assert subject is not None
     plans: list[tuple[str | None, str, FileEdit | None]] = []
     blocked = []
-    for item, text in _sources(ctx, memory, at):
+    for item, text in sources:
         edit = strip_subject(text, subject, erasure_id=tombstone.id, day=day, held=held)
         if edit is not None and edit.held_summaries:
             blocked.append(
@@ -239,12 +195,13 @@ def _erase_in_memory(
                 )
             )
         plans.append((item, text, edit))
-    if whole and all(_only_markers(text if edit is None else edit.text) for _, text, edit in plans):
-        _delete_memory(ctx, tombs, tombstone, name, memory, plans)
-        return
+    if whole and all(
+        _only_markers(text) if edit is None else not edit.others for _, text, edit in plans
+    ):
+        return _delete_memory(ctx, name, memory, plans, at)
     edits = [(item, edit) for item, _text, edit in plans if edit is not None and edit.changed]
     if not edits and not blocked:
-        return
+        return None
     files = [
         FileRemoval(
             agent=name,
@@ -259,18 +216,12 @@ def _erase_in_memory(
     # "blocked" is this run's view of the memory: a later run (resumed, after a
     # release) replaces it, so the receipt never lists a summary it removed.
     # Without holds on other subjects the line is as it always was.
-    tombs.log_progress(
-        tombstone.id,
+    line = (
         _where(name, memory)
         | {"files": [f.to_dict() for f in files]}
-        | ({"blocked": [b.to_dict() for b in blocked]} if held else {}),
+        | ({"blocked": [b.to_dict() for b in blocked]} if held else {})
     )
-    for item, edit in edits:
-        at.file = ctx.source(memory, item)
-        if item is None:
-            memory.rewrite_memory(edit.text)
-        else:
-            memory.rewrite_archive(item, edit.text)
+    return Step(name, memory, at, line, edits=[(item, edit.text) for item, edit in edits])
 
 
 def _where(name: str, memory: AgentStore) -> dict[str, Any]:
@@ -282,12 +233,11 @@ def _where(name: str, memory: AgentStore) -> dict[str, Any]:
 
 def _delete_memory(
     ctx: SubjectContext,
-    tombs: TombstoneStore,
-    tombstone: Tombstone,
     name: str,
     memory: AgentStore,
     plans: list[tuple[str | None, str, FileEdit | None]],
-) -> None:
+    at: Cursor,
+) -> Step:
     """Delete the erased subject's own memory (nothing else is in it), every file listed."""
     files = [
         FileRemoval(
@@ -295,22 +245,17 @@ def _delete_memory(
             file=ctx.source(memory, item),
             records=0 if edit is None else edit.records,
             summaries=0 if edit is None else edit.summaries,
-            bytes_removed=count_records(text)[2],
+            bytes_removed=count_records(text)[2] if edit is None else edit.record_bytes,
             bytes_written=0,
             deleted=True,
         )
         for item, text, edit in plans
     ]
-    if files:
-        tombs.log_progress(
-            tombstone.id, _where(name, memory) | {"files": [f.to_dict() for f in files]}
-        )
-    # Under the subject's lock (and the agent's): a writer waiting on it finds
-    # the folder gone and starts a new, empty memory.
-    memory.delete()
+    line = _where(name, memory) | {"files": [f.to_dict() for f in files]} if files else None
+    return Step(name, memory, at, line, delete=True)
 
 
-def _delete_agent(
+def delete_agent(
     ctx: SubjectContext,
     tombs: TombstoneStore,
     tombstone: Tombstone,

@@ -19,11 +19,12 @@ every such entry is reported instead; nothing under a linked entry is read.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._base import AGENTS_DIR, TMP_PREFIX, validate_agent_name
+from .._base import AGENTS_DIR, ARCHIVE_DIR, TMP_PREFIX, validate_agent_name
 from .._errors import (
     ConfigurationError,
     DecryptionError,
@@ -33,6 +34,7 @@ from .._errors import (
     StorageError,
 )
 from .._records import ErasureReceipt, ErasureScope, UnreachedItem
+from .._stores import SUBJECTS_DIR
 from ._context import SubjectContext
 
 __all__ = [
@@ -217,24 +219,58 @@ def linked_agents(workspace: Path) -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
-def links_in_agent(workspace: Path, agent: str) -> list[Unfinished]:
+def links_in_agent(
+    workspace: Path, agent: str, partitions: Iterable[str] | None = None
+) -> list[Unfinished]:
     """Every symbolic link in (or at) the agent's folder, none followed; [] when none.
 
     The agent folder itself, its memory file, ``archive/`` and the archives,
     ``subjects/``, each subject folder and what is in it: the library reads
-    all of them, so a link anywhere there is reported.
+    all of them, so a link anywhere there is reported. ``partitions``: only
+    those subject folders are looked into (a request that reads no other),
+    besides the agent's own files and the entries of ``subjects/``.
     """
     root = workspace / AGENTS_DIR / agent
     if root.is_symlink():
         return [link_item(agent, f"{AGENTS_DIR}/{agent}", root)]
-    found = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        for name in sorted(dirnames + filenames):
-            path = Path(dirpath) / name
-            if name.startswith(TMP_PREFIX) or not path.is_symlink():
-                continue
-            relative = path.relative_to(workspace).as_posix()
-            found.append(link_item(agent, relative, path))
+    if partitions is None:
+        found = []
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            for name in sorted(dirnames + filenames):
+                path = Path(dirpath) / name
+                if name.startswith(TMP_PREFIX) or not path.is_symlink():
+                    continue
+                relative = path.relative_to(workspace).as_posix()
+                found.append(link_item(agent, relative, path))
+        return found
+    # Only where the request reads: the agent's folder and archive/, the entries
+    # of subjects/, and the subject folders named (their whole tree).
+    subjects = root / SUBJECTS_DIR
+    links: list[str] = []
+    for folder in (root, root / ARCHIVE_DIR, subjects):
+        if folder == root or not folder.is_symlink():  # a link itself is listed from root
+            links += _links_under(str(folder), deep=False)
+    for partition in partitions:
+        if not (subjects / partition).is_symlink():  # a link there is listed above
+            links += _links_under(str(subjects / partition), deep=True)
+    base = len(str(workspace)) + 1
+    return [link_item(agent, p[base:], Path(p)) for p in sorted(set(links))]
+
+
+def _links_under(folder: str, deep: bool) -> list[str]:
+    """The paths of the links in ``folder`` (and below it when ``deep``), by the entries' types."""
+    found: list[str] = []
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.startswith(TMP_PREFIX):
+                    continue
+                if entry.is_symlink():
+                    found.append(entry.path)
+                elif deep and entry.is_dir(follow_symlinks=False):
+                    found += _links_under(entry.path, deep)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
     return found
 
 

@@ -188,3 +188,18 @@ def test_a_failed_append_names_the_log_and_records_nothing(
     monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(StorageError, match=r"test log .*NOT written"):
         log.append({"n": 2})
+
+
+def test_extend_writes_every_record_with_one_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = make_log(tmp_path)
+    log.append({"n": 1})
+    calls: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd)))
+    log.extend([{"n": 2}, {"n": 3}])
+    assert len(calls) == 1
+    assert [r["n"] for r in log.read()] == [1, 2, 3]
+    log.extend([])
+    assert len(calls) == 1

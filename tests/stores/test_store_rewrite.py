@@ -90,3 +90,74 @@ def test_reads_inside_lock_keep_the_exclusive_lock(tmp_path: Path, clock: FixedC
     proc.start()
     proc.join()
     assert queue2.get() is True
+
+
+def test_read_texts_reads_the_memory_then_every_archive_in_one_pass(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    store = _store(tmp_path, clock)
+    store.append(render_block("User", "t1", "one"))
+    first = store.compact(render_block("System", "t2", "summary one"))
+    store.append(render_block("User", "t3", "two"))
+    second = store.compact(None)
+    assert first is not None and second is not None
+    seen: list[str | None] = []
+    texts = store.read_texts(seen.append)
+    assert texts == [
+        (None, store.read_memory()),
+        (first, store.read_archive(first)),
+        (second, store.read_archive(second)),
+    ]
+    assert seen == [None, first, second]
+
+
+def test_inside_syncing_each_folder_is_fsynced_once_at_the_flush(
+    tmp_path: Path, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from governed_memory._stores import FolderSync
+
+    store = _store(tmp_path, clock)
+    store.append(render_block("User", "t1", "one"))
+    archive = store.compact(render_block("System", "t2", "summary"))
+    assert archive is not None
+    archive_two = store.compact(render_block("System", "t3", "again"))
+    assert archive_two is not None
+    folders = {os.stat(store.folder).st_ino: "agent", os.stat(store.archive_dir).st_ino: "archive"}
+    synced: list[str] = []
+    real = os.fsync
+
+    def recording(fd: int) -> None:
+        synced.append(folders.get(os.fstat(fd).st_ino, "file"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    sync = FolderSync()
+    with store.lock(), store.syncing(sync):
+        store.rewrite_archive(archive, render_header("A_conv", "x"))
+        store.rewrite_archive(archive_two, render_header("A_conv", "y"))
+        store.rewrite_memory(render_header("A_conv", "z"))
+    assert synced == ["file", "file", "file"]  # every new file, before its rename
+    sync.flush()
+    assert sorted(synced[3:]) == ["agent", "archive"]  # each folder once
+    sync.flush()
+    assert len(synced) == 5
+    assert store.read_memory() == render_header("A_conv", "z")
+
+
+def test_the_lineage_index_is_read_only_when_whole_and_of_this_version(
+    tmp_path: Path, clock: FixedClock
+) -> None:
+    store = _store(tmp_path, clock)
+    store.subject_store("alice").append(render_block("User", "t1", "one"))
+    assert store.lineage_index() is None
+    store.write_lineage_index(["a" * 32])
+    assert store.lineage_index() == {"a" * 32}
+    index = store.folder / "subjects" / ".gm-lineage.json"
+    for damaged in (
+        "{",
+        '{"format": "governed-memory-lineage-index", "version": 2, "mixed": []}',
+        '{"format": "governed-memory-lineage-index", "version": 1, "mixed": ["../x"]}',
+    ):
+        index.write_text(damaged)
+        assert store.lineage_index() is None
+    assert store.subject_store("alice").lineage_index() is None  # a subject's store has none

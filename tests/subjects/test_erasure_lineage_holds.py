@@ -6,7 +6,14 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
-from subjects_helpers import STORE_KINDS, conversation, governance, memory_text, readable_text
+from subjects_helpers import (
+    STORE_KINDS,
+    conversation,
+    fail_nth_rewrite,
+    governance,
+    memory_text,
+    readable_text,
+)
 
 from governed_memory import FixedClock, Governance
 from governed_memory._errors import StorageError
@@ -104,22 +111,11 @@ def test_a_summary_without_a_held_subject_is_still_removed(
 def test_an_interrupted_erasure_with_a_held_summary_resumes_with_exact_counts(
     workspace: Path, clock: FixedClock, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
-    from governed_memory._stores import AgentFolderStore
-
     gov = governance(workspace, clock, kind=kind)
     _mixed(gov, "A")
     _mixed(gov, "B")
     hold = _holds(gov).place(subject="H", reason="case", actor="legal")
-    real = AgentFolderStore.rewrite_memory
-    calls = {"n": 0}
-
-    def flaky(self: AgentFolderStore, text: str) -> None:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise StorageError("disk full (injected)")
-        real(self, text)
-
-    monkeypatch.setattr(AgentFolderStore, "rewrite_memory", flaky)
+    fail_nth_rewrite(monkeypatch, 2, StorageError("disk full (injected)"))
     with pytest.raises(StorageError, match="injected"):
         erase(gov, subject="T-1")
     monkeypatch.undo()
@@ -141,23 +137,14 @@ def test_a_hold_released_before_the_resume_leaves_nothing_blocked(
     workspace: Path, clock: FixedClock, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     """The resumed run removes the summary the first run kept: the receipt must not list it."""
-    from governed_memory._stores import AgentFolderStore
-
     gov = governance(workspace, clock, kind=kind)
     _mixed(gov, "A")
     _mixed(gov, "B")
     registry = _holds(gov)
     hold = registry.place(subject="H", reason="case", actor="legal")
-    real = AgentFolderStore.rewrite_memory
-    calls = {"n": 0}
-
-    def flaky(self: AgentFolderStore, text: str) -> None:
-        calls["n"] += 1
-        if calls["n"] == 2:  # B's memory: A's plan (with its kept summary) is logged
-            raise StorageError("disk full (injected)")
-        real(self, text)
-
-    monkeypatch.setattr(AgentFolderStore, "rewrite_memory", flaky)
+    fail_nth_rewrite(
+        monkeypatch, 2, StorageError("disk full (injected)")
+    )  # B's memory: A's plan (with its kept summary) is logged
     with pytest.raises(StorageError, match="injected"):
         erase(gov, subject="T-1")
     monkeypatch.undo()

@@ -15,9 +15,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 from subjects_helpers import STORE_KINDS, all_bytes, governance, killed_at_call
+from subjects_helpers import subject_block as _block
 
 from governed_memory import FixedClock, Governance, StorageError, parse_memory
-from governed_memory._format import ERASED_MARKER_KEY, LINEAGE_KEY, render_block, render_header
+from governed_memory._format import ERASED_MARKER_KEY, render_header
 from governed_memory._records._holds import HoldRegistry
 from governed_memory._stores import AgentStore, isolate_subjects
 from governed_memory._subjects import (
@@ -40,16 +41,6 @@ SHARED = "[Compressed Memory Summary] bob and alice"
 @pytest.fixture(params=STORE_KINDS)
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
-
-
-def _block(text: str, subject: str | None = None, lineage: tuple[str, ...] = ()) -> str:
-    meta: dict[str, object] = {}
-    if subject is not None:
-        meta["subject"] = subject
-    if lineage:
-        meta[LINEAGE_KEY] = sorted(lineage)
-    role = "System" if lineage else "Human"
-    return render_block(role, "2026-11-30T10:00:00", text, meta or None)
 
 
 def _store(gov: Governance, agent: str) -> AgentStore:
