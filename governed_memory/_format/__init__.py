@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     )
     from ._record_ids import RECORD_ID_PREFIX, record_id, record_ids
     from ._records import (
+        HEADER_MARKER,
         META_OPEN,
         PRELOAD_PREFIX,
         MemoryFile,
@@ -49,6 +50,7 @@ _LAZY: dict[str, str] = {
     "RECORD_ID_PREFIX": "._record_ids",
     "record_id": "._record_ids",
     "record_ids": "._record_ids",
+    "HEADER_MARKER": "._records",
     "META_OPEN": "._records",
     "MemoryFile": "._records",
     "PRELOAD_PREFIX": "._records",
@@ -72,6 +74,7 @@ if not TYPE_CHECKING:  # type checkers read the imports above
 
 __all__ = [
     "ERASED_MARKER_KEY",
+    "HEADER_MARKER",
     "LINEAGE_KEY",
     "META_OPEN",
     "PRELOAD_PREFIX",
