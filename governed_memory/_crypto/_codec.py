@@ -23,11 +23,14 @@ from ._frames import (
     FLAG_SEAL,
     KIND_ARCHIVE,
     KIND_MEMORY,
+    MAX_PLAINTEXT,
     FileHeader,
     FrameContext,
     FrameKey,
     encrypt_frame,
     frame_fixed,
+    frame_head,
+    pack_position,
     parse_frame_key,
     seal_frame,
 )
@@ -39,6 +42,7 @@ __all__ = ["AgentCodec", "Decoded", "Plain", "split_segments"]
 
 NONCE_BYTES = 12
 _MEMO_SIZE = 4096  # subjects whose current keys an agent's codec remembers
+_HEADS_KEPT = 1024  # frame heads a sealing pass remembers (one per distinct size)
 
 
 def split_segments(text: str) -> list[tuple[str, str | None]]:
@@ -214,17 +218,35 @@ class AgentCodec:
         header = self.new_header(kind)
         context = self.context(header, name)
         yield header
-        agent_ref, random = self.agent_ref, self.random
+        agent_ref, random, prefix = self.agent_ref, self.random, context.prefix
         sealing: dict[FrameKey, tuple[AESGCM | None, bytes]] = {}
+        heads: dict[int, bytes] = {}  # frame heads by sealed size (records have few sizes)
+        last_key: FrameKey | None = None
+        cipher: AESGCM | None = None
+        fixed = b""
         index = 0
+        # seal_frame, inlined: this loop runs once per frame of a whole file.
         for data, frame_key in frames:
-            found = sealing.get(frame_key)
-            if found is None:
-                cipher = snapshot.frame_cipher(agent_ref, frame_key)
-                found = sealing[frame_key] = (cipher, frame_fixed(frame_key))
-            if found[0] is None:
+            if frame_key is not last_key:  # a stream's frames share their keys' objects
+                found = sealing.get(frame_key)
+                if found is None:
+                    found = sealing[frame_key] = (
+                        snapshot.frame_cipher(agent_ref, frame_key),
+                        frame_fixed(frame_key),
+                    )
+                last_key, (cipher, fixed) = frame_key, found
+            if cipher is None:  # shredded since it was read: erased, not copied
                 continue
-            yield seal_frame(found[0], context, index, found[1], data, random(NONCE_BYTES))
+            nonce = random(NONCE_BYTES)
+            if len(data) > MAX_PLAINTEXT:
+                seal_frame(cipher, context, index, fixed, data, nonce)  # raises its error
+            sealed = cipher.encrypt(nonce, data, prefix + pack_position(index) + fixed)
+            head = heads.get(len(sealed))
+            if head is None:
+                if len(heads) >= _HEADS_KEPT:
+                    heads.clear()
+                head = heads[len(sealed)] = frame_head(len(sealed))
+            yield b"".join((head, fixed, nonce, sealed))
             index += 1
         if kind == KIND_ARCHIVE:
             yield self._seal(context, index)
