@@ -5,11 +5,18 @@ Usage (from the repository root, in the project's virtual environment):
     python benchmarks/bench_encrypted_reads.py [--sizes 1,10,50] [--rounds 5]
 
 For each size (megabytes of memory, ~1 KB messages of prose, one in ten with
-non-ASCII text, each attributed to one of eight data subjects as a governed
-``add()`` writes it), two workspaces hold the same records: one under a
-policy without encryption (``MEMORY.md``), one under the same policy with
-``[encryption] enabled = true`` (``MEMORY.md.gmenc``, one frame per record
-under the agent's and the subject's keys, exactly what those adds write).
+non-ASCII text) and each mode, two workspaces hold the same records:
+
+* ``governed``: each record attributed to one of eight data subjects, as a
+  governed ``add()`` writes it; one workspace under a policy without
+  encryption (``MEMORY.md``), one under the same policy with
+  ``[encryption] enabled = true`` (``MEMORY.md.gmenc``, one frame per
+  record under the agent's and the subject's keys, exactly what those adds
+  write); both read through a ``Governance``;
+* ``store``: default-mode records (no metadata), the plaintext store against
+  the encrypted store alone (``encrypted_store_factory``), no ``Governance``:
+  the encrypted side's whole extra cost, next to a plaintext preload that
+  parses nothing.
 
 Measured, every measurement in a fresh interpreter (so its peak RSS, the
 process's ``VmHWM``, is its own), plaintext and encrypted alternating
@@ -18,13 +25,15 @@ process's ``VmHWM``, is its own), plaintext and encrypted alternating
 * ``preload``: ``Conversation(memory_md_path=..., governance=...)``, which
   reads the memory, authenticates and decrypts it (encrypted), parses its
   records for the preload gate and builds the preload message;
-* ``compaction``: ``Governance.compact(store, summary)``, what
-  ``Conversation.compact`` runs on disk: archive the memory (plaintext: the
+* ``compaction``: ``Governance.compact(store, summary)`` (``store``:
+  ``store.compact(summary)``), what ``Conversation.compact`` runs on disk: archive the memory (plaintext: the
   file's bytes; encrypted: every frame authenticated, then re-sealed for the
   archive's name) and replace it with a fresh header and the summary. Each
   round compacts a fresh copy of the workspace (the copy is not timed).
 
-Peak RSS includes the interpreter and the imports (reported as ``idle``: the
+``cpu s`` is the worker's CPU time for the operation (less disturbed than
+wall time on a shared machine; the fsyncs of a compaction are wall time
+only). Peak RSS includes the interpreter and the imports (reported as ``idle``: the
 same worker doing everything but the measured operation). The targets
 (issue 18): encrypted at most 2x plaintext in time, at most 1.3x in peak RSS.
 Nothing is asserted; the script prints a table and the summary lines.
@@ -148,6 +157,7 @@ def worker(mode: str, op: str, side: str, root: Path) -> dict[str, Any]:
     if mode == "store" and side == "encrypted":
         extra["store_factory"] = lambda path, header: _store(root, mode, side, header)
     gc.collect()
+    cpu = time.process_time()
     start = time.perf_counter()
     if op == "preload":
         conversation = Conversation(name="bench", memory_md_path=path, **extra)
@@ -159,7 +169,7 @@ def worker(mode: str, op: str, side: str, root: Path) -> dict[str, Any]:
             archive = store.compact(summary)
         assert archive is not None, "nothing archived"
     elapsed = time.perf_counter() - start  # "idle": neither, the baseline of the peak
-    return {"seconds": elapsed, "peak_kb": _peak_kb()}
+    return {"seconds": elapsed, "cpu": time.process_time() - cpu, "peak_kb": _peak_kb()}
 
 
 def measure(mode: str, op: str, side: str, root: Path) -> dict[str, Any]:
@@ -231,18 +241,21 @@ def _print_row(
     if not hasattr(_print_row, "done"):
         print(
             f"{'MB':>4} {'operation':<19} {'side':<10} {'file MB':>8} {'median s':>9} "
-            f"{'min-max s':>13} {'peak MB':>8} {'time x':>7} {'peak x':>7}"
+            f"{'min-max s':>13} {'cpu s':>7} {'peak MB':>8} {'time x':>7} {'cpu x':>6} {'peak x':>7}"
         )
         _print_row.done = True  # type: ignore[attr-defined]
     base_s = statistics.median(s["seconds"] for s in samples["plaintext"])
     base_kb = statistics.median(s["peak_kb"] for s in samples["plaintext"])
+    base_cpu = statistics.median(s["cpu"] for s in samples["plaintext"])
     for side in SIDES:
         seconds = [s["seconds"] for s in samples[side]]
+        cpu = statistics.median(s["cpu"] for s in samples[side])
         peak = statistics.median(s["peak_kb"] for s in samples[side])
         print(
             f"{megabytes:>4} {op:<19} {side:<10} {files[side] / 1e6:>8.1f} "
-            f"{statistics.median(seconds):>9.3f} {_spread(seconds):>13} {peak / 1024:>8.0f} "
-            f"{statistics.median(seconds) / base_s:>6.2f}x {peak / base_kb:>6.2f}x"
+            f"{statistics.median(seconds):>9.3f} {_spread(seconds):>13} {cpu:>7.3f} "
+            f"{peak / 1024:>8.0f} {statistics.median(seconds) / base_s:>6.2f}x "
+            f"{cpu / base_cpu:>5.2f}x {peak / base_kb:>6.2f}x"
         )
     sys.stdout.flush()
 
@@ -258,14 +271,15 @@ def _summary(
             if row_op != op:
                 continue
             med = {
-                side: (
-                    statistics.median(s["seconds"] for s in samples[side]),
-                    statistics.median(s["peak_kb"] for s in samples[side]),
-                )
+                side: [
+                    statistics.median(s[what] for s in samples[side])
+                    for what in ("seconds", "cpu", "peak_kb")
+                ]
                 for side in SIDES
             }
-            times.append(f"{megabytes} MB {med['encrypted'][0] / med['plaintext'][0]:.2f}x")
-            peaks.append(f"{megabytes} MB {med['encrypted'][1] / med['plaintext'][1]:.2f}x")
+            wall, cpu, peak = (med["encrypted"][i] / med["plaintext"][i] for i in range(3))
+            times.append(f"{megabytes} MB {wall:.2f}x (cpu {cpu:.2f}x)")
+            peaks.append(f"{megabytes} MB {peak:.2f}x")
         print(f"target: encrypted {op} <= 2x plaintext time:  " + ", ".join(times))
         print(f"target: encrypted {op} <= 1.3x plaintext peak RSS: " + ", ".join(peaks))
 

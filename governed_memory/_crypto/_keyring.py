@@ -27,7 +27,9 @@ this release makes to it or by a master-key rotation. Without a provider
 never appear on disk, yet every process finds the same entry. Entries are
 created with an exclusive link (two processes never create two keys for one
 subject) and changed with an atomic replace under the keyring's flock.
-Processes notice changes made by others with one ``stat`` per entry used.
+Processes notice changes made by others with one ``stat`` per entry used;
+a read of many frames (a preload, a compaction) checks each entry once per
+operation through a :class:`KeySnapshot`, not once per frame.
 """
 
 from __future__ import annotations
