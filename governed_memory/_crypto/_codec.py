@@ -4,7 +4,10 @@ The codec splits text into the pieces the plaintext store would write (the
 header, then one piece per message block), picks each piece's keys (the agent
 key, plus the subject key of a block whose metadata names a subject), and
 encrypts each as a frame. Decoding authenticates every frame and joins the
-plaintexts, so the text read back is exactly the text written.
+plaintexts, so the text read back is exactly the text written. Reads go
+through :class:`._stream.FrameStream` (a chunk at a time): :meth:`AgentCodec.read_text`
+for a whole text, :meth:`AgentCodec.encode_stream` to seal a stream's frames
+into another file as they are read (a compaction's archive).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from crypto_helpers import make_keyring
+from crypto_helpers import encrypted_store, workspace_keyring
 
 from governed_memory import memory_md_path
 from governed_memory._crypto import _stream
@@ -28,11 +28,11 @@ HEADER = render_header("conv", "2026-11-30T10:00:00")
 
 @pytest.fixture
 def keyring(workspace: Path) -> Keyring:
-    return make_keyring(workspace / ".governed_memory" / "keyring")
+    return workspace_keyring(workspace)
 
 
 def _store(workspace: Path, keyring: Keyring) -> EncryptedAgentStore:
-    return EncryptedAgentStore(memory_md_path("A", workspace), lambda: HEADER, keyring=keyring)
+    return encrypted_store(workspace, keyring, HEADER)
 
 
 def _filled(workspace: Path, keyring: Keyring, count: int = 12) -> EncryptedAgentStore:
