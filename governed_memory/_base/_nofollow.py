@@ -218,12 +218,17 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def write_temp_at(dir_fd: int | None, data: bytes) -> str:
-    """Write ``data`` to a new fsynced 0600 temporary file in ``dir_fd``; return its name."""
+def write_temp_at(dir_fd: int | None, data: bytes | Iterable[bytes]) -> str:
+    """Write ``data`` to a new fsynced 0600 temporary file in ``dir_fd``; return its name.
+
+    ``data`` may be chunks, written as they come (a file made as it is
+    written, never held whole); an error raised by them removes the file.
+    """
     name = f"{TMP_PREFIX}{secrets.token_hex(8)}"
     fd = open_file_at(dir_fd, name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, Path(name))
     try:
-        write_all(fd, data)
+        for chunk in (data,) if isinstance(data, bytes) else data:
+            write_all(fd, chunk)
         os.fsync(fd)
     except BaseException:
         os.close(fd)
@@ -254,13 +259,15 @@ def atomic_write_at(dir_fd: int, name: str, data: bytes) -> None:
     _fsync(dir_fd)
 
 
-def link_exclusive_at(dir_fd: int, data: bytes, names: Iterable[str], folder: Path) -> str:
+def link_exclusive_at(
+    dir_fd: int, data: bytes | Iterable[bytes], names: Iterable[str], folder: Path
+) -> str:
     """Durably create a new file holding ``data`` in ``dir_fd`` under the first free name.
 
     ``names`` are tried in order; the name is claimed with ``link``, which
     fails when the name exists (a link included), so two writers (threads or
     processes) never overwrite each other's file. ``folder`` names the folder
-    in messages. Returns the name claimed.
+    in messages. Returns the name claimed. ``data``: as :func:`write_temp_at`.
     """
     tmp = write_temp_at(dir_fd, data)
     try:

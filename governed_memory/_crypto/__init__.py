@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._base import lazy_attributes
-from ._keyring import AGENT, SUBJECT, DataKey, Keyring
+from ._keyring import AGENT, SUBJECT, DataKey, Keyring, KeySnapshot
 from ._observer import CryptoObserver, NullObserver
 from ._providers import (
     InMemoryKeyProvider,
@@ -31,6 +31,7 @@ from ._providers import (
 
 __all__ = [
     "AGENT",
+    "CHUNK",
     "CONSENT_PURPOSE",
     "ERASURE_PURPOSE",
     "HOLDS_PURPOSE",
@@ -49,9 +50,11 @@ __all__ = [
     "Decoded",
     "FrameContext",
     "FrameKey",
+    "FrameStream",
     "InMemoryKeyProvider",
     "KeyChain",
     "KeyProvider",
+    "KeySnapshot",
     "Keyring",
     "KeyringStatus",
     "LocalKeyProvider",
@@ -65,6 +68,7 @@ __all__ = [
     "SignatureCheck",
     "SigningKeyProvider",
     "canonical_json",
+    "fd_reader",
     "frame_head",
     "generate_master_key",
     "is_sealed",
@@ -123,6 +127,7 @@ if TYPE_CHECKING:
         verify_document,
     )
     from ._status import REENCRYPT_FILE, KeyringStatus, keyring_status
+    from ._stream import CHUNK, FrameStream, fd_reader
 
 _LAZY: dict[str, str] = {
     "AgentCodec": "._codec",
@@ -163,6 +168,9 @@ _LAZY: dict[str, str] = {
     "KeyringStatus": "._status",
     "REENCRYPT_FILE": "._status",
     "keyring_status": "._status",
+    "CHUNK": "._stream",
+    "FrameStream": "._stream",
+    "fd_reader": "._stream",
 }
 
 if not TYPE_CHECKING:  # type checkers read the imports above

@@ -4,46 +4,48 @@ The codec splits text into the pieces the plaintext store would write (the
 header, then one piece per message block), picks each piece's keys (the agent
 key, plus the subject key of a block whose metadata names a subject), and
 encrypts each as a frame. Decoding authenticates every frame and joins the
-plaintexts, so the text read back is exactly the text written.
+plaintexts, so the text read back is exactly the text written. Reads go
+through :class:`._stream.FrameStream` (a chunk at a time): :meth:`AgentCodec.read_text`
+for a whole text, :meth:`AgentCodec.encode_stream` to seal a stream's frames
+into another file as they are read (a compaction's archive).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
-from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .._errors import DecryptionError, IntegrityError, KeyUnavailableError
 from .._format import META_OPEN, parse_memory
 from ._frames import (
-    BODY_AT,
     FLAG_SEAL,
-    HEADER_SIZE,
-    KEY_AT,
     KIND_ARCHIVE,
     KIND_MEMORY,
-    NONCE_AT,
+    MAX_PLAINTEXT,
     FileHeader,
     FrameContext,
     FrameKey,
     encrypt_frame,
-    frame_bounds,
     frame_fixed,
+    frame_head,
     pack_position,
     parse_frame_key,
     seal_frame,
 )
-from ._keyring import AGENT, SUBJECT, Keyring
+from ._keyring import AGENT, SUBJECT, Keyring, KeySnapshot
 from ._providers import RandomSource
+from ._stream import FrameStream, Reader, bytes_reader, whole_chars
 
 __all__ = ["AgentCodec", "Decoded", "Plain", "split_segments"]
 
 NONCE_BYTES = 12
 _MEMO_SIZE = 4096  # subjects whose current keys an agent's codec remembers
+_HEADS_KEPT = 1024  # frame heads a sealing pass remembers (one per distinct size)
 
 
 def split_segments(text: str) -> list[tuple[str, str | None]]:
@@ -198,20 +200,59 @@ class AgentCodec:
 
     def encode_frames(self, kind: int, name: str, frames: list[Plain]) -> bytes:
         """A whole new file of already-decrypted frames, each under its own keys."""
+        return b"".join(self.encode_stream(kind, name, ((p.data, p.key) for p in frames)))
+
+    def encode_stream(
+        self,
+        kind: int,
+        name: str,
+        frames: Iterable[tuple[bytes, FrameKey]],
+        *,
+        keys: KeySnapshot | None = None,
+    ) -> Iterator[bytes]:
+        """:meth:`encode_frames` as it is sealed: the header, each frame, then the seal.
+
+        ``frames`` may be a :class:`FrameStream` of another file (a
+        compaction's archive), consumed as the output is. ``keys``: the
+        operation's view of the keyring (a fresh one by default); a frame
+        whose key was shredded since it was read is erased, not copied.
+        """
+        snapshot = keys if keys is not None else self.keyring.snapshot()
         header = self.new_header(kind)
         context = self.context(header, name)
-        parts = [header]
-        for plain in frames:
-            cipher = self.keyring.frame_cipher(self.agent_ref, plain.key)
+        yield header
+        agent_ref, random, prefix = self.agent_ref, self.random, context.prefix
+        sealing: dict[FrameKey, tuple[AESGCM | None, bytes]] = {}
+        heads: dict[int, bytes] = {}  # frame heads by sealed size (records have few sizes)
+        last_key: FrameKey | None = None
+        cipher: AESGCM | None = None
+        fixed = b""
+        index = 0
+        # seal_frame, inlined: this loop runs once per frame of a whole file.
+        for data, frame_key in frames:
+            if frame_key is not last_key:  # a stream's frames share their keys' objects
+                found = sealing.get(frame_key)
+                if found is None:
+                    found = sealing[frame_key] = (
+                        snapshot.frame_cipher(agent_ref, frame_key),
+                        frame_fixed(frame_key),
+                    )
+                last_key, (cipher, fixed) = frame_key, found
             if cipher is None:  # shredded since it was read: erased, not copied
                 continue
-            nonce = self.random(NONCE_BYTES)
-            parts.append(
-                encrypt_frame(cipher, context, len(parts) - 1, plain.key, plain.data, nonce)
-            )
+            nonce = random(NONCE_BYTES)
+            if len(data) > MAX_PLAINTEXT:
+                seal_frame(cipher, context, index, fixed, data, nonce)  # raises its error
+            sealed = cipher.encrypt(nonce, data, prefix + pack_position(index) + fixed)
+            head = heads.get(len(sealed))
+            if head is None:
+                if len(heads) >= _HEADS_KEPT:
+                    heads.clear()
+                head = heads[len(sealed)] = frame_head(len(sealed))
+            yield b"".join((head, fixed, nonce, sealed))
+            index += 1
         if kind == KIND_ARCHIVE:
-            parts.append(self._seal(context, len(parts) - 1))
-        return b"".join(parts)
+            yield self._seal(context, index)
 
     def _seal(self, context: FrameContext, index: int) -> bytes:
         frame_key, cipher = self.key_for(None)
@@ -243,7 +284,16 @@ class AgentCodec:
             error=type(exc).__name__,
         )
 
-    def decode(self, data: bytes, path: Path, kind: int, name: str, *, torn_ok: bool) -> Decoded:
+    def decode(
+        self,
+        data: bytes,
+        path: Path,
+        kind: int,
+        name: str,
+        *,
+        torn_ok: bool,
+        keys: KeySnapshot | None = None,
+    ) -> Decoded:
         """Authenticate and decrypt a whole file.
 
         Raises:
@@ -253,66 +303,13 @@ class AgentCodec:
                 damage unless ``torn_ok``; an archive must end with its seal).
             KeyUnavailableError: a key the file needs is not in the keyring.
         """
-        try:
-            return self._decode(data, path, kind, name, torn_ok=torn_ok)
-        except DecryptionError as exc:
-            self._report(path, exc)
-            raise
-
-    def _decode(self, data: bytes, path: Path, kind: int, name: str, *, torn_ok: bool) -> Decoded:
-        header = FileHeader.unpack(data, path, kind)
-        try:
-            workspace_id, agent_ref = self.keyring.workspace_id, self.agent_ref
-        except KeyUnavailableError as exc:
-            raise KeyUnavailableError(f"{path} cannot be read: {exc}", path) from None
-        if header.workspace_id != workspace_id or header.key_ref != agent_ref:
-            raise DecryptionError(path)
-        data = bytes(data)  # slices of bytes are the cheapest per-frame objects
-        bounds, torn = frame_bounds(data, path)
-        if torn and not torn_ok:
-            raise IntegrityError(path)
-        header_bytes = data[:HEADER_SIZE]
-        count = len(bounds) - 1
-        decoded = Decoded(header_bytes, [], [], count, bounds[-1], torn)
-        # One pass over the frame table, no object per frame: a frame's keys
-        # are looked up by its 25 key bytes (one keyring call per distinct
-        # key), and its associated data is the context prefix, its position
-        # and those key bytes, as FrameContext.aad builds it.
-        prefix = self.context(header_bytes, name).prefix
-        seal_at = count - 1 if kind == KIND_ARCHIVE else -1
-        checked: set[bytes] = set()
-        known: dict[bytes, tuple[FrameKey, AESGCM | None]] = {}
-        add_piece, add_key, add_raw = (
-            decoded.pieces.append,
-            decoded.keys.append,
-            decoded.raw_keys.append,
+        stream = self.stream(
+            bytes_reader(bytes(data)), path, kind, name, torn_ok=torn_ok, keys=keys
         )
-        for index, (start, stop) in enumerate(pairwise(bounds)):
-            fixed = data[start + KEY_AT : start + NONCE_AT]
-            flags = fixed[0]  # checked before the keys are looked up, as they always were
-            if (flags or index == seal_at) and (flags != FLAG_SEAL or index != seal_at):
-                raise IntegrityError(path)
-            entry = known.get(fixed)
-            if entry is None:
-                entry = known[fixed] = self._frame_entry(path, agent_ref, fixed, checked)
-            frame_key, cipher = entry
-            add_raw(frame_key)
-            if cipher is None:
-                decoded.skipped += 1
-                decoded.first_shredded = decoded.first_shredded or index == 0
-                continue
-            try:
-                plaintext = cipher.decrypt(
-                    data[start + NONCE_AT : start + BODY_AT],
-                    data[start + BODY_AT : stop],
-                    prefix + pack_position(index) + fixed,
-                )
-            except InvalidTag:
-                raise DecryptionError(path) from None
-            if flags:  # the seal: authenticated, empty, not data
-                if plaintext:
-                    raise IntegrityError(path)
-                continue
+        pieces: list[str] = []
+        frame_keys: list[FrameKey] = []
+        add_piece, add_key = pieces.append, frame_keys.append
+        for plaintext, frame_key in stream:
             try:
                 # Decoded frame by frame: the freed plaintext's memory is
                 # reused by the next frame, where one joined copy would not be.
@@ -320,17 +317,91 @@ class AgentCodec:
             except UnicodeDecodeError:
                 raise IntegrityError(path) from None
             add_key(frame_key)
-        if kind == KIND_ARCHIVE and count == 0:
-            raise IntegrityError(path)
-        return decoded
+        return Decoded(
+            stream.header,
+            pieces,
+            frame_keys,
+            stream.count,
+            stream.end,
+            stream.torn,
+            stream.skipped,
+            stream.first_shredded,
+            stream.raw_keys,
+        )
 
-    def _frame_entry(
-        self, path: Path, agent_ref: bytes, fixed: bytes, checked: set[bytes]
-    ) -> tuple[FrameKey, AESGCM | None]:
-        """(keys, cipher or None when shredded) of frames with these key bytes."""
-        _, frame_key = parse_frame_key(fixed)
+    def read_text(
+        self, read: Reader, path: Path, kind: int, name: str, *, torn_ok: bool
+    ) -> tuple[str, FrameStream]:
+        """A file's text read in one pass, and its (finished) stream.
+
+        The plaintexts are gathered as bytes and decoded once: at its peak
+        the read holds a chunk of ciphertext, the plaintext's bytes and the
+        text, as a plaintext read holds the file's bytes and its text.
+
+        Raises:
+            as :meth:`decode`.
+        """
+        stream = self.stream(read, path, kind, name, torn_ok=torn_ok)
+        gathered = bytearray()
+        extend = gathered.extend
+        for plaintext, _ in stream:
+            # Edges in ASCII (the usual case: a block ends with its separator) are whole.
+            if plaintext and (plaintext[-1] | plaintext[0]) >= 0x80 and not whole_chars(plaintext):
+                raise IntegrityError(path)
+            extend(plaintext)
         try:
-            cipher = self.keyring.frame_cipher(agent_ref, frame_key, checked)
-        except KeyUnavailableError as exc:
-            raise KeyUnavailableError(f"{path} cannot be read: {exc}", path) from None
-        return frame_key, cipher
+            text = gathered.decode("utf-8")
+        except UnicodeDecodeError:
+            raise IntegrityError(path) from None
+        return text, stream
+
+    def stream(
+        self,
+        read: Reader,
+        path: Path,
+        kind: int,
+        name: str,
+        *,
+        torn_ok: bool,
+        keys: KeySnapshot | None = None,
+    ) -> FrameStream:
+        """The frames of a file as they are read (:class:`FrameStream`); errors as :meth:`decode`.
+
+        ``keys``: the operation's view of the keyring (a fresh one by default):
+        each key entry is checked once per operation, not once per frame.
+        """
+        snapshot = keys if keys is not None else self.keyring.snapshot()
+
+        def open_header(data: bytes) -> bytes:
+            header = FileHeader.unpack(data, path, kind)
+            try:
+                workspace_id, agent_ref = self.keyring.workspace_id, self.agent_ref
+            except KeyUnavailableError as exc:
+                raise KeyUnavailableError(f"{path} cannot be read: {exc}", path) from None
+            if header.workspace_id != workspace_id or header.key_ref != agent_ref:
+                raise DecryptionError(path)
+            return self.context(data, name).prefix
+
+        def frame_keys(fixed: bytes) -> tuple[FrameKey, AESGCM | None]:
+            _, frame_key = parse_frame_key(fixed)
+            try:
+                return frame_key, snapshot.frame_cipher(self.agent_ref, frame_key)
+            except KeyUnavailableError as exc:
+                raise KeyUnavailableError(f"{path} cannot be read: {exc}", path) from None
+
+        return _Reported(self, read, path, kind, open_header, frame_keys, torn_ok=torn_ok)
+
+
+class _Reported(FrameStream):
+    """A codec's stream: a frame that fails to authenticate is reported to the observer."""
+
+    def __init__(self, codec: AgentCodec, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._codec = codec
+
+    def __iter__(self) -> Iterator[tuple[bytes, FrameKey]]:
+        try:
+            yield from super().__iter__()
+        except DecryptionError as exc:
+            self._codec._report(self.path, exc)
+            raise

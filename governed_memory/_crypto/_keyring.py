@@ -27,7 +27,9 @@ this release makes to it or by a master-key rotation. Without a provider
 never appear on disk, yet every process finds the same entry. Entries are
 created with an exclusive link (two processes never create two keys for one
 subject) and changed with an atomic replace under the keyring's flock.
-Processes notice changes made by others with one ``stat`` per entry used.
+Processes notice changes made by others with one ``stat`` per entry used;
+a read of many frames (a preload, a compaction) checks each entry once per
+operation through a :class:`KeySnapshot`, not once per frame.
 """
 
 from __future__ import annotations
@@ -71,7 +73,16 @@ from ._providers import KEY_BYTES, KeyProvider, RandomSource, hkdf
 if TYPE_CHECKING:
     from .._protocols import WrappedKeyStorage
 
-__all__ = ["AGENT", "PURPOSE", "SUBJECT", "DataKey", "Entry", "Keyring", "KeyringFolder"]
+__all__ = [
+    "AGENT",
+    "PURPOSE",
+    "SUBJECT",
+    "DataKey",
+    "Entry",
+    "KeySnapshot",
+    "Keyring",
+    "KeyringFolder",
+]
 
 AGENT = "agent"
 SUBJECT = "subject"
@@ -647,6 +658,10 @@ class Keyring:
             self._ciphers[(agent_ref, frame_key)] = cipher
             return cipher
 
+    def snapshot(self) -> KeySnapshot:
+        """The keyring as one operation (a preload, a compaction) sees it: see :class:`KeySnapshot`."""
+        return KeySnapshot(self)
+
     def entries(self) -> list[tuple[Path, Entry]]:
         """Every entry on disk, in file-name order."""
         try:
@@ -758,6 +773,29 @@ class Keyring:
 
     def __repr__(self) -> str:
         return f"Keyring({str(self.folder)!r}, provider={self.provider!r})"
+
+
+class KeySnapshot:
+    """The keyring as one operation sees it: each key entry brought up to date once, on first use.
+
+    A read of many frames asks for a frame's cipher per frame; through a
+    snapshot only the first use of an entry costs its ``stat`` (and a read
+    when another process changed it), later uses none. Take a new snapshot
+    per operation: a key rotated or shredded in any process before the
+    operation began is seen by it, one changed while it runs by the next.
+    Frames sealed meanwhile under a key just shredded are unreadable like
+    every other copy of that key's data.
+    """
+
+    __slots__ = ("_checked", "_keyring")
+
+    def __init__(self, keyring: Keyring) -> None:
+        self._keyring = keyring
+        self._checked: set[bytes] = set()
+
+    def frame_cipher(self, agent_ref: bytes, frame_key: FrameKey) -> AESGCM | None:
+        """:meth:`Keyring.frame_cipher`, its entries checked once per snapshot."""
+        return self._keyring.frame_cipher(agent_ref, frame_key, self._checked)
 
 
 _LIVE: weakref.WeakSet[Keyring] = weakref.WeakSet()

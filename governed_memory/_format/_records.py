@@ -237,6 +237,7 @@ def parse_memory(text: str) -> MemoryFile:
     headers = list(_headers(text, body_start))
     ends = [match.start() for match in headers[1:]] + [len(text)] if headers else []
     records: list[Record] = []
+    flat: dict[str, dict[str, Any]] = {}  # metadata lines of scalars parsed so far
     # Offsets into ``text`` rather than sliced bodies: one copy per record for
     # the content and one for ``raw``, whatever the metadata and separators.
     for match, end in zip(headers, ends, strict=True):
@@ -247,14 +248,17 @@ def parse_memory(text: str) -> MemoryFile:
             if line_end < 0:
                 line_end = end
             if text.endswith(META_CLOSE, pos, line_end):
-                try:
-                    loaded = json.loads(text[pos + len(META_OPEN) : line_end - len(META_CLOSE)])
-                except (ValueError, RecursionError):
-                    # Not metadata this library wrote (it writes one flat object):
-                    # a hand-edited or hostile line, deeply nested JSON included,
-                    # stays content, as any other line that is not valid metadata.
-                    loaded = None
-                if isinstance(loaded, dict):
+                line = text[pos + len(META_OPEN) : line_end - len(META_CLOSE)]
+                # A memory holds few distinct metadata lines (one per subject):
+                # each is parsed once per file, each record gets its own copy.
+                loaded = flat.get(line)
+                if loaded is None:
+                    loaded = _load_meta(line)
+                    if loaded is not None and all(type(v) in _SCALARS for v in loaded.values()):
+                        flat[line] = dict(loaded)
+                else:
+                    loaded = dict(loaded)
+                if loaded is not None:
                     meta = loaded
                     pos = min(line_end + 1, end)
         if text.startswith("\n", pos, end):
@@ -285,6 +289,21 @@ def parse_memory(text: str) -> MemoryFile:
         preamble=text[: headers[0].start()] if headers else text,
         records=records,
     )
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _load_meta(line: str) -> dict[str, Any] | None:
+    """The metadata object of a ``<!-- gm ... -->`` line; None when it is not one."""
+    try:
+        loaded = json.loads(line)
+    except (ValueError, RecursionError):
+        # Not metadata this library wrote (it writes one flat object): a
+        # hand-edited or hostile line, deeply nested JSON included, stays
+        # content, as any other line that is not valid metadata.
+        return None
+    return loaded if isinstance(loaded, dict) else None
 
 
 def newest_records(preamble: str, records: list[Record], max_chars: int | None) -> list[Record]:

@@ -42,10 +42,10 @@ from .._base import (
     open_dir_at,
     open_file_at,
     open_read_at,
-    read_at,
     write_all,
 )
 from .._crypto import (
+    CHUNK,
     KIND_ARCHIVE,
     KIND_MEMORY,
     MAX_PLAINTEXT,
@@ -54,15 +54,18 @@ from .._crypto import (
     AgentCodec,
     Decoded,
     FrameContext,
+    FrameStream,
     Keyring,
+    KeySnapshot,
     Plain,
     RandomSource,
+    fd_reader,
     frame_head,
     pack_position,
     scan,
     split_segments,
 )
-from .._errors import ConfigurationError, GovernedMemoryError, StorageError
+from .._errors import ConfigurationError, GovernedMemoryError, IntegrityError, StorageError
 from .._format import HEADER_MARKER, META_CLOSE, META_OPEN, has_records
 from ._base import StoreFactory
 from ._files import AgentFolderStore
@@ -363,18 +366,21 @@ class EncryptedAgentStore(AgentFolderStore):
                     return None
                 try:
                     fst = os.fstat(fd)
-                    data = _read_all(fd)
+                    # One pass in chunks (no whole copy of the ciphertext); the
+                    # shared lock keeps appends out meanwhile.
+                    text, stream = self.codec.read_text(
+                        fd_reader(fd),
+                        self._memory_path,
+                        KIND_MEMORY,
+                        ENCRYPTED_MEMORY,
+                        torn_ok=True,
+                    )
                 finally:
                     os.close(fd)
-                decoded = self.codec.decode(
-                    data, self._memory_path, KIND_MEMORY, ENCRYPTED_MEMORY, torn_ok=True
-                )
-                if not decoded.first_shredded:
-                    context = self.codec.context(decoded.header, ENCRYPTED_MEMORY)
-                    self._seen = _Tail(
-                        (fst.st_dev, fst.st_ino), decoded.end, decoded.count, context
-                    )
-                return decoded.text(self._memory_path)
+                if not stream.first_shredded:
+                    context = self.codec.context(stream.header, ENCRYPTED_MEMORY)
+                    self._seen = _Tail((fst.st_dev, fst.st_ino), stream.end, stream.count, context)
+                return text
         except GovernedMemoryError:
             raise
         except FileNotFoundError:
@@ -550,28 +556,60 @@ class EncryptedAgentStore(AgentFolderStore):
             self._refuse_plaintext()
             dirfd = self._dirfd()
             try:
-                data = read_at(dirfd, ENCRYPTED_MEMORY, self._memory_path)
+                fd = open_read_at(dirfd, ENCRYPTED_MEMORY, self._memory_path)
             except FileNotFoundError:
-                data = None
-            if data is not None:
-                decoded = self.codec.decode(
-                    data, self._memory_path, KIND_MEMORY, ENCRYPTED_MEMORY, torn_ok=True
-                )
-                if has_records(decoded.text(self._memory_path)):
-                    archive = self._write_archive(decoded.frames)
+                fd = None
+            if fd is not None:
+                try:
+                    keys = self.keyring.snapshot()  # one check per key entry, not per frame
+                    if self._has_records(fd, keys):
+                        archive = self._write_archive(fd, keys)
+                finally:
+                    os.close(fd)
             fresh = self._header() + (first_block or "")
             encoded = self.codec.encode_text(KIND_MEMORY, ENCRYPTED_MEMORY, fresh)
             atomic_write_at(dirfd, ENCRYPTED_MEMORY, encoded)
             self._close_file()
             return None if archive is None else archive.removesuffix(self.suffix)
 
-    def _write_archive(self, frames: list[Plain]) -> str:
-        """Durably write ``frames`` as a sealed archive under the first free name (lock held)."""
+    def _memory_frames(self, fd: int, keys: KeySnapshot) -> FrameStream:
+        return self.codec.stream(
+            fd_reader(fd), self._memory_path, KIND_MEMORY, ENCRYPTED_MEMORY, torn_ok=True, keys=keys
+        )
+
+    def _has_records(self, fd: int, keys: KeySnapshot) -> bool:
+        """Whether the memory's text holds a record (``has_records``), reading no more than needed.
+
+        Its first frames decide once the text read so far holds the header's
+        ``## Interaction Log`` line (where records may start is then known):
+        a record header in them is one in the whole text. Otherwise, and to
+        answer no, every frame is read and authenticated, as before.
+        """
+        text = ""
+        for plaintext, _ in self._memory_frames(fd, keys):
+            try:
+                text += plaintext.decode("utf-8")
+            except UnicodeDecodeError:
+                raise IntegrityError(self._memory_path) from None
+            if HEADER_MARKER in text and has_records(text):
+                return True
+        return has_records(text)
+
+    def _write_archive(self, fd: int, keys: KeySnapshot) -> str:
+        """Durably write the memory (open on ``fd``) as a sealed archive under the first free name.
+
+        One pass per candidate name (the name is bound into the ciphertext):
+        each frame is authenticated, decrypted and sealed again for the
+        archive as the memory is read, and written in chunks of about a
+        megabyte, so neither file is ever held whole. Damage anywhere raises
+        before the archive gets its name; its temporary file is removed.
+        Lock held.
+        """
         archive = open_dir_at(self._dirfd(), ARCHIVE_DIR, self.archive_dir, create=True)
         try:
             for name in encrypted_archive_names(self._clock.now()):
-                # The name is bound into the ciphertext, so each candidate is encrypted for itself.
-                data = self.codec.encode_frames(KIND_ARCHIVE, name, frames)
+                frames = self._memory_frames(fd, keys)
+                data = _batched(self.codec.encode_stream(KIND_ARCHIVE, name, frames, keys=keys))
                 try:
                     return link_exclusive_at(archive, data, [name], self.archive_dir)
                 except FileExistsError:
@@ -641,6 +679,20 @@ class EncryptedAgentStore(AgentFolderStore):
 
     def __repr__(self) -> str:
         return f"EncryptedAgentStore({str(self._memory_path)!r})"
+
+
+def _batched(chunks: Iterator[bytes], size: int = CHUNK) -> Iterator[bytes]:
+    """``chunks`` joined into pieces of about ``size`` bytes (one ``write`` each, not one per frame)."""
+    batch: list[bytes] = []
+    held = 0
+    for chunk in chunks:
+        batch.append(chunk)
+        held += len(chunk)
+        if held >= size:
+            yield b"".join(batch)
+            batch, held = [], 0
+    if batch:
+        yield b"".join(batch)
 
 
 def _read_all(fd: int) -> bytes:

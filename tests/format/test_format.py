@@ -215,6 +215,20 @@ def test_meta_line_never_closes_the_html_comment_early() -> None:
     assert record.content == "hi"
 
 
+def test_records_sharing_a_meta_line_each_get_their_own_metadata() -> None:
+    """A meta line is parsed once per file; no record's metadata is another's object."""
+    lineage = {"subject": "a", "lineage": ["a", "b"]}
+    blocks = [render_block("Human", "t", f"m{n}", {"subject": "a"}) for n in range(3)]
+    blocks += [render_block("System", "t", f"s{n}", lineage) for n in range(2)]
+    records = parse_memory(HEADER + "".join(blocks)).records
+    assert [r.meta for r in records] == [{"subject": "a"}] * 3 + [lineage] * 2
+    records[0].meta["subject"] = "changed"
+    records[3].meta["lineage"].append("c")
+    assert records[1].meta == records[2].meta == {"subject": "a"}
+    assert records[4].meta == lineage
+    assert parse_memory(HEADER + "".join(blocks)).records[0].meta == {"subject": "a"}
+
+
 def test_default_mode_writes_no_meta_line() -> None:
     assert "<!--" not in render_block("Human", "t", "hi")
     assert "<!--" not in render_block("Human", "t", "hi", {})
