@@ -393,7 +393,7 @@ class DurabilityPolicy(_Section):
     @property
     def commit(self) -> bool:
         """Whether every write is made durable before it is acknowledged."""
-        return self.sync is Sync.COMMIT
+        return self.sync == Sync.COMMIT
 
 
 class EvidencePolicy(_Section):
