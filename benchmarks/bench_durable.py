@@ -47,6 +47,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _durable_worker import MESSAGE
+from bench_add import table, venv_python  # the benchmarks' one table printer
+
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "_durable_worker.py"
 AGENTS_REQUIREMENT = "openai-agents==0.24.0"
@@ -58,10 +61,6 @@ LABELS = {
     "floor": "write+fdatasync",
 }
 MODES = ("threads", "processes")
-
-
-def venv_python(venv: Path) -> Path:
-    return venv / "bin" / "python"
 
 
 def agents_installed(python: Path) -> bool:
@@ -107,25 +106,6 @@ def run_cell(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    out = [
-        "  ".join(
-            h.ljust(w) if i == 0 else h.rjust(w)
-            for i, (h, w) in enumerate(zip(headers, widths, strict=True))
-        )
-    ]
-    out.append("  ".join("-" * w for w in widths))
-    for row in rows:
-        out.append(
-            "  ".join(
-                c.ljust(w) if i == 0 else c.rjust(w)
-                for i, (c, w) in enumerate(zip(row, widths, strict=True))
-            )
-        )
-    return "\n".join(out)
-
-
 def _cell(rates: list[float]) -> str:
     return f"{statistics.median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f})"
 
@@ -145,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     pythons["agents"] = install_agents(args.agents_venv)
     where = Path(tempfile.mkdtemp(prefix="bench-durable-", dir=args.dir))
     print(
-        f"Durable writes, {len(_message())}-byte messages, every write acknowledged once on disk\n"
+        f"Durable writes, {len(MESSAGE)}-byte messages, every write acknowledged once on disk\n"
         f"{platform.python_implementation()} {platform.python_version()} on {platform.system()} "
         f"{platform.release()}, {os.cpu_count()} CPUs, scratch under {where}\n"
         f"{args.rounds} rounds x {args.seconds:g} s per cell, targets alternating (rotated each "
@@ -207,13 +187,6 @@ def main(argv: list[str] | None = None) -> int:
             verdict = "meets" if ratio >= 2.0 else "MISSES"
             print(f"4 writers ({mode}): regulated add() {ratio:.2f}x one writer ({verdict} >= 2x)")
     return 0
-
-
-def _message() -> str:
-    sys.path.insert(0, str(HERE))
-    from _durable_worker import MESSAGE
-
-    return MESSAGE
 
 
 if __name__ == "__main__":

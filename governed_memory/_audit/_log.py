@@ -43,9 +43,8 @@ entry vouches for exactly those bytes. A partial line that is in fact a
 complete, authentic entry (only the newline was lost) is just completed.
 
 Limits (stated honestly): the head is not fsynced and concurrent writers
-publish it in any order, so it may lag the log by a few entries (also after
-a power loss) (``verify`` accepts a head behind the log,
-never ahead of it). Someone with write access to the folder who also keeps an
+publish it in any order, so it may lag the log by a few entries, after a
+power loss too (``verify`` accepts a head behind the log, never ahead of it). Someone with write access to the folder who also keeps an
 old copy of the head can remove the newest entries undetected; ship spans to
 a collector (docs/audit.md) for an off-host record. POSIX only; not safe on
 network filesystems.
@@ -335,7 +334,8 @@ class AuditLog:
     """Appends authenticated, hash-chained entries to the audit folder.
 
     Safe across threads and processes on one machine. Every method that
-    writes holds the folder's lock (``flock`` on ``audit.head``).
+    writes holds the folder's lock (``flock`` on ``audit.head``) while it
+    writes; :meth:`append` releases it before its ``fdatasync``.
 
     Args:
         folder: the audit folder (created 0700 by the first append).
@@ -597,6 +597,7 @@ class AuditLog:
                     # its hint says: continue after its entry without reading it.
                     tail.last, tail.hinted = None, (found[0], found[1])
                     tail.size, tail.hint_bytes = st.st_size, hint
+                    self._remember(tail)
                     return tail
         self._forget_tail()
         self._open_hint()  # a replaced audit.tail is followed from now on
