@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import os
 import threading
 from pathlib import Path
 
 import pytest
+from lock_helpers import flock_is_free
 
 from governed_memory import FixedClock
 from governed_memory._audit import AuditKey, AuditLog, verify_log
@@ -23,17 +23,6 @@ T0 = dt.datetime(2026, 11, 30, 10, 0, tzinfo=dt.UTC)
 def make_log(folder: Path, syncer: GroupSync | None = None) -> AuditLog:
     clock = FixedClock(T0, tick=dt.timedelta(seconds=1))
     return AuditLog(folder, KEY, clock=clock, syncer=syncer)
-
-
-def _lock_is_free(folder: Path) -> bool:
-    fd = os.open(folder / HEAD_FILE, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-    return True
 
 
 class _HeldSync:
@@ -64,7 +53,7 @@ def test_writers_append_while_an_entry_is_synced_and_then_share_one_sync(tmp_pat
     first = threading.Thread(target=log.append, args=("persist", {"outcome": "ok"}))
     first.start()
     assert held.entered.wait(10)
-    assert _lock_is_free(tmp_path), "the lock is held across fdatasync"
+    assert flock_is_free(tmp_path / HEAD_FILE), "the lock is held across fdatasync"
     # Seven more appends are written while the first one's fdatasync runs
     # (they would block here if the lock were held), then wait for one round.
     others = [

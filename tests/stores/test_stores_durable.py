@@ -7,12 +7,12 @@ path (``AgentFolderStore._settle``).
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from lock_helpers import flock_is_free
 
 from governed_memory import FixedClock, StorageError, parse_memory
 from governed_memory._base import GroupSync
@@ -50,23 +50,12 @@ def _block(n: int) -> str:
     return render_block("Human", f"2026-11-30T10:00:00.{n:06d}", f"message {n}")
 
 
-def _folder_unlocked(folder: Path) -> bool:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-    return True
-
-
 def test_each_append_is_synced_outside_the_folder_lock(tmp_path: Path, maker: Maker) -> None:
     memory = tmp_path / "ws" / "agents" / "A" / "MEMORY.md"
     seen: list[tuple[int, bool]] = []
 
     def sync(fd: int) -> None:
-        seen.append((os.fstat(fd).st_size, _folder_unlocked(memory.parent)))
+        seen.append((os.fstat(fd).st_size, flock_is_free(memory.parent)))
         os.fdatasync(fd)
 
     store = maker(memory, GroupSync(sync), True)
