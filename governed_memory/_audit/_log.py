@@ -5,25 +5,34 @@ Layout of the audit folder (default ``<workspace>/.governed_memory/audit/``,
 
     audit-2026-11.jsonl   a segment: the entries of one period (UTC month by default)
     audit-2026-12.jsonl
-    audit.head            seq + hash of the newest entry, MACed; also the lock file
+    audit.head            seq + hash of the newest durable entry, MACed; also the lock file
+    audit.tail            seq + hash + end offset of the newest written entry, MACed
 
 Each segment starts with an anchor entry (``audit.segment``) naming the
 segment before it; the anchor is chained like any entry, so the chain runs
 unbroken across segments. Segments are ordered by the ``seq`` of their anchor,
 not by name.
 
-Appending (one ``flock`` on ``audit.head`` serialises threads and processes):
+Appending (one ``flock`` on ``audit.head`` serialises threads and processes
+while they write; nobody holds it while the disk flushes):
 
-1. find the newest entry (cached; re-read when the head file changed);
+1. find the newest entry: cached; after another writer's append, taken from
+   ``audit.tail`` when the segment ends exactly where that hint says (no
+   re-reading of the log); read from the segment otherwise;
 2. if the head records an entry the segments no longer hold (entries removed
    from the end) or the head is missing/unreadable while entries exist, write
    an ``audit.discontinuity`` entry that records both, so the gap stays
    visible to ``verify`` forever;
 3. close off a torn last line left by a crash (see below);
 4. start a new segment, atomically with its anchor, when the period changed;
-5. write the line with one ``write`` on an ``O_APPEND`` descriptor, then
-   ``fdatasync``: the entry is durable before :meth:`AuditLog.append` returns;
-6. rewrite the head in place (``pwrite``; not fsynced, see below).
+5. write the line with one ``write`` on an ``O_APPEND`` descriptor and the
+   hint in ``audit.tail``, release the lock;
+6. ``fdatasync`` the segment through a :class:`~governed_memory._base.GroupSync`
+   (group commit: one call covers every entry written before it started,
+   so concurrent writers share it): the entry is durable before
+   :meth:`AuditLog.append` returns;
+7. rewrite the head in place (``pwrite``; not fsynced, see below), only
+   now: it never names an entry that is not yet durable.
 
 Torn lines: a crash (kill -9, power loss) during step 5 can leave a partial
 last line. The next append (or ``governed-memory audit repair``) ends it with
@@ -33,9 +42,9 @@ stay as evidence, and ``verify`` accepts a non-entry line only when a repair
 entry vouches for exactly those bytes. A partial line that is in fact a
 complete, authentic entry (only the newline was lost) is just completed.
 
-Limits (stated honestly): the head is not fsynced, so after a power loss it
-may lag the log by a few entries (``verify`` accepts a head behind the log,
-never ahead of it). Someone with write access to the folder who also keeps an
+Limits (stated honestly): the head is not fsynced and concurrent writers
+publish it in any order, so it may lag the log by a few entries, after a
+power loss too (``verify`` accepts a head behind the log, never ahead of it). Someone with write access to the folder who also keeps an
 old copy of the head can remove the newest entries undetected; ship spans to
 a collector (docs/audit.md) for an off-host record. POSIX only; not safe on
 network filesystems.
@@ -59,6 +68,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._base import (
     Clock,
+    GroupSync,
     SystemClock,
     ensure_private_dir,
     fsync_dir,
@@ -108,6 +118,7 @@ __all__ = [
 SEGMENT_PREFIX = "audit-"
 SEGMENT_SUFFIX = ".jsonl"
 HEAD_FILE = "audit.head"
+TAIL_FILE = "audit.tail"
 HEAD_SIZE = 512
 _CHUNK = 65536
 
@@ -166,6 +177,36 @@ def parse_head(raw: bytes) -> Head | None:
     if data.get("v") != FORMAT_VERSION or not isinstance(head.seq, int):
         raise EntryFormatError("head file has an unknown format")
     return head
+
+
+def _hint_body(seq: int, digest: str, segment: str, end: int) -> bytes:
+    # Formatted directly (every append writes one): the values are an int, hex and a
+    # segment name of the folder's own, which need no escaping.
+    return (
+        f'{{"v":{FORMAT_VERSION},"seq":{seq},"hash":"{digest}","segment":"{segment}","end":{end}}}'
+    ).encode()
+
+
+def _encode_hint(key: AuditKey, seq: int, digest: str, segment: str, end: int) -> bytes:
+    """The ``audit.tail`` hint: the newest written entry and where its segment ends."""
+    body = _hint_body(seq, digest, segment, end)
+    data = body[:-1] + b',"mac":"' + key.mac(b"tail\x00" + body).encode() + b'"}'
+    return data + b" " * (HEAD_SIZE - 1 - len(data)) + b"\n"  # _encode_head checked the length
+
+
+def _parse_hint(key: AuditKey, raw: bytes) -> tuple[int, str, str, int] | None:
+    """``(seq, hash, segment, end)`` of an authentic hint, else None (a writer then reads the log)."""
+    try:
+        data = json.loads(raw)
+        seq, digest, segment, end = data["seq"], data["hash"], data["segment"], data["end"]
+        if not (isinstance(seq, int) and isinstance(end, int) and data.get("v") == FORMAT_VERSION):
+            return None
+        body = _hint_body(seq, str(digest), str(segment), end)
+        if not key.verify_mac(b"tail\x00" + body, str(data["mac"])):
+            return None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return seq, str(digest), str(segment), end
 
 
 @dataclass(frozen=True)
@@ -268,24 +309,31 @@ class _Tail:
     ident: tuple[int, int] | None = None
     size: int = 0
     last: AuditEntry | None = None
-    head_bytes: bytes = b""
+    hinted: tuple[int, str] | None = None
+    """Seq and hash of the newest entry, from another writer's hint (``last`` is then None)."""
+    hint_bytes: bytes = b""
     repaired: list[AuditEntry] = field(default_factory=list)
     """Entries the last resync wrote (discontinuity, repair)."""
 
     @property
     def next_seq(self) -> int:
-        return self.last.seq + 1 if self.last else 1
+        if self.last:
+            return self.last.seq + 1
+        return self.hinted[0] + 1 if self.hinted else 1
 
     @property
     def prev(self) -> str:
-        return self.last.hash if self.last else GENESIS
+        if self.last:
+            return self.last.hash
+        return self.hinted[1] if self.hinted else GENESIS
 
 
 class AuditLog:
     """Appends authenticated, hash-chained entries to the audit folder.
 
     Safe across threads and processes on one machine. Every method that
-    writes holds the folder's lock (``flock`` on ``audit.head``).
+    writes holds the folder's lock (``flock`` on ``audit.head``) while it
+    writes; :meth:`append` releases it before its ``fdatasync``.
 
     Args:
         folder: the audit folder (created 0700 by the first append).
@@ -307,6 +355,8 @@ class AuditLog:
         period: one segment per UTC ``month`` (default) or ``day``.
         fsync: ``fdatasync`` each entry before returning (default True; only
             benchmarks turn it off).
+        syncer: runs the ``fdatasync`` calls, shared by the threads that append
+            at the same time (group commit; default: this log's own).
     """
 
     def __init__(
@@ -319,6 +369,7 @@ class AuditLog:
         fsync: bool = True,
         previous_keys: Iterable[AuditKeyLike] = (),
         workspace: str | os.PathLike[str] | None = None,
+        syncer: GroupSync | None = None,
     ) -> None:
         self._folder = Path(folder)
         self._workspace = Path(workspace) if workspace is not None else None
@@ -336,8 +387,11 @@ class AuditLog:
                 f"audit segment period {period!r} is unknown; use 'month' or 'day'"
             ) from None
         self._fsync = fsync
+        self._syncer = syncer if syncer is not None else GroupSync()
         self._mutex = threading.RLock()
         self._head_fd: int | None = None
+        self._hint_fd: int | None = None
+        self._published = 0  # seq of the newest head this object wrote
         self._head_ident: tuple[int, int] | None = None
         self._tail: _Tail | None = None
         self._seen: Head | None = None  # the newest entry this object wrote or read
@@ -387,7 +441,16 @@ class AuditLog:
         fd = open_private(self.head_path, os.O_RDWR | os.O_CREAT)
         st = os.fstat(fd)
         self._head_fd, self._head_ident = fd, (st.st_dev, st.st_ino)
+        self._open_hint()
         return fd
+
+    def _open_hint(self) -> int:
+        if self._hint_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._hint_fd)
+            self._hint_fd = None
+        self._hint_fd = open_private(self._folder / TAIL_FILE, os.O_RDWR | os.O_CREAT)
+        return self._hint_fd
 
     @contextlib.contextmanager
     def _locked(self, what: str) -> Iterator[int]:
@@ -441,8 +504,35 @@ class AuditLog:
         with self._locked("append to") as head_fd:
             tail = self._current(head_fd)
             entry = self._write_entry(head_fd, tail, event, dict(attrs), when)
-            self._write_head(head_fd, tail)
-            return entry
+            if not self._fsync:
+                self._write_head(head_fd, tail)
+                return entry
+            self._write_hint(tail)
+            assert tail.fd is not None and tail.ident is not None and tail.segment is not None
+            # Kept open across the sync: another thread may close or replace
+            # the log's own descriptors once the lock is released.
+            fds = os.dup(tail.fd), os.dup(head_fd)
+            ident, segment = tail.ident, tail.segment
+        self._settle(fds, ident, entry, segment)
+        return entry
+
+    def _settle(
+        self, fds: tuple[int, int], ident: tuple[int, int], entry: AuditEntry, segment: str
+    ) -> None:
+        """Make ``entry`` durable (group commit, no lock held), then name it in the head."""
+        segment_fd, head_fd = fds
+        try:
+            self._syncer.sync(segment_fd, ident)
+            if entry.seq > self._published:  # a newer head from this process stays
+                self._published = entry.seq
+                os.pwrite(head_fd, _encode_head(self._key, entry.seq, entry.hash, segment), 0)
+        except OSError as exc:
+            with self._mutex:
+                self._forget_tail()
+            raise AuditWriteError(self._failure("append to", exc)) from exc
+        finally:
+            os.close(segment_fd)
+            os.close(head_fd)
 
     def append_after(
         self,
@@ -461,8 +551,12 @@ class AuditLog:
         validate_event(event)
         with self._locked("append to") as head_fd:
             tail = self._current(head_fd)
+            if tail.last is None and tail.hinted is not None:  # only its seq and hash known
+                self._forget_tail()
+                tail = self._current(head_fd)
             attrs = dict(attrs_of(tail.last))
             entry = self._write_entry(head_fd, tail, event, attrs, self._clock.now())
+            self._flush(tail)
             self._write_head(head_fd, tail)
             return entry
 
@@ -485,17 +579,28 @@ class AuditLog:
         self._tail = None
 
     def _current(self, head_fd: int) -> _Tail:
-        head_bytes = os.pread(head_fd, HEAD_SIZE, 0)
+        assert self._hint_fd is not None
+        hint = os.pread(self._hint_fd, HEAD_SIZE, 0)
         tail = self._tail
-        if tail is not None and tail.head_bytes == head_bytes and tail.segment is not None:
+        if tail is not None and tail.segment is not None:
             try:
                 st = os.stat(self._folder / tail.segment)
             except FileNotFoundError:
                 st = None
-            if st is not None and (st.st_dev, st.st_ino) == tail.ident and st.st_size == tail.size:
-                return tail
+            if st is not None and (st.st_dev, st.st_ino) == tail.ident:
+                if tail.hint_bytes == hint and st.st_size == tail.size:
+                    return tail  # nobody appended since this object did
+                found = _parse_hint(self._key, hint) if tail.hint_bytes != hint else None
+                if found is not None and found[2] == tail.segment and found[3] == st.st_size:
+                    # Another writer appended and left the segment ending where
+                    # its hint says: continue after its entry without reading it.
+                    tail.last, tail.hinted = None, (found[0], found[1])
+                    tail.size, tail.hint_bytes = st.st_size, hint
+                    self._remember(tail)
+                    return tail
         self._forget_tail()
-        tail = self._resync(head_fd, head_bytes)
+        self._open_hint()  # a replaced audit.tail is followed from now on
+        tail = self._resync(head_fd, os.pread(head_fd, HEAD_SIZE, 0))
         self._tail = tail
         self._remember(tail)
         return tail
@@ -511,7 +616,7 @@ class AuditLog:
     def _resync(self, head_fd: int, head_bytes: bytes) -> _Tail:
         """Read the end of the log from disk; repair and record what a crash or an edit left."""
         remove_stale_temps(self._folder)
-        tail = _Tail(head_bytes=head_bytes)
+        tail = _Tail()
         written = tail.repaired
         segments = self._drop_empty_segments(list_segments(self._folder))
         torn: list[tuple[int, bytes, bool]] = []
@@ -519,6 +624,7 @@ class AuditLog:
         if segments:
             self._open_segment(tail, segments[-1].name)
             assert tail.fd is not None
+            found_size = tail.size
             for offset, line, terminated in reverse_lines(tail.fd, tail.size):
                 try:
                     entry = parse_entry(line)
@@ -601,6 +707,8 @@ class AuditLog:
                     head_fd, tail, AuditEvent.BIND, {WORKSPACE_ID_ATTR: bind}, self._clock.now()
                 )
             )
+        if written or (segments and tail.size != found_size):
+            self._flush(tail)  # repairs are durable before anything chains after them
         if written:
             self._write_head(head_fd, tail)
         return tail
@@ -624,8 +732,8 @@ class AuditLog:
         return self._workspace_id
 
     def _remember(self, tail: _Tail) -> None:
-        if tail.last is not None and tail.segment is not None:
-            self._seen = Head(tail.last.seq, tail.last.hash, tail.segment, "")
+        if tail.segment is not None and (tail.last is not None or tail.hinted is not None):
+            self._seen = Head(tail.next_seq - 1, tail.prev, tail.segment, "")
 
     def _drop_empty_segments(self, segments: list[SegmentInfo]) -> list[SegmentInfo]:
         # A segment is created complete with its anchor; an empty file is only
@@ -670,11 +778,15 @@ class AuditLog:
     # -- writing -------------------------------------------------------------
 
     def _raw_write(self, tail: _Tail, data: bytes) -> None:
+        """Write at the end of the segment; durable only after :meth:`_flush` (or a group sync)."""
         assert tail.fd is not None
         write_all(tail.fd, data)
         tail.size += len(data)
-        if self._fsync:
-            os.fdatasync(tail.fd)
+
+    def _flush(self, tail: _Tail) -> None:
+        """Make what was written to the segment durable now (lock held: rare writes only)."""
+        if self._fsync and tail.fd is not None and tail.ident is not None:
+            self._syncer.sync(tail.fd, tail.ident)
 
     def _write_entry(
         self,
@@ -706,6 +818,10 @@ class AuditLog:
 
     def _start_segment(self, tail: _Tail, label: str, when: _dt.datetime) -> None:
         name = f"{SEGMENT_PREFIX}{label}{SEGMENT_SUFFIX}"
+        # The new segment's anchor is durable at once (link_exclusive): the
+        # entries it chains after must be too, or a power cut could leave an
+        # anchor following nothing.
+        self._flush(tail)
         attrs: dict[str, Any] = {"segment": name, "previous_segment": tail.segment}
         if self._workspace is not None:
             if self._workspace_id is None:
@@ -729,14 +845,24 @@ class AuditLog:
         tail.last = anchor
 
     def _write_head(self, head_fd: int, tail: _Tail) -> None:
+        """Name the newest entry in the head (and the hint); only once it is durable."""
         if tail.last is None or tail.segment is None:
             return
         data = _encode_head(self._key, tail.last.seq, tail.last.hash, tail.segment)
         os.pwrite(head_fd, data, 0)
-        self._remember(tail)
+        self._published = max(self._published, tail.last.seq)
         if os.fstat(head_fd).st_size > HEAD_SIZE:
             os.ftruncate(head_fd, HEAD_SIZE)
-        tail.head_bytes = data
+        self._write_hint(tail)
+
+    def _write_hint(self, tail: _Tail) -> None:
+        """Tell the next writer where the chain ends, so it need not read the segment."""
+        if tail.last is None or tail.segment is None or self._hint_fd is None:
+            return
+        data = _encode_hint(self._key, tail.last.seq, tail.last.hash, tail.segment, tail.size)
+        os.pwrite(self._hint_fd, data, 0)
+        tail.hint_bytes = data
+        self._remember(tail)
 
     # -- retention -------------------------------------------------------------
 
@@ -798,6 +924,7 @@ class AuditLog:
                 },
                 self._clock.now(),
             )
+            self._flush(tail)
             self._write_head(head_fd, tail)
             for name in chosen:
                 (self._folder / name).unlink(missing_ok=True)
@@ -892,10 +1019,11 @@ class AuditLog:
 
     def _drop(self) -> None:
         self._forget_tail()
-        if self._head_fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._head_fd)
-        self._head_fd, self._head_ident = None, None
+        for fd in (self._head_fd, self._hint_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._head_fd, self._head_ident, self._hint_fd = None, None, None
 
     def close(self) -> None:
         """Release file descriptors (reopened on the next use)."""

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         remove_temps_at,
         write_temp_at,
     )
+    from ._syncer import GroupSync
     from ._version import VERSION
     from ._workspace import (
         AGENTS_DIR,
@@ -82,6 +83,7 @@ __all__ = [
     "FileLock",
     "FixedClock",
     "FolderLock",
+    "GroupSync",
     "OptionalDuration",
     "SystemClock",
     "archive_kind",
@@ -130,6 +132,7 @@ _LAZY: dict[str, str] = {
     "FileLock": "._lock",
     "FixedClock": "._clock",
     "FolderLock": "._lock",
+    "GroupSync": "._syncer",
     "held_if_any": "._lock",
     "GOVERNANCE_DIR": "._workspace",
     "MEMORY_FILE": "._workspace",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from .._base import GOVERNANCE_DIR, Clock
+from .._base import GOVERNANCE_DIR, Clock, GroupSync
 from .._crypto import CryptoObserver, KeyChain, KeyProvider, Keyring, LocalKeyProvider
 from .._errors import ConfigurationError, KeyProviderError
 from .._policy import Settings
@@ -121,8 +121,14 @@ def policy_store(
     encrypted: bool,
     keyring: Callable[[], Keyring],
     clock: Clock,
+    durable: bool = False,
+    syncer: GroupSync | None = None,
 ) -> AgentStore:
     """The store the policy asks for: encrypted when ``encrypted``, else plaintext.
+
+    ``durable`` (``durability.sync = "commit"``): every append is on disk
+    before it returns, its ``fdatasync`` shared through ``syncer`` with the
+    process's other writers of the file.
 
     Either way, memory in the other form is refused rather than silently
     ignored (it would look like a fresh, empty memory).
@@ -132,11 +138,20 @@ def policy_store(
             plaintext-side check; the encrypted store checks the other side).
     """
     if encrypted:
-        return EncryptedAgentStore(memory_path, header, keyring=keyring(), clock=clock)
+        return EncryptedAgentStore(
+            memory_path,
+            header,
+            keyring=keyring(),
+            clock=clock,
+            fsync_appends=durable,
+            syncer=syncer,
+        )
     if (Path(memory_path).parent / ENCRYPTED_MEMORY).exists():
         raise ConfigurationError(
             f"{Path(memory_path).parent / ENCRYPTED_MEMORY} is encrypted but the policy does not "
             "enable encryption; set [encryption] enabled = true (with the master key) or run "
             "`governed-memory decrypt-workspace`"
         )
-    return PlaintextAgentStore(memory_path, header, clock=clock)
+    return PlaintextAgentStore(
+        memory_path, header, clock=clock, fsync_appends=durable, syncer=syncer
+    )

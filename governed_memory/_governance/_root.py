@@ -35,7 +35,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._base import GOVERNANCE_DIR, Clock, SystemClock, resolve_workspace
+from .._base import GOVERNANCE_DIR, Clock, GroupSync, SystemClock, resolve_workspace
 from .._errors import ConfigurationError
 from .._policy import (
     LOCAL_SUMMARIZER,
@@ -122,6 +122,9 @@ class Governance:
         self._signing_key = signing_key
         self._keyring: Keyring | None = None
         self._keyring_lock = threading.Lock()
+        # One group commit for every store this Governance builds: the
+        # conversations of one agent in this process share its fdatasync.
+        self._syncer = GroupSync()
         self.settings = settings if settings is not None else Settings()
         self.key_provider = key_provider
         self.tracer_provider = tracer_provider
@@ -223,6 +226,8 @@ class Governance:
             encrypted=self.policy.encryption.enabled,
             keyring=lambda: self.keyring,
             clock=self.clock,
+            durable=self.policy.durability.commit,
+            syncer=self._syncer,
         )
 
     @functools.cached_property

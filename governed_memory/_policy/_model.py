@@ -44,6 +44,7 @@ __all__ = [
     "LOCAL_SUMMARIZER",
     "AuditPolicy",
     "ConsentPolicy",
+    "DurabilityPolicy",
     "EncryptionPolicy",
     "EvidencePolicy",
     "Isolation",
@@ -58,6 +59,7 @@ __all__ = [
     "SchedulePolicy",
     "SummarizationFallback",
     "SummarizationPolicy",
+    "Sync",
     "WithdrawalAction",
     "WithoutConsent",
     "find_policy",
@@ -358,6 +360,42 @@ class AuditPolicy(_Section):
     include_subject_ids: bool = False
 
 
+class Sync(StrEnum):
+    """When an acknowledged write is on stable storage (docs/durability.md)."""
+
+    OS = "os"
+    """The kernel writes back when it chooses: a write survives a crash of the process, not a power cut."""
+    COMMIT = "commit"
+    """``fdatasync`` before returning (shared by concurrent writers): a write survives a power cut."""
+
+
+def _sync(value: object) -> object:
+    if isinstance(value, str) and value not in {s.value for s in Sync}:
+        raise ValueError(
+            f'durability.sync = {value!r} is unknown; use "os" (the reference\'s speed, a '
+            'power cut may lose the newest adds) or "commit" (add() returns once the message '
+            "and its audit entry are on disk); see docs/durability.md"
+        )
+    return value
+
+
+class DurabilityPolicy(_Section):
+    """``[durability]``: what an acknowledged add() survives (docs/durability.md).
+
+    ``sync = "os"`` (default, the reference's behaviour): MEMORY.md appends are
+    left to the kernel's writeback. ``sync = "commit"``: add() returns only
+    when the message and its audit entry are durable, the message first, so
+    the audit never records a write a power cut could still undo.
+    """
+
+    sync: Annotated[Sync, BeforeValidator(_sync)] = Sync.OS
+
+    @property
+    def commit(self) -> bool:
+        """Whether every write is made durable before it is acknowledged."""
+        return self.sync == Sync.COMMIT
+
+
 class EvidencePolicy(_Section):
     """``[evidence]``: signed receipts and signed audit checkpoints (docs/evidence.md).
 
@@ -394,6 +432,7 @@ class Policy(_Section):
     requests: RequestsPolicy = RequestsPolicy()
     audit: AuditPolicy = AuditPolicy()
     evidence: EvidencePolicy = EvidencePolicy()
+    durability: DurabilityPolicy = DurabilityPolicy()
     source: str = Field(default="built-in default", exclude=True)
 
     @model_validator(mode="after")

@@ -38,6 +38,7 @@ OVERRIDABLE_SECTIONS = (
     "schedule",
     "audit",
     "evidence",
+    "durability",
 )
 
 
@@ -78,8 +79,8 @@ class Settings(BaseSettings):
             (``GOVERNED_MEMORY_ACTOR``). None (the default): the command line
             names the login of the password database (``cli:<login>``), which
             no variable can change.
-        consent, encryption, summarization, retention, schedule, audit, evidence:
-            per-key overrides of the policy's sections.
+        consent, encryption, summarization, retention, schedule, audit, evidence,
+            durability: per-key overrides of the policy's sections.
 
     Raises:
         ConfigurationError: a value has the wrong type or an unknown name.
@@ -135,6 +136,7 @@ class Settings(BaseSettings):
     schedule: dict[str, Any] = Field(default_factory=dict)
     audit: dict[str, Any] = Field(default_factory=dict)
     evidence: dict[str, Any] = Field(default_factory=dict)
+    durability: dict[str, Any] = Field(default_factory=dict)
 
     _arguments: frozenset[str] = PrivateAttr(default=frozenset())
 

@@ -35,6 +35,7 @@ from .._base import (
     ARCHIVE_DIR,
     MEMORY_FILE,
     Clock,
+    GroupSync,
     SystemClock,
     atomic_write_at,
     exists_at,
@@ -184,9 +185,12 @@ class EncryptedAgentStore(AgentFolderStore):
         keyring: the workspace's keyring (data keys and the master key provider).
         clock: names archives.
         random: nonces and file ids (pin it to freeze bytes in tests).
-        fsync_appends: fsync after every append (default off, as in the
+        fsync_appends: make every append durable before it returns (the
+            policy's ``durability.sync = "commit"``; default off, as in the
             plaintext store: an acknowledged add survives a process crash,
             not a power cut; compactions always fsync).
+        syncer: shares the appends' ``fdatasync`` with the other writers of
+            the file in this process (group commit; default: this store's own).
     """
 
     def __init__(
@@ -198,6 +202,7 @@ class EncryptedAgentStore(AgentFolderStore):
         clock: Clock | None = None,
         random: RandomSource = os.urandom,
         fsync_appends: bool = False,
+        syncer: GroupSync | None = None,
         partition: str | None = None,
     ) -> None:
         path = Path(memory_path)
@@ -209,6 +214,7 @@ class EncryptedAgentStore(AgentFolderStore):
         self._clock: Clock = clock or SystemClock()
         self._random = random
         self._fsync_appends = fsync_appends
+        self._syncer = syncer if syncer is not None else GroupSync()
         self.keyring = keyring
         self.codec = AgentCodec(keyring, self.agent, random=random)
         self._lock = self._folder_lock()
@@ -248,6 +254,7 @@ class EncryptedAgentStore(AgentFolderStore):
             clock=self._clock,
             random=self._random,
             fsync_appends=self._fsync_appends,
+            syncer=self._syncer,
             partition=partition,
         )
 
@@ -395,9 +402,11 @@ class EncryptedAgentStore(AgentFolderStore):
             self.append_utf8(block.encode("utf-8"))
 
     def _append_split(self, text: str) -> None:
-        self._append_pieces(
+        unsynced = self._append_pieces(
             [(piece.encode("utf-8"), subject) for piece, subject in split_segments(text)]
         )
+        if unsynced is not None:
+            self._settle(self._syncer, *unsynced)
 
     def append_utf8(self, data: bytes) -> None:
         """:meth:`append` for text already encoded as UTF-8 (as the plaintext store has it).
@@ -430,6 +439,7 @@ class EncryptedAgentStore(AgentFolderStore):
         lock = self._lock
         mutex = lock.mutex
         mutex.acquire()  # not "with": measurably slower on this path
+        unsynced = None
         try:
             armed = self._armed
             tail = self._tail
@@ -473,16 +483,24 @@ class EncryptedAgentStore(AgentFolderStore):
                     _flock(dirfd, _LOCK_UN)
                 if file_watch.stale:  # something changed: the full check, then a new watch
                     self._disarm()
-            self._append_pieces([(data, subject)])
+            unsynced = self._append_pieces([(data, subject)])
         except GovernedMemoryError:
             raise
         except OSError as exc:
             raise StorageError(f"cannot append to {self._memory_path}: {exc}") from exc
         finally:
             mutex.release()
+        if unsynced is not None:  # fsync_appends: durable before returning, outside the lock
+            self._settle(self._syncer, *unsynced)
 
-    def _append_pieces(self, pieces: list[tuple[bytes, str | None]]) -> None:
-        """Append after the full check (stat, keyring, catch-up); arms the fast one."""
+    def _append_pieces(
+        self, pieces: list[tuple[bytes, str | None]]
+    ) -> tuple[int, tuple[int, int]] | None:
+        """Append after the full check (stat, keyring, catch-up); arms the fast one.
+
+        With ``fsync_appends`` returns a ``dup`` of the descriptor and the
+        file's identity, for :meth:`_settle` once the lock is released.
+        """
         try:
             with self._lock.mutex:
                 self._lock.acquire(fcntl.LOCK_EX)
@@ -503,6 +521,7 @@ class EncryptedAgentStore(AgentFolderStore):
                     for subject in {subject for _, subject in pieces}:
                         epoch, _, cipher, fixed = self.codec.current(subject)
                         self._keys[subject] = (epoch, cipher, fixed)
+                    return (os.dup(fd), tail.ident) if self._fsync_appends else None
                 finally:
                     self._lock.release()
         except GovernedMemoryError:
@@ -522,8 +541,6 @@ class EncryptedAgentStore(AgentFolderStore):
                 written = os.write(fd, data)
             if written != len(data):  # short write: finish it (or raise)
                 write_all(fd, data[written:])
-            if self._fsync_appends:
-                os.fsync(fd)
         except BaseException:
             # Cut a partly written frame now rather than at the next append.
             with suppress(OSError):
@@ -714,8 +731,13 @@ def encrypted_store_factory(
     clock: Clock | None = None,
     random: RandomSource = os.urandom,
     fsync_appends: bool = False,
+    syncer: GroupSync | None = None,
 ) -> StoreFactory:
-    """A ``store_factory`` for :class:`Conversation` that builds encrypted stores."""
+    """A ``store_factory`` for :class:`Conversation` that builds encrypted stores.
+
+    With ``fsync_appends`` the stores share one ``syncer`` (group commit).
+    """
+    shared = syncer if syncer is not None or not fsync_appends else GroupSync()
 
     def factory(memory_path: Path, header: Callable[[], str]) -> EncryptedAgentStore:
         return EncryptedAgentStore(
@@ -725,6 +747,7 @@ def encrypted_store_factory(
             clock=clock,
             random=random,
             fsync_appends=fsync_appends,
+            syncer=shared,
         )
 
     return factory

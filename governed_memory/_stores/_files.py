@@ -29,6 +29,7 @@ from .._base import (
     ARCHIVE_DIR,
     MEMORY_FILE,
     FolderLock,
+    GroupSync,
     atomic_write_at,
     exists_at,
     lstat_at,
@@ -315,6 +316,26 @@ class AgentFolderStore:
 
     def _partition_path(self, partition: str) -> Path:
         return self._folder / SUBJECTS_DIR / partition / MEMORY_FILE
+
+    def _settle(self, syncer: GroupSync, fd: int, ident: tuple[int, int]) -> None:
+        """Make the appends to ``fd``'s file durable, then close ``fd`` (a ``dup``).
+
+        Called after the folder lock is released: the writers of the file
+        share the ``fdatasync`` (group commit, :class:`GroupSync`), and none
+        waits for the lock while the disk flushes. The ``dup`` taken under
+        the lock keeps the file open even if another thread closes the
+        store's own descriptor meanwhile; a file replaced since (compaction,
+        erasure) was written durably by whoever replaced it.
+        """
+        try:
+            syncer.sync(fd, ident)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot make the append to {self.memory_path} durable: {exc}; the add is not "
+                'reported as done (durability.sync = "commit"). Check the disk'
+            ) from exc
+        finally:
+            os.close(fd)
 
     def _folder_lock(self) -> FolderLock:
         """The lock of the store's folder, which opens it without following a link.

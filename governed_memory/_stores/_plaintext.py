@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from .._base import (
     ARCHIVE_DIR,
     Clock,
+    GroupSync,
     SystemClock,
     atomic_write_at,
     link_exclusive_at,
@@ -81,10 +82,13 @@ class PlaintextAgentStore(AgentFolderStore):
         memory_path: the MEMORY.md file.
         header: builds the header of a new MEMORY.md (called under the lock).
         clock: names archives.
-        fsync_appends: fsync after every append. Off by default, as in the
-            reference: an acknowledged add survives a crash of the process
-            (the kernel holds the write) but not a power cut. Compactions
-            always fsync.
+        fsync_appends: make every append durable before it returns (the
+            policy's ``durability.sync = "commit"``). Off by default, as in
+            the reference: an acknowledged add survives a crash of the
+            process (the kernel holds the write) but not a power cut.
+            Compactions always fsync.
+        syncer: shares the appends' ``fdatasync`` with the other writers of
+            the file in this process (group commit; default: this store's own).
     """
 
     def __init__(
@@ -94,6 +98,7 @@ class PlaintextAgentStore(AgentFolderStore):
         *,
         clock: Clock | None = None,
         fsync_appends: bool = False,
+        syncer: GroupSync | None = None,
         partition: str | None = None,
     ) -> None:
         self._memory_path = Path(memory_path)
@@ -104,6 +109,7 @@ class PlaintextAgentStore(AgentFolderStore):
         self._header = header
         self._clock: Clock = clock or SystemClock()
         self._fsync_appends = fsync_appends
+        self._syncer = syncer if syncer is not None else GroupSync()
         self._lock = self._folder_lock()
         self._fd: int | None = None
         self._ident: tuple[int, int] | None = None
@@ -124,6 +130,7 @@ class PlaintextAgentStore(AgentFolderStore):
             self._header,
             clock=self._clock,
             fsync_appends=self._fsync_appends,
+            syncer=self._syncer,
             partition=partition,
         )
 
@@ -218,6 +225,7 @@ class PlaintextAgentStore(AgentFolderStore):
         lock = self._lock
         mutex = lock.mutex
         mutex.acquire()  # not "with": measurably slower on this path
+        unsynced = None
         try:
             armed = self._armed
             if armed is not None and not lock.depth:
@@ -245,16 +253,22 @@ class PlaintextAgentStore(AgentFolderStore):
                     _flock(dirfd, _LOCK_UN)
                 # Something changed: the full check, then a new watch.
                 self._disarm()
-            self._append_checked(data)
+            unsynced = self._append_checked(data)
         except GovernedMemoryError:
             raise
         except OSError as exc:
             raise StorageError(f"cannot append to {self._memory_path}: {exc}") from exc
         finally:
             mutex.release()
+        if unsynced is not None:  # fsync_appends: durable before returning, outside the lock
+            self._settle(self._syncer, *unsynced)
 
-    def _append_checked(self, data: bytes) -> None:
-        """Append after the full check with ``stat`` (mutex held); arms the fast one."""
+    def _append_checked(self, data: bytes) -> tuple[int, tuple[int, int]] | None:
+        """Append after the full check with ``stat`` (mutex held); arms the fast one.
+
+        With ``fsync_appends`` returns a ``dup`` of the descriptor and the
+        file's identity, for :meth:`_settle` once the lock is released.
+        """
         lock = self._lock
         lock.acquire(_LOCK_EX)
         try:
@@ -263,16 +277,13 @@ class PlaintextAgentStore(AgentFolderStore):
             if size != self._end:
                 prefix, size = _tail_fix(fd, size)
                 data = prefix + data
-            self._write(fd, data)
+            write_all(fd, data)
             self._end = size + len(data)
+            if self._fsync_appends and self._ident is not None:
+                return os.dup(fd), self._ident
+            return None
         finally:
             lock.release()
-
-    def _write(self, fd: int, data: bytes) -> None:
-        """Write all of ``data`` (an os.write may be short), then fsync if configured."""
-        write_all(fd, data)
-        if self._fsync_appends:
-            os.fsync(fd)
 
     def compact(self, first_block: str | None) -> str | None:
         with self._compacting():

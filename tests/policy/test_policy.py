@@ -12,6 +12,7 @@ from governed_memory._policy._model import (
     DEFAULT_POLICY,
     MissingConsent,
     SummarizationFallback,
+    Sync,
     find_policy,
     shipped_policies,
 )
@@ -252,3 +253,24 @@ def test_a_folder_named_like_a_shipped_policy_does_not_hide_it(
 
 def test_a_folder_is_refused_as_a_policy_file(tmp_path: Path) -> None:
     assert "is a folder" in refused(tmp_path)
+
+
+# -- durability ------------------------------------------------------------
+
+
+def test_durability_defaults_to_os_and_the_regulated_policies_commit() -> None:
+    assert DEFAULT_POLICY.durability.sync is Sync.OS and not DEFAULT_POLICY.durability.commit
+    assert load_policy("default").durability.sync is Sync.OS
+    for name in ("regulated", "hipaa"):
+        assert load_policy(name).durability.commit, name
+
+
+def test_an_unknown_sync_mode_names_the_value_and_the_allowed_ones(tmp_path: Path) -> None:
+    message = refused(write(tmp_path, '[durability]\nsync = "fsync"\n'))
+    assert "durability.sync = 'fsync' is unknown" in message
+    assert '"os"' in message and '"commit"' in message and "docs/durability.md" in message
+
+
+def test_sync_can_be_overridden_from_the_settings() -> None:
+    settings = Settings(durability={"sync": "commit"})
+    assert resolve_policy(settings).policy.durability.commit

@@ -437,8 +437,8 @@ def test_fsync_appends_option_syncs_each_append(
     store = PlaintextAgentStore(memory, _header, clock=frozen, fsync_appends=True)
     store.ensure()
     synced: list[int] = []
-    real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(fd), real(fd))[1])
     store.append(_block(1))
     store.append(_block(2))
     assert len(synced) == 2
