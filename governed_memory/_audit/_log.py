@@ -503,8 +503,13 @@ class AuditLog:
         when = at if at is not None else self._now()
         with self._locked("append to") as head_fd:
             tail = self._current(head_fd)
+            creates = tail.segment is None  # this append starts the log
             entry = self._write_entry(head_fd, tail, event, dict(attrs), when)
-            if not self._fsync:
+            if not self._fsync or creates:
+                # A log's first entries are named in the head before the lock is
+                # released: a writer in another process must never find entries
+                # and no head, which reads as a removed head (a discontinuity).
+                self._flush(tail)
                 self._write_head(head_fd, tail)
                 return entry
             self._write_hint(tail)

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from governed_memory import FixedClock
 from governed_memory._audit import GENESIS, AuditEvent, AuditKey, AuditLog, verify_log
 from governed_memory._audit._entry import canonical, parse_entry
 from governed_memory._audit._log import HEAD_FILE, HEAD_SIZE, list_segments, parse_head
+from governed_memory._base._syncer import GroupSync
 from governed_memory._errors import AuditWriteError, ConfigurationError, NotFoundError
 
 KEY = AuditKey(bytes(range(32)))
@@ -130,6 +132,38 @@ def _append_many(folder: str, count: int, tag: int) -> None:
     for i in range(count):
         log.append("persist", {"outcome": "ok", "writer": tag, "i": i})
     log.close()
+
+
+def test_a_second_writer_never_finds_a_new_log_without_its_head(tmp_path: Path) -> None:
+    """The first append names its entries in the head before another writer can look.
+
+    The first writer's flush is held back; a second log object (its own open
+    file, so its own flock, as another process would have) appends meanwhile.
+    Finding entries and no head would read as a removed head: a discontinuity.
+    """
+    release = threading.Event()
+
+    def slow_sync(fd: int) -> None:
+        release.wait(10)
+        os.fdatasync(fd)
+
+    first = AuditLog(tmp_path, KEY, syncer=GroupSync(slow_sync))
+    second = AuditLog(tmp_path, KEY)
+    writer = threading.Thread(target=first.append, args=("persist", {"outcome": "ok"}))
+    writer.start()
+    while not list_segments(tmp_path):  # the first writer has started the log
+        time.sleep(0.001)
+    other = threading.Thread(target=second.append, args=("persist", {"outcome": "ok"}))
+    other.start()
+    time.sleep(0.05)  # the second writer is at the lock, or past it
+    release.set()
+    writer.join(10)
+    other.join(10)
+    first.close()
+    second.close()
+    report = verify_log(tmp_path, KEY)
+    assert report.ok, [str(f) for f in report.findings]
+    assert [e.event for e in AuditLog(tmp_path, KEY).entries()].count("audit.discontinuity") == 0
 
 
 def test_processes_appending_at_once_keep_one_valid_chain(tmp_path: Path) -> None:
