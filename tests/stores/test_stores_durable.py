@@ -109,3 +109,26 @@ def test_a_subject_partition_shares_the_stores_syncer(tmp_path: Path, maker: Mak
     store.subject_store("customer-1").append(_block(1))
     assert len(calls) == 1
     store.close()
+
+
+def test_durable_appends_take_the_watched_path_and_each_is_synced_before_it_returns(
+    tmp_path: Path, maker: Maker
+) -> None:
+    """The watched fast path is armed under fsync_appends too, and still settles every write."""
+    memory = tmp_path / "ws" / "agents" / "A" / "MEMORY.md"
+    synced: list[int] = []
+
+    def sync(fd: int) -> None:
+        os.fdatasync(fd)
+        synced.append(os.fstat(fd).st_size)  # what this flush made durable
+
+    store = maker(memory, GroupSync(sync), True)
+    for n in range(4):
+        store.append(_block(n))
+        written = [p for p in memory.parent.iterdir() if p.name.startswith("MEMORY.md")]
+        assert synced[-1] == written[0].stat().st_size
+    assert store._armed is not None  # the later appends took the watched path
+    assert len(synced) == 4
+    records = parse_memory(store.read_memory() or "").records
+    assert [r.content for r in records] == [f"message {n}" for n in range(4)]
+    store.close()

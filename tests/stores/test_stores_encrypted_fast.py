@@ -232,32 +232,3 @@ def test_without_inotify_every_append_checks_with_stat(
     assert store.read_memory() == HEADER + _block("fresh").decode() + _block("two").decode()
     store.close()
     other.close()
-
-
-def test_durable_appends_take_the_watched_path_and_each_is_synced_before_it_returns(
-    workspace: Path, keyring: Keyring
-) -> None:
-    """Under durability.sync = "commit" the watched path is armed too, and still settles each write."""
-    from governed_memory._base._syncer import GroupSync
-
-    memory = memory_md_path("A", workspace)
-    synced: list[int] = []
-
-    def sync(fd: int) -> None:
-        os.fdatasync(fd)
-        synced.append(os.fstat(fd).st_size)  # what this flush made durable
-
-    store = EncryptedAgentStore(
-        memory, lambda: HEADER, keyring=keyring, fsync_appends=True, syncer=GroupSync(sync)
-    )
-    for n in range(4):
-        store.append_utf8(_block(f"message {n}", "customer-1"))
-        assert synced[-1] == (memory.parent / "MEMORY.md.gmenc").stat().st_size
-    assert store._armed is not None  # the later appends took the watched path
-    assert len(synced) == 4
-    text = store.read_memory()
-    assert text is not None
-    assert [line for line in text.splitlines() if line.startswith("message")] == [
-        f"message {n}" for n in range(4)
-    ]
-    store.close()
