@@ -15,19 +15,29 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "Database",
+    "PgAgentStore",
+    "PgMemoryBackend",
+    "PgStores",
     "advisory_key",
     "check_schema",
+    "pg_store_factory",
     "schema_version",
     "upgrade_schema",
 ]
 
 if TYPE_CHECKING:
     from ._db import Database, advisory_key
+    from ._memory import PgAgentStore, PgStores, pg_store_factory
+    from ._memory_backend import PgMemoryBackend
     from ._schema import SCHEMA, SCHEMA_VERSION, check_schema, schema_version, upgrade_schema
 
 _LAZY: dict[str, str] = {
     "Database": "._db",
     "advisory_key": "._db",
+    "PgAgentStore": "._memory",
+    "PgStores": "._memory",
+    "pg_store_factory": "._memory",
+    "PgMemoryBackend": "._memory_backend",
     "SCHEMA": "._schema",
     "SCHEMA_VERSION": "._schema",
     "check_schema": "._schema",

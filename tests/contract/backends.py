@@ -151,3 +151,8 @@ MEMORY_BACKENDS: list[Any] = [
     pytest.param(lambda ws: _file_backend(ws, encrypted=False), id="files-plaintext"),
     pytest.param(lambda ws: _file_backend(ws, encrypted=True), id="files-encrypted"),
 ]
+
+import pg_memory  # noqa: E402  (the PostgreSQL backend's params, kept in its own file)
+
+AGENT_STORE_BACKENDS += pg_memory.AGENT_STORE
+MEMORY_BACKENDS += pg_memory.MEMORY_BACKEND

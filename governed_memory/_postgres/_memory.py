@@ -1,0 +1,603 @@
+"""The PostgreSQL agent store: an agent's memory and archives as rows, plaintext or encrypted.
+
+:class:`PgAgentStore` implements the storage seam's ``AgentStore`` over the tables of
+``_ddl_memory``. The agent is named by its name; nothing is written to the local disk.
+
+* Text-exact: the memory is its pieces in order (position 0 the header text, then one
+  row per append); reading joins them. Plaintext rows hold the UTF-8 bytes; encrypted
+  ones hold the frames of the file backend's format (``_crypto``'s ``AgentCodec``), so
+  the memory's header (in ``memories.header``) and its rows are, joined, exactly a
+  ``MEMORY.md.gmenc`` file, and an archive's ``data`` exactly an archive file. Each
+  frame's associated data binds the workspace, the agent, the memory's random file id,
+  its source name (which names the partition) and its position: rows moved to another
+  agent, subject, memory or place do not decrypt. The per-agent and per-subject data
+  keys are the keyring's, so ``shred_subject`` / ``shred_agent`` erase rows too.
+* Atomic: every operation is one transaction; a compaction writes the archive and
+  replaces the memory in the same one.
+* Acknowledged only after commit: each method returns once its transaction committed.
+* Serialised: every writing transaction first takes the agent's transaction-scoped
+  advisory lock, and :meth:`PgAgentStore.lock` holds it at session level across a
+  block (the choice and its reasons: ``_memory_locks``).
+
+What is kept is named as the file backend names it (``MEMORY.md``,
+``archive/history_<ts>.md``, ``subjects/<p>/...``; ``.gmenc`` when encrypted), so
+receipts and exports read the same on both backends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .._base import ARCHIVE_DIR, MEMORY_FILE, Clock, SystemClock, validate_agent_name
+from .._crypto import KIND_ARCHIVE, KIND_MEMORY, SUBJECT, AgentCodec, Keyring, split_segments
+from .._errors import ConfigurationError, StorageError
+from .._format import META_OPEN, has_records
+from .._protocols import StoredInfo
+from .._stores import ENCRYPTED_SUFFIX, SUBJECTS_DIR, archive_names, plain_partition_name
+from ._memory_locks import LockSessions, agent_key
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from ._db import Database
+
+__all__ = ["PgAgentStore", "PgStores"]
+
+_ARCHIVE_PREFIX = "history_"
+_STAMP_LEN = len("2026-01-31_12-00-00")
+_T = "governed_memory"
+
+_READ = f"""
+    SELECT -1, header FROM {_T}.memories WHERE agent = %(a)s AND partition = %(p)s
+    UNION ALL
+    SELECT b.position, b.data FROM {_T}.memory_blocks b
+        JOIN {_T}.memories m ON m.id = b.memory_id
+        WHERE m.agent = %(a)s AND m.partition = %(p)s
+    ORDER BY 1"""
+# One row, the position found by the server under the agent's lock (plaintext memories).
+_APPEND_PLAIN = f"""
+    INSERT INTO {_T}.memory_blocks (memory_id, position, data)
+    SELECT m.id, coalesce((SELECT max(b.position) FROM {_T}.memory_blocks b
+                            WHERE b.memory_id = m.id), -1) + 1, %(d)s
+    FROM {_T}.memories m WHERE m.agent = %(a)s AND m.partition = %(p)s AND m.header IS NULL"""
+_TAIL = f"""
+    SELECT m.id, m.header, b.data,
+           (SELECT max(c.position) FROM {_T}.memory_blocks c WHERE c.memory_id = m.id)
+    FROM {_T}.memories m
+    LEFT JOIN {_T}.memory_blocks b ON b.memory_id = m.id AND b.position = 0
+    WHERE m.agent = %(a)s AND m.partition = %(p)s"""
+_INSERT_ROWS = f"""
+    INSERT INTO {_T}.memory_blocks (memory_id, position, data)
+    SELECT %s, t.p, t.d FROM unnest(%s::integer[], %s::bytea[]) AS t(p, d)"""
+
+
+class PgStores:
+    """The agent stores of one database: a ``StoreFactory`` (call it with a MEMORY.md path).
+
+    Args:
+        db: the database.
+        keyring: returns the keyring when the memory is encrypted; None for plaintext.
+        clock: names archives.
+
+    The stores it opens share its lock sessions (``_memory_locks``): a thread holding
+    one store's :meth:`~PgAgentStore.lock` uses the same connection for all of them.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        keyring: Callable[[], Keyring] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.db = db
+        self.keyring = keyring
+        self.clock: Clock = clock or SystemClock()
+        self.sessions = LockSessions(db)
+
+    def open(self, agent: str, header: Callable[[], str]) -> PgAgentStore:
+        """The store of ``agent``'s own memory (creates nothing)."""
+        return PgAgentStore(self, validate_agent_name(agent), header)
+
+    def __call__(self, memory_path: Path, header: Callable[[], str]) -> PgAgentStore:
+        """The store of the agent whose ``memory_md_path`` is ``memory_path`` (its folder's name)."""
+        return self.open(Path(memory_path).parent.name, header)
+
+    def __repr__(self) -> str:
+        mode = "plaintext" if self.keyring is None else "encrypted"
+        return f"PgStores({self.db.where!r}, {mode})"
+
+
+def pg_store_factory(
+    db: Database, *, keyring: Callable[[], Keyring] | None, clock: Clock
+) -> PgStores:
+    """A ``StoreFactory`` whose stores keep memory in ``db`` (``keyring`` None: plaintext)."""
+    return PgStores(db, keyring=keyring, clock=clock)
+
+
+class PgAgentStore:
+    """One agent's memory (or one subject's memory of the agent) in the database.
+
+    Built by :class:`PgStores`; see the module docstring for what it keeps and how.
+    """
+
+    accepts_utf8_blocks: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        stores: PgStores,
+        agent: str,
+        header: Callable[[], str],
+        *,
+        partition: str | None = None,
+    ) -> None:
+        self._stores = stores
+        self._agent = agent
+        self._header = header
+        self._partition = partition
+        self._key = agent_key(agent, partition)
+        self._codec: AgentCodec | None = None
+        self._encrypted = stores.keyring is not None
+        self._suffix = ENCRYPTED_SUFFIX if self._encrypted else ".md"
+        self._where = {"a": agent, "p": partition or ""}
+
+    # -- naming --------------------------------------------------------------
+
+    @property
+    def agent(self) -> str:
+        return self._agent
+
+    @property
+    def partition(self) -> str | None:
+        return self._partition
+
+    def source(self, archive_id: str | None = None) -> str:
+        prefix = "" if self._partition is None else f"{SUBJECTS_DIR}/{self._partition}/"
+        if archive_id is None:
+            return prefix + MEMORY_FILE + (ENCRYPTED_SUFFIX if self._encrypted else "")
+        return f"{prefix}{ARCHIVE_DIR}/{self._archive_id(archive_id)}{self._suffix}"
+
+    def _label(self, archive_id: str | None = None) -> Path:
+        """How errors name a memory or archive: the server, the agent, the source."""
+        return Path(f"{self._stores.db.where}:agents/{self._agent}/{self.source(archive_id)}")
+
+    def _archive_id(self, archive_id: str) -> str:
+        """``archive_id`` if it is a bare archive id as :meth:`list_archives` gives them."""
+        if (
+            not isinstance(archive_id, str)
+            or not archive_id.startswith(_ARCHIVE_PREFIX)
+            or any(c in archive_id for c in "/\\\0")
+            or archive_id.endswith((".md", ENCRYPTED_SUFFIX))
+        ):
+            raise StorageError(
+                f"archive id {archive_id!r} refused: only bare names like "
+                "'history_2026-01-31_12-00-00', as list_archives() returns them, name the "
+                f"archives of agent {self._agent!r}"
+            )
+        return archive_id
+
+    @property
+    def codec(self) -> AgentCodec:
+        """The agent's codec (encrypted stores only)."""
+        if self._codec is None:
+            keyring = self._stores.keyring
+            if keyring is None:
+                raise StorageError(f"the store of agent {self._agent!r} is not encrypted")
+            self._codec = AgentCodec(keyring(), self._agent)
+        return self._codec
+
+    # -- subject memories ------------------------------------------------------
+
+    def subject_store(self, subject_id: str) -> PgAgentStore:
+        if self._partition is not None:
+            raise StorageError(
+                f"subject_store({subject_id!r}) called on subject memory {self.source()} of "
+                f"agent {self._agent!r}; ask the agent's own store"
+            )
+        if not isinstance(subject_id, str) or not subject_id:
+            raise StorageError(f"subject id {subject_id!r} must be a non-empty string")
+        if self._encrypted:  # the keyring's keyed reference, as the encrypted file store
+            partition = self.codec.keyring.ref(SUBJECT, subject_id, create=True).hex()
+        else:
+            partition = plain_partition_name(subject_id)
+        return self._open(partition)
+
+    def _open(self, partition: str) -> PgAgentStore:
+        return PgAgentStore(self._stores, self._agent, self._header, partition=partition)
+
+    def subject_stores(self) -> Sequence[PgAgentStore]:
+        if self._partition is not None:
+            return []
+        with self._tx("listing subject memories", lock=False) as conn:
+            return self._partitions(conn)
+
+    # -- transactions ------------------------------------------------------------
+
+    @contextmanager
+    def _tx(self, doing: str, *, lock: bool = True) -> Iterator[psycopg.Connection[Any]]:
+        what = f"{doing} ({self._agent!r}, {self.source()})"
+        with self._stores.sessions.transaction(what, self._key if lock else None) as conn:
+            yield conn
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        with self._stores.sessions.hold(self._key, f"locking agent {self._agent!r}"):
+            yield
+
+    # -- the active memory -------------------------------------------------------
+
+    def _rows(self, conn: psycopg.Connection[Any]) -> list[tuple[int, bytes | None]]:
+        return conn.execute(_READ, self._where, binary=True).fetchall()
+
+    def _refuse_mode(self, header: bytes | None) -> None:
+        if self._encrypted and header is None:
+            raise ConfigurationError(
+                f"the memory of agent {self._agent!r} ({self.source()}) in the database at "
+                f"{self._stores.db.where} is plaintext but the policy enables encryption; "
+                "encrypt it (migrate it to files, encrypt-workspace, migrate back) or disable "
+                "encryption in the policy"
+            )
+        if not self._encrypted and header is not None:
+            raise ConfigurationError(
+                f"the memory of agent {self._agent!r} ({self.source()}) in the database at "
+                f"{self._stores.db.where} is encrypted but the policy does not enable "
+                "encryption; enable it (with the same master key) to read it"
+            )
+
+    def _text(self, rows: list[tuple[int, bytes | None]]) -> str | None:
+        if not rows:
+            return None
+        header = rows[0][1]
+        self._refuse_mode(header)
+        data = b"".join(bytes(row[1]) for row in rows[1:] if row[1] is not None)
+        if header is None:
+            return data.decode("utf-8")
+        return self.codec.decode(
+            bytes(header) + data, self._label(), KIND_MEMORY, self.source(), torn_ok=False
+        ).text()
+
+    def read_memory(self) -> str | None:
+        with self._tx("reading the memory", lock=False) as conn:
+            rows = self._rows(conn)
+        return self._text(rows)
+
+    def _pieces(self, text: str, first: int) -> tuple[bytes | None, list[bytes]]:
+        """The header (encrypted) and the rows of ``text`` for a memory whose rows start at ``first``."""
+        if not self._encrypted:
+            return None, [piece.encode("utf-8") for piece, _ in split_segments(text)]
+        codec = self.codec
+        header = codec.new_header(KIND_MEMORY)
+        context = codec.context(header, self.source())
+        frames = [
+            codec.frame(context, first + n, piece, subject)
+            for n, (piece, subject) in enumerate(split_segments(text))
+        ]
+        return header, frames
+
+    def _insert(
+        self, conn: psycopg.Connection[Any], memory_id: int, first: int, rows: list[bytes]
+    ) -> None:
+        if rows:
+            positions = list(range(first, first + len(rows)))
+            conn.execute(_INSERT_ROWS, (memory_id, positions, rows))
+
+    def _create(self, conn: psycopg.Connection[Any], text: str) -> int:
+        """Create the memory holding ``text`` (lock held); its id."""
+        header, rows = self._pieces(text, 0)
+        row = conn.execute(
+            f"INSERT INTO {_T}.memories (agent, partition, header) VALUES (%(a)s, %(p)s, %(h)s)"
+            " RETURNING id",
+            {**self._where, "h": header},
+        ).fetchone()
+        assert row is not None
+        self._insert(conn, row[0], 0, rows)
+        return int(row[0])
+
+    def _replace(self, conn: psycopg.Connection[Any], memory_id: int, text: str) -> None:
+        """Replace the memory's text by ``text`` (lock held; a fresh file id when encrypted)."""
+        header, rows = self._pieces(text, 0)
+        conn.execute(f"DELETE FROM {_T}.memory_blocks WHERE memory_id = %s", (memory_id,))
+        conn.execute(f"UPDATE {_T}.memories SET header = %s WHERE id = %s", (header, memory_id))
+        self._insert(conn, memory_id, 0, rows)
+
+    def _memory_id(self, conn: psycopg.Connection[Any]) -> tuple[int, bytes | None] | None:
+        row = conn.execute(
+            f"SELECT id, header FROM {_T}.memories WHERE agent = %(a)s AND partition = %(p)s",
+            self._where,
+        ).fetchone()
+        return None if row is None else (int(row[0]), row[1])
+
+    def ensure(self) -> None:
+        with self._tx("creating the memory") as conn:
+            found = self._memory_id(conn)
+            if found is None:
+                self._create(conn, self._header())
+            else:
+                self._refuse_mode(found[1])
+
+    def append(self, block: str) -> None:
+        if block:
+            self._append(block, block.encode("utf-8"))
+
+    def append_utf8(self, data: bytes) -> None:
+        """:meth:`append` for one block already encoded as UTF-8."""
+        if data:
+            self._append(None, data)
+
+    def _append(self, block: str | None, data: bytes) -> None:
+        with self._tx("appending to the memory") as conn:
+            if not self._encrypted:
+                if conn.execute(_APPEND_PLAIN, {**self._where, "d": data}).rowcount == 1:
+                    return
+                found = self._memory_id(conn)
+                if found is not None:
+                    self._refuse_mode(found[1])
+                memory_id = self._create(conn, self._header())
+                self._insert(conn, memory_id, 1, [data])
+                return
+            text = data.decode("utf-8") if block is None else block
+            memory_id, header, count = self._tail(conn)
+            codec = self.codec
+            context = codec.context(header, self.source())
+            pieces = (
+                split_segments(text) if "\n### " in text or META_OPEN in text else [(text, None)]
+            )
+            frames = [
+                codec.frame(context, count + n, piece, subject)
+                for n, (piece, subject) in enumerate(pieces)
+            ]
+            self._insert(conn, memory_id, count, frames)
+
+    def _tail(self, conn: psycopg.Connection[Any]) -> tuple[int, bytes, int]:
+        """(id, header, row count) of the encrypted memory to append to (lock held).
+
+        Created when missing; started afresh when its first frame's key was shredded
+        (the memory is erased data), as the encrypted file store does. Its header and
+        first frame are authenticated first, so nothing is appended to a memory of
+        another workspace or keyring.
+        """
+        row = conn.execute(_TAIL, self._where, binary=True).fetchone()
+        if row is None:
+            memory_id = self._create(conn, self._header())
+        else:
+            memory_id, header, first, last = int(row[0]), row[1], row[2], row[3]
+            self._refuse_mode(header)
+            assert header is not None
+            checked = self.codec.decode(
+                bytes(header) + bytes(first or b""),
+                self._label(),
+                KIND_MEMORY,
+                self.source(),
+                torn_ok=False,
+            )
+            if not checked.first_shredded and first is not None:
+                return memory_id, bytes(header), int(last) + 1
+            self._replace(conn, memory_id, self._header())
+        found = conn.execute(
+            f"SELECT m.header, (SELECT count(*) FROM {_T}.memory_blocks b WHERE b.memory_id = m.id)"
+            f" FROM {_T}.memories m WHERE m.id = %s",
+            (memory_id,),
+            binary=True,
+        ).fetchone()
+        assert found is not None
+        return memory_id, bytes(found[0]), int(found[1])
+
+    # -- compaction and archives ------------------------------------------------
+
+    def compact(self, first_block: str | None) -> str | None:
+        with self._tx("compacting the memory") as conn:
+            rows = self._rows(conn)
+            fresh = self._header() + (first_block or "")
+            if not rows:
+                self._create(conn, fresh)
+                return None
+            header = rows[0][1]
+            self._refuse_mode(header)
+            data = b"".join(bytes(row[1]) for row in rows[1:] if row[1] is not None)
+            archive_id = None
+            if header is None:
+                if has_records(data.decode("utf-8")):
+                    archive_id = self._write_archive(conn, data)
+            else:
+                codec = self.codec
+                keys = codec.keyring.snapshot()
+                decoded = codec.decode(
+                    bytes(header) + data,
+                    self._label(),
+                    KIND_MEMORY,
+                    self.source(),
+                    torn_ok=False,
+                    keys=keys,
+                )
+                if has_records(decoded.text()):
+                    archive_id = self._next_archive_id(conn)
+                    sealed = b"".join(
+                        codec.encode_stream(
+                            KIND_ARCHIVE,
+                            self.source(archive_id),
+                            ((p.data, p.key) for p in decoded.frames),
+                            keys=keys,
+                        )
+                    )
+                    self._write_archive(conn, sealed, archive_id)
+            found = self._memory_id(conn)
+            assert found is not None
+            self._replace(conn, found[0], fresh)
+            return archive_id
+
+    def _next_archive_id(self, conn: psycopg.Connection[Any]) -> str:
+        """The file backend's name for an archive made now, after every archive already there.
+
+        ``history_<stamp>``, or with a counter after the newest id when that is not
+        older (a second compaction in the same second, or a host whose clock is behind
+        the one that wrote the newest): ids stay unique and sorted oldest first.
+        """
+        row = conn.execute(
+            f"SELECT max(archive_id) FROM {_T}.memory_archives"
+            " WHERE agent = %(a)s AND partition = %(p)s",
+            self._where,
+        ).fetchone()
+        newest = None if row is None else row[0]
+        first = next(archive_names(self._stores.clock.now())).removesuffix(".md")
+        if newest is None or first > newest:
+            return first
+        base = newest[: len(_ARCHIVE_PREFIX) + _STAMP_LEN]
+        counter = newest[len(base) :]
+        if len(counter) == 7 and counter[0] == "_" and counter[1:].isdigit():
+            return f"{base}_{int(counter[1:]) + 1:06d}"
+        return f"{newest}_000001"
+
+    def _write_archive(
+        self, conn: psycopg.Connection[Any], data: bytes, archive_id: str | None = None
+    ) -> str:
+        archive_id = archive_id or self._next_archive_id(conn)
+        conn.execute(
+            f"INSERT INTO {_T}.memory_archives (agent, partition, archive_id, data)"
+            " VALUES (%(a)s, %(p)s, %(i)s, %(d)s)",
+            {**self._where, "i": archive_id, "d": data},
+        )
+        return archive_id
+
+    def list_archives(self) -> list[str]:
+        with self._tx("listing the archives", lock=False) as conn:
+            rows = conn.execute(
+                f"SELECT archive_id FROM {_T}.memory_archives"
+                " WHERE agent = %(a)s AND partition = %(p)s ORDER BY archive_id",
+                self._where,
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def read_archive(self, archive_id: str) -> str:
+        archive_id = self._archive_id(archive_id)
+        with self._tx("reading an archive", lock=False) as conn:
+            row = conn.execute(
+                f"SELECT data FROM {_T}.memory_archives"
+                " WHERE agent = %(a)s AND partition = %(p)s AND archive_id = %(i)s",
+                {**self._where, "i": archive_id},
+                binary=True,
+            ).fetchone()
+        if row is None:
+            raise StorageError(
+                f"agent {self._agent!r} has no archive {archive_id!r}; use one of list_archives()"
+            )
+        data = bytes(row[0])
+        if not self._encrypted:
+            return data.decode("utf-8")
+        return self.codec.decode(
+            data, self._label(archive_id), KIND_ARCHIVE, self.source(archive_id), torn_ok=False
+        ).text()
+
+    # -- rewriting (erasure, rectification) ----------------------------------------
+
+    def rewrite_memory(self, text: str) -> None:
+        with self._tx("rewriting the memory") as conn:
+            found = self._memory_id(conn)
+            if found is None:
+                raise StorageError(
+                    f"rewrite of the memory of agent {self._agent!r} ({self.source()}) refused: "
+                    "it has no memory"
+                )
+            self._refuse_mode(found[1])
+            self._replace(conn, found[0], text)
+
+    def rewrite_archive(self, archive_id: str, text: str) -> None:
+        archive_id = self._archive_id(archive_id)
+        if self._encrypted:
+            data = self.codec.encode_text(KIND_ARCHIVE, self.source(archive_id), text)
+        else:
+            data = text.encode("utf-8")
+        with self._tx("rewriting an archive") as conn:
+            done = conn.execute(
+                f"UPDATE {_T}.memory_archives SET data = %(d)s, written_at = now()"
+                " WHERE agent = %(a)s AND partition = %(p)s AND archive_id = %(i)s",
+                {**self._where, "i": archive_id, "d": data},
+            ).rowcount
+            if done != 1:
+                raise StorageError(
+                    f"rewrite of {self.source(archive_id)} of agent {self._agent!r} refused: "
+                    "there is no such archive; use one of list_archives()"
+                )
+
+    # -- what is stored --------------------------------------------------------------
+
+    def stat(self, archive_id: str | None = None) -> StoredInfo | None:
+        with self._tx("reading the memory's size", lock=False) as conn:
+            if archive_id is None:
+                row = conn.execute(
+                    f"""SELECT coalesce(octet_length(m.header), 0)
+                               + coalesce(sum(octet_length(b.data)), 0),
+                               extract(epoch FROM coalesce(max(b.written_at), m.created_at))
+                        FROM {_T}.memories m
+                        LEFT JOIN {_T}.memory_blocks b ON b.memory_id = m.id
+                        WHERE m.agent = %(a)s AND m.partition = %(p)s
+                        GROUP BY m.id""",
+                    self._where,
+                ).fetchone()
+            else:
+                if not isinstance(archive_id, str) or not archive_id.startswith(_ARCHIVE_PREFIX):
+                    return None
+                row = conn.execute(
+                    f"SELECT octet_length(data), extract(epoch FROM written_at)"
+                    f" FROM {_T}.memory_archives"
+                    " WHERE agent = %(a)s AND partition = %(p)s AND archive_id = %(i)s",
+                    {**self._where, "i": archive_id},
+                ).fetchone()
+        return None if row is None else StoredInfo(int(row[0]), float(row[1]))
+
+    def remove_temps(self) -> int:
+        """0: a transaction that did not commit leaves nothing behind."""
+        return 0
+
+    def delete(self) -> None:
+        """Remove the memory and archives (the agent's own store: with every subject memory).
+
+        The subject memories' locks are taken too (agent first, then subjects by name:
+        the order every walk takes them in), so no subject writer is cut short.
+        """
+        with self._tx("deleting the agent") as conn:
+            if self._partition is not None:
+                conn.execute(
+                    f"DELETE FROM {_T}.memories WHERE agent = %(a)s AND partition = %(p)s",
+                    self._where,
+                )
+                conn.execute(
+                    f"DELETE FROM {_T}.memory_archives WHERE agent = %(a)s AND partition = %(p)s",
+                    self._where,
+                )
+                return
+            locked: set[str] = set()
+            while True:
+                partitions = {s.partition or "" for s in self._partitions(conn)} - locked
+                if not partitions:
+                    break
+                for partition in sorted(partitions):
+                    conn.execute(
+                        "SELECT pg_advisory_xact_lock(%s)", (agent_key(self._agent, partition),)
+                    )
+                locked |= partitions
+            conn.execute(f"DELETE FROM {_T}.memories WHERE agent = %(a)s", self._where)
+            conn.execute(f"DELETE FROM {_T}.memory_archives WHERE agent = %(a)s", self._where)
+
+    def _partitions(self, conn: psycopg.Connection[Any]) -> list[PgAgentStore]:
+        rows = conn.execute(
+            f"SELECT partition FROM {_T}.memories WHERE agent = %(a)s AND partition <> ''"
+            f" UNION SELECT partition FROM {_T}.memory_archives"
+            " WHERE agent = %(a)s AND partition <> '' ORDER BY 1",
+            self._where,
+        ).fetchall()
+        return [self._open(row[0]) for row in rows]
+
+    def close(self) -> None:
+        """Nothing to release: connections are the pool's, between calls."""
+
+    def __repr__(self) -> str:
+        return f"PgAgentStore({self._stores.db.where!r}, {self._agent!r}, {self.source()!r})"
+
+
+if TYPE_CHECKING:  # mypy checks that the class implements the storage seam's protocol
+    from .._protocols import AgentStore
+
+    _conforms: type[AgentStore] = PgAgentStore

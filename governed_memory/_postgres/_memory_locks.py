@@ -1,0 +1,140 @@
+"""The agent locks of the PostgreSQL memory: advisory locks, and the connection a lock holder uses.
+
+Every writing transaction of an agent's memory takes
+``pg_advisory_xact_lock(advisory_key("agent", name))`` (a subject's memory: its own
+key, ``advisory_key("agent-subject", "<agent>/<partition>")``), so writers on every
+host are serialised by the server and nothing is written that another writer has
+not seen; the lock goes with the transaction, a killed writer's too.
+
+``AgentStore.lock()`` must hold the agent across a read and a rewrite, with each
+write inside still committed (acknowledged) when it returns. A transaction held
+for the block could not commit its writes one by one, so the lock is the
+session-level ``pg_advisory_lock`` on a connection of its own
+(:meth:`Database.dedicated`), which the thread then uses for every statement of
+the stores of one :class:`LockSessions` until its last lock is released: the
+writes' ``pg_advisory_xact_lock`` on the same session is granted at once (the
+re-entrancy the protocol asks for), and stores of other threads, processes and
+hosts wait. One connection per locking thread holds all its locks, however many
+subject memories an erasure locks at once. A lost connection releases its locks
+on the server; the holder's next statement then fails (it never reconnects
+inside a lock).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .._errors import DatabaseError, GovernedMemoryError
+from ._db import _import_psycopg, advisory_key, translate
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from ._db import Database
+
+__all__ = ["LockSessions", "agent_key", "memory_error"]
+
+
+def agent_key(agent: str, partition: str | None) -> int:
+    """The advisory lock key of an agent's own memory (``partition`` None) or one subject's."""
+    if partition is None:
+        return advisory_key("agent", agent)
+    return advisory_key("agent-subject", f"{agent}/{partition}")
+
+
+def memory_error(db: Database, exc: BaseException, doing: str) -> DatabaseError:
+    """A one-line :class:`DatabaseError` for a psycopg error while ``doing``: the server, the fix."""
+    psycopg, _ = _import_psycopg()
+    if isinstance(exc, psycopg.errors.UndefinedTable | psycopg.errors.InvalidSchemaName):
+        return DatabaseError(
+            f"the database at {db.where} has no governed_memory memory tables "
+            f"({str(exc).strip().splitlines()[0]}) while {doing}; create them with: "
+            "governed-memory db upgrade"
+        )
+    return translate(exc, where=db.where, doing=doing)
+
+
+@dataclass
+class _Session:
+    conn: psycopg.Connection[Any]
+    stack: ExitStack
+    held: dict[int, int] = field(default_factory=dict)
+
+
+class LockSessions:
+    """Transactions of one database's memory stores, through this thread's lock session if any."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._local = threading.local()
+
+    def _session(self) -> _Session | None:
+        session: _Session | None = getattr(self._local, "session", None)
+        return session
+
+    def error(self, exc: BaseException, doing: str) -> DatabaseError:
+        """A one-line :class:`DatabaseError` for a psycopg error while ``doing``."""
+        return memory_error(self.db, exc, doing)
+
+    @contextmanager
+    def transaction(self, doing: str, key: int | None = None) -> Iterator[psycopg.Connection[Any]]:
+        """One transaction, committed when the block ends; with ``key``, that advisory lock taken first.
+
+        Raises:
+            DatabaseError: the server failed or was lost; nothing was committed.
+        """
+        psycopg, _ = _import_psycopg()
+        session = self._session()
+        try:
+            if session is None:
+                with self.db.transaction(doing) as conn:
+                    if key is not None:
+                        conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+                    yield conn
+            else:
+                with session.conn.transaction():
+                    if key is not None:
+                        session.conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+                    yield session.conn
+        except GovernedMemoryError:
+            raise
+        except psycopg.Error as exc:
+            raise self.error(exc, doing) from None
+
+    @contextmanager
+    def hold(self, key: int, doing: str) -> Iterator[None]:
+        """Hold the session-level advisory lock ``key`` for the block (re-entrant in this thread)."""
+        psycopg, _ = _import_psycopg()
+        session = self._session()
+        if session is None:
+            stack = ExitStack()
+            conn = stack.enter_context(self.db.dedicated(doing))
+            session = self._local.session = _Session(conn, stack)
+        try:
+            if not session.held.get(key):
+                try:
+                    session.conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+                except psycopg.Error as exc:
+                    raise self.error(exc, doing) from None
+            session.held[key] = session.held.get(key, 0) + 1
+        except BaseException:
+            self._end_if_idle(session)
+            raise
+        try:
+            yield
+        finally:
+            session.held[key] -= 1
+            if not session.held[key]:
+                del session.held[key]
+                with suppress(psycopg.Error):  # a lost session has released it already
+                    session.conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            self._end_if_idle(session)
+
+    def _end_if_idle(self, session: _Session) -> None:
+        if not session.held:
+            self._local.session = None
+            session.stack.close()
