@@ -1,0 +1,237 @@
+"""The PostgreSQL agent store (_postgres/_memory.py): ciphertext only, crypto-shredding, binding, restarts.
+
+What the contract suites (tests/contract/, pg-plaintext and pg-encrypted) do not show:
+what the database holds, what an attacker moving rows gets, and a server restart.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pg_server import SUPERUSER, PgServer
+
+from governed_memory import (
+    DatabaseError,
+    DecryptionError,
+    FixedClock,
+    Keyring,
+    LocalKeyProvider,
+    parse_memory,
+)
+from governed_memory._format import render_block, render_header
+from governed_memory._postgres import Database, PgMemoryBackend, PgStores, pg_store_factory
+
+HEADER = render_header("A_conversation", "2026-11-30T10:00:00")
+CANARY = "canary-IBAN-DE89370400440532013000"
+SUBJECT = "subject-canary-7731@example.com"
+
+
+def _block(text: str, subject: str | None = None) -> str:
+    meta = {"subject": subject} if subject is not None else None
+    return render_block("Human", "2026-11-30T10:00:00", text, meta)
+
+
+def _contents(text: str | None) -> list[str]:
+    assert text is not None
+    return [r.content for r in parse_memory(text).records]
+
+
+def _stores(db: Database, tmp_path: Path, encrypted: bool) -> tuple[PgStores, Keyring | None]:
+    ring = Keyring(tmp_path / "keyring", LocalKeyProvider(bytes(range(32)))) if encrypted else None
+    keyring: Callable[[], Keyring] | None = None if ring is None else (lambda: ring)
+    return pg_store_factory(db, keyring=keyring, clock=FixedClock()), ring
+
+
+def _dump(pg_server: PgServer, database: str) -> bytes:
+    """``pg_dump`` of the whole database over the test server's socket (plain SQL)."""
+    done = subprocess.run(
+        [
+            str(pg_server.bin / "pg_dump"),
+            "-h",
+            str(pg_server.socket_dir),
+            "-p",
+            str(pg_server.port),
+            "-U",
+            SUPERUSER,
+            database,
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return done.stdout
+
+
+def _found(dump: bytes, secret: str) -> bool:
+    """Whether ``secret`` is in the dump as text or as bytea (pg_dump writes bytea in hex)."""
+    raw = secret.encode()
+    return raw in dump or raw.hex().encode() in dump
+
+
+def _write_canaries(stores: PgStores) -> None:
+    agent = stores.open("A", lambda: HEADER)
+    agent.append(_block(f"shared words, {CANARY}", SUBJECT))
+    agent.compact(_block(f"summary naming {CANARY}", SUBJECT))
+    own = agent.subject_store(SUBJECT)
+    own.append(_block(f"own words {CANARY}", SUBJECT))
+    own.compact(None)
+    own.append(_block(f"after the archive {CANARY}", SUBJECT))
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plaintext", "encrypted"])
+def test_a_dump_of_an_encrypted_database_holds_no_canary(
+    pg_server: PgServer, pg_db: Database, tmp_path: Path, encrypted: bool
+) -> None:
+    """Plaintext is the control: the same scan finds the canaries there, so it can find them."""
+    stores, _ = _stores(pg_db, tmp_path, encrypted)
+    _write_canaries(stores)
+    database = pg_db.where.rsplit("/", 1)[1]
+    dump = _dump(pg_server, database)
+    assert b"memory_blocks" in dump and b"memory_archives" in dump
+    assert _found(dump, CANARY) is not encrypted
+    assert _found(dump, SUBJECT) is not encrypted
+    assert _contents(stores.open("A", lambda: HEADER).subject_store(SUBJECT).read_memory()) == [
+        f"after the archive {CANARY}"
+    ]
+
+
+def test_a_shredded_subjects_rows_no_longer_decrypt(pg_db: Database, tmp_path: Path) -> None:
+    stores, ring = _stores(pg_db, tmp_path, encrypted=True)
+    assert ring is not None
+    agent = stores.open("A", lambda: HEADER)
+    agent.append(_block("kept"))
+    agent.append(_block(f"alice's {CANARY}", "alice"))
+    alice = agent.subject_store("alice")
+    alice.append(_block(f"alice's own {CANARY}", "alice"))
+    archive = alice.compact(_block("alice's summary", "alice"))
+    assert archive is not None
+    ring.shred_subject("alice")
+    with pg_db.transaction() as conn:
+        rows = conn.execute("SELECT count(*) FROM governed_memory.memory_blocks").fetchone()
+    assert rows is not None and rows[0] == 5  # the rows are still there: only the key went
+    fresh, _ = _stores(pg_db, tmp_path, encrypted=True)  # another host: nothing cached
+    again = fresh.open("A", lambda: HEADER)
+    assert _contents(again.read_memory()) == ["kept"]
+    assert again.subject_store("alice").read_memory() == HEADER  # her summary is gone
+    assert _contents(again.subject_store("alice").read_archive(archive)) == []
+    again.append(_block("still writable"))
+    assert _contents(again.read_memory()) == ["kept", "still writable"]
+
+
+def _swap(db: Database, sql: str) -> None:
+    with db.transaction() as conn:
+        conn.execute(sql)
+
+
+def test_rows_moved_to_another_subject_or_position_do_not_decrypt(
+    pg_db: Database, tmp_path: Path
+) -> None:
+    stores, _ = _stores(pg_db, tmp_path, encrypted=True)
+    agent = stores.open("A", lambda: HEADER)
+    alice, bob = agent.subject_store("alice"), agent.subject_store("bob")
+    alice.append(_block("alice one", "alice"))
+    alice.append(_block("alice two", "alice"))
+    bob.append(_block("bob one", "bob"))
+    # Bob's block replaced by Alice's first one, same position: another memory's frame.
+    _swap(
+        pg_db,
+        f"""UPDATE governed_memory.memory_blocks b SET data = a.data
+            FROM governed_memory.memory_blocks a, governed_memory.memories ma,
+                 governed_memory.memories mb
+            WHERE ma.partition = '{alice.partition}' AND a.memory_id = ma.id AND a.position = 1
+              AND mb.partition = '{bob.partition}' AND b.memory_id = mb.id AND b.position = 1""",
+    )
+    with pytest.raises(DecryptionError):
+        bob.read_memory()
+    # Alice's two blocks swapped in place: each frame is bound to its position.
+    _swap(
+        pg_db,
+        f"""UPDATE governed_memory.memory_blocks b SET data = o.data
+            FROM governed_memory.memory_blocks o, governed_memory.memories m
+            WHERE m.partition = '{alice.partition}' AND b.memory_id = m.id
+              AND o.memory_id = m.id AND b.position IN (1, 2) AND o.position = 3 - b.position""",
+    )
+    with pytest.raises(DecryptionError):
+        alice.read_memory()
+
+
+def test_nothing_is_written_to_the_local_disk(pg_db: Database, tmp_path: Path) -> None:
+    stores = pg_store_factory(pg_db, keyring=None, clock=FixedClock())
+    workspace = tmp_path / "ws"
+    store = stores(workspace / "agents" / "A" / "MEMORY.md", lambda: HEADER)
+    assert store.agent == "A"
+    store.append(_block("one"))
+    store.subject_store("alice").append(_block("hers", "alice"))
+    store.compact(None)
+    assert not workspace.exists()
+    backend = PgMemoryBackend(pg_db, stores)
+    assert backend.agents() == ["A"]
+    assert store.source() == "MEMORY.md"
+    assert store.source(store.list_archives()[0]).startswith("archive/history_")
+
+
+def test_a_server_restart_between_appends_loses_nothing(
+    pg_server: PgServer, pg_url: str, tmp_path: Path
+) -> None:
+    """The pool replaces a connection the restart closed (its check, before any statement)."""
+    db = Database(pg_url, connect_timeout=2)
+    try:
+        from governed_memory._postgres import upgrade_schema
+
+        upgrade_schema(db)
+        stores, _ = _stores(db, tmp_path, encrypted=True)
+        store = stores.open("A", lambda: HEADER)
+        store.append(_block("before the restart"))
+        pg_server.restart()
+        store.append(_block("after the restart"))  # the pool's dead connection is replaced
+        pg_server.stop()
+        try:
+            with pytest.raises(DatabaseError) as refused:
+                store.append(_block("while it is down"))
+        finally:
+            pg_server.start()
+        message = str(refused.value)
+        assert refused.value.retryable and "\n" not in message
+        assert pg_server.socket_dir.name in message and "retry" in message
+        store.append(_block("once it is back"))
+        assert _contents(store.read_memory()) == [
+            "before the restart",
+            "after the restart",
+            "once it is back",
+        ]
+    finally:
+        db.close()
+
+
+def test_a_database_without_the_schema_is_a_one_line_error_naming_the_fix(
+    pg_url: str, tmp_path: Path
+) -> None:
+    db = Database(pg_url)
+    try:
+        stores, _ = _stores(db, tmp_path, encrypted=False)
+        with pytest.raises(DatabaseError, match="governed-memory db upgrade") as raised:
+            stores.open("A", lambda: HEADER).append(_block("one"))
+        assert "\n" not in str(raised.value)
+        with pytest.raises(DatabaseError, match="governed-memory db upgrade"):
+            PgMemoryBackend(db, stores).agents()
+    finally:
+        db.close()
+
+
+def test_a_memory_of_the_other_mode_is_refused_not_overwritten(
+    pg_db: Database, tmp_path: Path
+) -> None:
+    from governed_memory import ConfigurationError
+
+    plain, _ = _stores(pg_db, tmp_path, encrypted=False)
+    sealed, _ = _stores(pg_db, tmp_path, encrypted=True)
+    plain.open("P", lambda: HEADER).append(_block("plain"))
+    sealed.open("E", lambda: HEADER).append(_block("sealed"))
+    with pytest.raises(ConfigurationError, match="enables encryption"):
+        sealed.open("P", lambda: HEADER).append(_block("x"))
+    with pytest.raises(ConfigurationError, match="does not enable encryption"):
+        plain.open("E", lambda: HEADER).read_memory()
+    assert _contents(plain.open("P", lambda: HEADER).read_memory()) == ["plain"]
+    assert _contents(sealed.open("E", lambda: HEADER).read_memory()) == ["sealed"]
