@@ -15,6 +15,8 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "Database",
+    "PgLock",
+    "PgPlace",
     "advisory_key",
     "check_schema",
     "schema_version",
@@ -23,11 +25,14 @@ __all__ = [
 
 if TYPE_CHECKING:
     from ._db import Database, advisory_key
+    from ._records import PgLock, PgPlace
     from ._schema import SCHEMA, SCHEMA_VERSION, check_schema, schema_version, upgrade_schema
 
 _LAZY: dict[str, str] = {
     "Database": "._db",
     "advisory_key": "._db",
+    "PgLock": "._records",
+    "PgPlace": "._records",
     "SCHEMA": "._schema",
     "SCHEMA_VERSION": "._schema",
     "check_schema": "._schema",

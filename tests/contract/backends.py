@@ -151,3 +151,8 @@ MEMORY_BACKENDS: list[Any] = [
     pytest.param(lambda ws: _file_backend(ws, encrypted=False), id="files-plaintext"),
     pytest.param(lambda ws: _file_backend(ws, encrypted=True), id="files-encrypted"),
 ]
+
+import pg_records  # noqa: E402 (the PostgreSQL record place's params)
+
+RECORD_LOG_BACKENDS += pg_records.RECORD_LOG
+RECORD_DOCUMENT_BACKENDS += pg_records.RECORD_DOCUMENT
