@@ -18,6 +18,8 @@ __all__ = [
     "PgAgentStore",
     "PgMemoryBackend",
     "PgStores",
+    "PgLock",
+    "PgPlace",
     "advisory_key",
     "check_schema",
     "pg_store_factory",
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from ._db import Database, advisory_key
     from ._memory import PgAgentStore, PgStores, pg_store_factory
     from ._memory_backend import PgMemoryBackend
+    from ._records import PgLock, PgPlace
     from ._schema import SCHEMA, SCHEMA_VERSION, check_schema, schema_version, upgrade_schema
 
 _LAZY: dict[str, str] = {
@@ -38,6 +41,8 @@ _LAZY: dict[str, str] = {
     "PgStores": "._memory",
     "pg_store_factory": "._memory",
     "PgMemoryBackend": "._memory_backend",
+    "PgLock": "._records",
+    "PgPlace": "._records",
     "SCHEMA": "._schema",
     "SCHEMA_VERSION": "._schema",
     "check_schema": "._schema",

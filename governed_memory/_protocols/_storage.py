@@ -34,10 +34,13 @@ __all__ = [
     "AuditRecord",
     "AuditStorage",
     "Leadership",
+    "LineBatch",
     "MemoryBackend",
     "PurgeJournal",
     "RecordDocument",
+    "RecordLock",
     "RecordLog",
+    "RecordPlace",
     "StoreFactory",
     "StoredInfo",
     "WrappedKeyStorage",
@@ -272,6 +275,133 @@ class RecordDocument(Protocol):
 
     def delete(self) -> bool:
         """Remove the document; whether there was one."""
+        ...
+
+
+class RecordLock(Protocol):
+    """A writers' lock of a record place, across threads and processes (not re-entrant).
+
+    The file place's is an ``flock`` on a lock file (``consent.lock``); a
+    database place's a transaction-scoped advisory lock.
+    """
+
+    def held(self) -> AbstractContextManager[Any]:
+        """Hold the lock for a block. What it yields is the place's token: passed as
+        ``under=`` to the place's calls in the block, they run inside the lock's
+        transaction (a database place) and are acknowledged when the block ends."""
+        ...
+
+
+@dataclass(frozen=True)
+class LineBatch:
+    """What :meth:`RecordPlace.read_lines` found since a reader's mark.
+
+    ``lines`` are complete lines as stored (sealed or not, no newline).
+    ``restarted``: the log was replaced, truncated or removed since ``mark``
+    (or the reader had none), so ``lines`` are all of it and the reader drops
+    what it had. ``mark`` is passed back on the next call (None: the log is
+    absent). ``at`` names where ``lines`` start, for messages (``byte 120``).
+    """
+
+    lines: Sequence[bytes]
+    mark: Any
+    restarted: bool
+    at: str
+
+
+class RecordPlace(Protocol):
+    """Where one workspace's records live: line stores (logs) and documents, by name.
+
+    Names are relative paths inside the place (``consent.jsonl``,
+    ``tombstones/<id>.json``); the file place keeps each as that file under
+    the governance folder, byte for byte. The record codec (``_records``:
+    versions, sealing, the chain) stores and reads bytes only, so a sealed
+    line stays sealed in every place.
+
+    What an implementation promises: an append or a write is durable when it
+    returns; :meth:`replace_lines` and :meth:`write_document` leave the old
+    bytes or the new ones; a reader never sees a partial line; and a log's
+    change is seen by the next :meth:`read_lines` in every process.
+    """
+
+    def describe(self, name: str) -> str:
+        """How messages name one log or document (the file place: its path)."""
+        ...
+
+    def lock(self, name: str) -> RecordLock:
+        """The writers' lock called ``name`` (``consent.lock``), shared by every process."""
+        ...
+
+    def names(self, folder: str, suffix: str, *, hidden: bool = False) -> list[str]:
+        """The names directly in ``folder`` ("" the top) ending in ``suffix``, without the folder.
+
+        ``hidden``: only those starting with ``.`` (progress logs); otherwise
+        only the others (documents). Temporary files are neither.
+        """
+        ...
+
+    def remove_temps(self, folder: str) -> int:
+        """Remove what a crashed writer left in ``folder`` (under its lock); how many."""
+        ...
+
+    # -- line stores ---------------------------------------------------------
+
+    def read_lines(self, name: str, mark: Any) -> LineBatch:
+        """The complete lines stored since ``mark`` (None: from the start); cheap when unchanged."""
+        ...
+
+    def stored_lines(self, name: str, *, under: Any = None) -> list[bytes] | None:
+        """Every complete line as stored now; None when the log is absent."""
+        ...
+
+    def append_lines(
+        self,
+        name: str,
+        make: Callable[[Callable[[], Iterator[bytes]]], Sequence[bytes]],
+        *,
+        under: Any = None,
+    ) -> None:
+        """Append the lines ``make`` returns, durably; the log is created when absent.
+
+        ``make`` is called once the log is writable and gets a function
+        iterating the stored complete lines last first, to continue a chain
+        (call it under the writers' lock). A torn line a crashed writer left
+        is cut first. On failure nothing was appended.
+        """
+        ...
+
+    def replace_lines(self, name: str, lines: Sequence[bytes], *, under: Any = None) -> bool:
+        """Replace every line of a log atomically; whether the stored bytes changed.
+
+        Call it under the writers' lock, after :meth:`stored_lines`; an absent
+        log is created.
+        """
+        ...
+
+    def create_lines(self, name: str) -> None:
+        """Create the log empty, durably, unless it exists."""
+        ...
+
+    def delete_lines(self, name: str) -> None:
+        """Remove the log durably (nothing when it is absent)."""
+        ...
+
+    # -- documents -----------------------------------------------------------
+
+    def read_document(self, name: str, mark: Any, *, under: Any = None) -> tuple[Any, bytes | None]:
+        """(its mark, its bytes) of one document; (None, None) when absent.
+
+        When the mark equals ``mark`` the document is unchanged and the bytes
+        may be None (not read): the caller keeps what it parsed.
+        """
+        ...
+
+    def write_document(self, name: str, data: bytes, *, under: Any = None) -> None:
+        """Replace (or create) a document atomically and durably."""
+        ...
+
+    def delete_document(self, name: str) -> bool:
+        """Remove a document durably; whether there was one."""
         ...
 
 

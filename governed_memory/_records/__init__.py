@@ -4,6 +4,8 @@ Modules, one concept each:
 
 * ``_jsonl``       an append-only JSON Lines log (locked, fsynced, torn-tail safe, cached)
 * ``_document``    one JSON document replaced atomically
+* ``_place``       where the records live: the governance folder (``FolderPlace``);
+                   a registry given a ``RecordPlace`` instead keeps them there
 * ``_version``     the one format-version check
 * ``_fields``      typed fields of a stored record (a wrong type is a damaged file, named)
 * ``_consent``     the consent registry (a log)
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
     from ._export_receipts import ExportedFile, ExportReceipt, ExportReceiptStore
     from ._holds import HOLDS_FILE, HOLDS_LOCK, Hold, HoldNotFoundError, HoldRegistry, HoldSet
     from ._jsonl import JsonlLog
+    from ._place import FolderPlace, as_place
     from ._receipts import (
         ErasureReceipt,
         FileRemoval,
@@ -91,6 +94,8 @@ _LAZY: dict[str, str] = {
     "ExportReceiptStore": "._export_receipts",
     "ExportedFile": "._export_receipts",
     "JsonlLog": "._jsonl",
+    "FolderPlace": "._place",
+    "as_place": "._place",
     "HOLDS_FILE": "._holds",
     "HOLDS_LOCK": "._holds",
     "Hold": "._holds",
@@ -152,6 +157,7 @@ __all__ = [
     "ExportReceiptStore",
     "ExportedFile",
     "FileRemoval",
+    "FolderPlace",
     "HeldSummaries",
     "Hold",
     "HoldNotFoundError",
@@ -169,6 +175,7 @@ __all__ = [
     "Tombstone",
     "TombstoneStore",
     "UnreachedItem",
+    "as_place",
     "check_version",
     "content_hash",
     "new_erasure_id",

@@ -51,7 +51,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._base import FileLock
 from .._crypto import CONSENT_PURPOSE, RecordSealing
@@ -59,8 +59,12 @@ from .._errors import ConfigurationError, GovernedMemoryError, StorageError
 from ._chain import is_note
 from ._fields import Fields
 from ._jsonl import JsonlLog, encode_line
+from ._place import as_place, file_lock
 from ._text import validate_text
 from ._version import check_version
+
+if TYPE_CHECKING:
+    from .._protocols import RecordLock, RecordPlace
 
 __all__ = [
     "CONSENT_FORMAT_VERSION",
@@ -217,19 +221,20 @@ class ConsentRegistry:
 
     Args:
         folder: the governance folder holding the log (created 0700 on the
-            first grant or withdrawal, never by a read).
+            first grant or withdrawal, never by a read), or the place holding it.
         sealing: seal each record (encryption at rest); None writes and
             reads the plaintext log.
     """
 
-    def __init__(self, folder: Path, *, sealing: RecordSealing | None = None) -> None:
-        folder = Path(folder)
+    def __init__(self, folder: Path | RecordPlace, *, sealing: RecordSealing | None = None) -> None:
+        place = as_place(folder)
         self.sealing = sealing
         self._log: JsonlLog[ConsentEvent] = JsonlLog(
-            folder / CONSENT_LOG,
+            CONSENT_LOG,
+            place=place,
             load=ConsentEvent.from_dict,
             what="consent log",
-            lock=FileLock(folder / CONSENT_LOCK),
+            lock=place.lock(CONSENT_LOCK),
             version=CONSENT_FORMAT_VERSION,
             sealing=sealing,
             purpose=CONSENT_PURPOSE,
@@ -249,10 +254,20 @@ class ConsentRegistry:
         return self._log.path
 
     @property
-    def lock(self) -> FileLock:
+    def where(self) -> str:
+        """How messages name the log (the file place: its path)."""
+        return self._log.where
+
+    @property
+    def record_lock(self) -> RecordLock:
         """The lock every writer of the log holds (a key operation converting it takes it too)."""
         assert self._log.lock is not None  # the registry always builds its log with one
         return self._log.lock
+
+    @property
+    def lock(self) -> FileLock:
+        """:attr:`record_lock` as the lock file it is in the file place."""
+        return file_lock(self.record_lock, "consent log")
 
     # -- reading -------------------------------------------------------
 
@@ -304,7 +319,7 @@ class ConsentRegistry:
         """
         found = []
         for number, stored in enumerate(self._log.stored_lines(), start=1):
-            where = f"consent log {self.path} (line {number})"
+            where = f"consent log {self.where} (line {number})"
             try:
                 data = self._log.parse(stored, where)
             except (GovernedMemoryError, ValueError, OSError):
@@ -323,7 +338,7 @@ class ConsentRegistry:
             return None
 
     def _readable(self, stored: bytes, number: int) -> ConsentEvent | None:
-        where = f"consent log {self.path} (line {number})"
+        where = f"consent log {self.where} (line {number})"
         try:
             return ConsentEvent.from_dict(self._log.parse(stored, where), where)
         except (GovernedMemoryError, ValueError, OSError):

@@ -16,17 +16,20 @@ Not safe on network filesystems with weaker rename or flock semantics (NFS, SMB)
 from __future__ import annotations
 
 import json
-import os
 import threading
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._base import TMP_PREFIX, FileLock, atomic_write, ensure_private_dir, fsync_dir, held_if_any
+from .._base import atomic_write
 from .._crypto import RecordSealing, open_file, seal_file
-from .._errors import GovernedMemoryError, StorageError
+from .._errors import DatabaseError, GovernedMemoryError, StorageError
+from ._place import FolderPlace
 from ._version import check_version
+
+if TYPE_CHECKING:
+    from .._protocols import RecordLock, RecordPlace
 
 __all__ = ["Encoder", "JsonDocument", "replace_file", "stored_names"]
 
@@ -42,17 +45,7 @@ def stored_names(folder: Path, suffix: str, *, hidden: bool = False) -> list[str
     progress logs as hidden ``.<id><suffix>``; temporary files a crashed write
     left (``.gm-tmp-*``) are neither. A missing folder holds nothing.
     """
-    try:
-        names = os.listdir(folder)
-    except FileNotFoundError:
-        return []
-    return [
-        n
-        for n in names
-        if n.endswith(suffix)
-        and not n.startswith(TMP_PREFIX)
-        and (n.startswith(".") if hidden else not n.startswith("."))
-    ]
+    return FolderPlace(folder).names("", suffix, hidden=hidden)
 
 
 def _compact(document: dict[str, Any]) -> str:
@@ -74,12 +67,13 @@ def replace_file(path: Path, data: bytes, what: str) -> None:
 
 
 class JsonDocument:
-    """A versioned JSON document in one file.
+    """A versioned JSON document in one file (or, with ``place``, one document of a place).
 
     Args:
-        path: the file.
+        path: the file; or, with ``place``, the document's name in it.
         what: how messages name it, e.g. ``"legal holds file"``.
         version: the format version written and the only one read.
+        place: where the document lives (default: the file ``path``, in its folder).
         lock: the lock every writer of the file holds; None when the owner
             serialises writers itself (an erasure's files, under its lock).
         encode: the document's JSON text (default ``json.dumps``), so the
@@ -94,30 +88,44 @@ class JsonDocument:
 
     def __init__(
         self,
-        path: Path,
+        path: Path | str,
         *,
         what: str,
         version: int,
-        lock: FileLock | None = None,
+        place: RecordPlace | None = None,
+        lock: RecordLock | None = None,
         encode: Encoder = _compact,
         sealing: RecordSealing | None = None,
         purpose: str = "",
         context: str = "",
         fix: str | None = None,
     ) -> None:
-        self.path = Path(path)
+        if place is None:
+            path = Path(path)
+            place, path = FolderPlace(path.parent), path.name
+        self.place: RecordPlace = place
+        self.name = str(path)
+        self.where = place.describe(self.name)
+        """How messages name the document (the file place: its path)."""
         self.what = what
         self.version = version
         self.lock = lock
         self.sealing = sealing
         self.purpose = purpose
-        self.context = context or self.path.name
+        self.context = context or Path(self.name).name
         self._encode = encode
         self._fix = fix
-        self._path_str = os.fspath(self.path)
         self._mutex = threading.Lock()
-        self._ident: tuple[int, int, int] | None = None
+        self._local = threading.local()  # .under: the token of this thread's held lock
+        self._ident: Any = None
         self._cached: dict[str, Any] | None = None
+
+    @property
+    def path(self) -> Path:
+        """The file (the file place only; messages use :attr:`where`)."""
+        if not isinstance(self.place, FolderPlace):
+            raise StorageError(f"{self.what} {self.where} is not kept in a file")
+        return self.place.path(self.name)
 
     @property
     def per_line(self) -> bool:
@@ -134,38 +142,51 @@ class JsonDocument:
         """
         with self._mutex:
             try:
-                st = os.stat(self._path_str)
-            except FileNotFoundError:
+                ident, raw = self.place.read_document(self.name, self._ident, under=self._under())
+            except GovernedMemoryError:
+                raise
+            except OSError as exc:
+                raise StorageError(f"cannot read {self.what} {self.where}: {exc}") from exc
+            if ident is None:
                 self._ident = self._cached = None
                 return None
-            except OSError as exc:
-                raise StorageError(f"cannot read {self.what} {self.path}: {exc}") from exc
-            ident = (st.st_ino, st.st_size, st.st_mtime_ns)
-            if ident != self._ident:
-                self._cached = self._parse()
-                self._ident = ident if self._cached is not None else None
+            if ident != self._ident or raw is not None:
+                assert raw is not None  # a new mark comes with the bytes
+                self._cached = self._parse(raw)
+                self._ident = ident
             return self._cached
 
-    def _parse(self) -> dict[str, Any] | None:
+    def _parse(self, raw: bytes) -> dict[str, Any]:
         try:
-            raw = self.path.read_bytes()
-            plain = open_file(raw, self.sealing, self.purpose, self.context, self.path)
+            where = Path(self.where)
+            plain = open_file(raw, self.sealing, self.purpose, self.context, where)
             document = json.loads(plain.decode("utf-8"))
-        except FileNotFoundError:
-            return None
         except GovernedMemoryError:
             raise  # sealed without a key, altered, or plaintext where sealing is on
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.what} {self.path}: {exc}") from exc
         except ValueError as exc:
             raise StorageError(
-                f"{self.what} {self.path} is not valid JSON ({exc}); it is damaged"
+                f"{self.what} {self.where} is not valid JSON ({exc}); it is damaged"
             ) from exc
-        return check_version(document, self.version, f"{self.what} {self.path}", fix=self._fix)
+        return check_version(document, self.version, f"{self.what} {self.where}", fix=self._fix)
 
     def locked(self) -> AbstractContextManager[None]:
         """Hold the writers' lock for a block (nothing when the owner serialises writers)."""
-        return held_if_any(self.lock)
+        return self._held()
+
+    @contextmanager
+    def _held(self) -> Iterator[None]:
+        if self.lock is None:
+            yield
+            return
+        with self.lock.held() as token:
+            self._local.under = token  # this document's calls in the block run under the lock
+            try:
+                yield
+            finally:
+                self._local.under = None
+
+    def _under(self) -> Any:
+        return getattr(self._local, "under", None)
 
     def write(self, body: Mapping[str, Any]) -> None:
         """Replace the document by ``body`` (with ``"v"`` first), without taking the lock.
@@ -178,11 +199,12 @@ class JsonDocument:
         text = self._encode({"v": self.version, **body}) + "\n"
         data = seal_file(text.encode("utf-8"), self.sealing, self.purpose, self.context)
         try:
-            ensure_private_dir(self.path.parent)
-            atomic_write(self.path, data)
+            self.place.write_document(self.name, data, under=self._under())
+        except DatabaseError:
+            raise
         except OSError as exc:
             raise StorageError(
-                f"cannot write {self.what} {self.path}: {exc}; it was NOT changed"
+                f"cannot write {self.what} {self.where}: {exc}; it was NOT changed"
             ) from exc
         with self._mutex:
             self._ident = None
@@ -200,27 +222,31 @@ class JsonDocument:
         """
         with self.locked():
             try:
-                raw = self.path.read_bytes()
-            except FileNotFoundError:
-                return False
+                _, raw = self.place.read_document(self.name, None, under=self._under())
+            except GovernedMemoryError:
+                raise
             except OSError as exc:
-                raise StorageError(f"cannot read {self.what} {self.path}: {exc}") from exc
+                raise StorageError(f"cannot read {self.what} {self.where}: {exc}") from exc
+            if raw is None:
+                return False
             new = convert(raw)
             if new == raw:
                 return False
-            replace_file(self.path, new, self.what)
+            try:
+                self.place.write_document(self.name, new, under=self._under())
+            except DatabaseError:
+                raise
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot rewrite {self.what} {self.where}: {exc}; it keeps its previous form"
+                ) from exc
             with self._mutex:
                 self._ident = None
             return True
 
     def delete(self) -> bool:
         """Remove the file durably; whether it existed."""
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            return False
-        fsync_dir(self.path.parent)
-        return True
+        return self.place.delete_document(self.name)
 
 
 if TYPE_CHECKING:  # mypy checks that the class implements the storage seam's protocol

@@ -18,11 +18,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._crypto import ERASURE_PURPOSE, RecordSealing
-from ._document import JsonDocument, stored_names
+from .._errors import StorageError
+from ._document import JsonDocument
 from ._fields import Fields
+from ._place import FolderPlace, as_place
+
+if TYPE_CHECKING:
+    from .._protocols import RecordPlace
 
 __all__ = ["EXPORT_RECEIPTS_DIR", "ExportReceipt", "ExportReceiptStore", "ExportedFile"]
 
@@ -107,13 +112,18 @@ class ExportReceiptStore:
         sealing: seal every receipt (encryption at rest); None keeps plaintext.
     """
 
-    def __init__(self, governance_dir: Path, *, sealing: RecordSealing | None = None) -> None:
-        self._folder = Path(governance_dir) / EXPORT_RECEIPTS_DIR
+    def __init__(
+        self, governance_dir: Path | RecordPlace, *, sealing: RecordSealing | None = None
+    ) -> None:
+        self.place = as_place(governance_dir)
         self.sealing = sealing
 
     @property
     def folder(self) -> Path:
-        return self._folder
+        """The export receipts' folder (the file place only)."""
+        if not isinstance(self.place, FolderPlace):
+            raise StorageError(f"export receipts in {self.place!r} are not kept in files")
+        return self.place.path(EXPORT_RECEIPTS_DIR)
 
     def write(self, receipt: ExportReceipt) -> None:
         """Store ``receipt`` durably (StorageError: not written)."""
@@ -125,23 +135,24 @@ class ExportReceiptStore:
         data = document.read()
         if data is None:
             return None
-        return ExportReceipt.from_dict(data, f"export receipt {document.path}")
+        return ExportReceipt.from_dict(data, f"export receipt {document.where}")
 
     def ids(self) -> list[str]:
         """Receipt ids, oldest first."""
-        return sorted(n[: -len(".json")] for n in stored_names(self._folder, ".json"))
+        return sorted(n[: -len(".json")] for n in self.place.names(EXPORT_RECEIPTS_DIR, ".json"))
 
     def _document(self, receipt_id: str) -> JsonDocument:
-        path = self._folder / f"{Path(receipt_id).name}.json"
+        name = f"{EXPORT_RECEIPTS_DIR}/{Path(receipt_id).name}.json"
         return JsonDocument(
-            path,
+            name,
+            place=self.place,
             what="export receipt",
             version=EXPORT_RECEIPT_VERSION,
             encode=_encode,
             sealing=self.sealing,
             # Sealed as the erasure records are: the same key purpose, bound to its own path.
             purpose=ERASURE_PURPOSE,
-            context=f"{EXPORT_RECEIPTS_DIR}/{path.name}",
+            context=name,
         )
 
 

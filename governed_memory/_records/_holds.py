@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._base import Clock, FileLock, SystemClock, validate_agent_name
 from .._crypto import HOLDS_PURPOSE, RecordSealing
@@ -34,7 +34,11 @@ from .._errors import ConfigurationError, HoldNotFoundError, StorageError
 from ._consent import validate_subject_id
 from ._document import JsonDocument
 from ._fields import Fields
+from ._place import as_place, file_lock
 from ._text import required_text
+
+if TYPE_CHECKING:
+    from .._protocols import RecordLock, RecordPlace
 
 __all__ = [
     "HOLDS_FILE",
@@ -151,7 +155,7 @@ class HoldRegistry:
 
     Args:
         governance_dir: folder holding ``holds.json`` (created 0700 by the
-            first ``place``, never by a read).
+            first ``place``, never by a read), or the record place holding it.
         clock: time of placing and releasing (default: the system clock).
         id_factory: makes hold ids (default ``hold-<8 hex digits>``).
         on_event: told ``("hold.place" | "hold.release", attributes)`` after
@@ -161,7 +165,7 @@ class HoldRegistry:
 
     def __init__(
         self,
-        governance_dir: Path,
+        governance_dir: Path | RecordPlace,
         *,
         clock: Clock | None = None,
         id_factory: Callable[[], str] | None = None,
@@ -173,12 +177,13 @@ class HoldRegistry:
         self._new_id = id_factory or (lambda: f"hold-{secrets.token_hex(4)}")
         self._on_event = on_event
         self._mutex = threading.RLock()
-        folder = Path(governance_dir)
+        place = as_place(governance_dir)
         self._document = JsonDocument(
-            folder / HOLDS_FILE,
+            HOLDS_FILE,
+            place=place,
             what="legal holds file",
             version=HOLDS_FORMAT_VERSION,
-            lock=FileLock(folder / HOLDS_LOCK),
+            lock=place.lock(HOLDS_LOCK),
             encode=_encode,
             sealing=sealing,
             purpose=HOLDS_PURPOSE,
@@ -191,10 +196,20 @@ class HoldRegistry:
         return self._document.path
 
     @property
-    def lock(self) -> FileLock:
+    def where(self) -> str:
+        """How messages name the holds file (the file place: its path)."""
+        return self._document.where
+
+    @property
+    def record_lock(self) -> RecordLock:
         """The lock every writer of the holds file holds (a key operation converting it too)."""
         assert self._document.lock is not None  # the registry always builds its file with one
         return self._document.lock
+
+    @property
+    def lock(self) -> FileLock:
+        """:attr:`record_lock` as the lock file it is in the file place."""
+        return file_lock(self.record_lock, "legal holds file")
 
     @property
     def document(self) -> JsonDocument:
@@ -209,7 +224,7 @@ class HoldRegistry:
             if document is None:
                 return ()
             if document is not self._parsed[0]:  # the file changed: parse its holds again
-                self._parsed = (document, _holds_of(document, self.path))
+                self._parsed = (document, _holds_of(document, self.where))
             return self._parsed[1]
 
     def holds(self, *, include_released: bool = False) -> list[Hold]:
@@ -366,7 +381,7 @@ def _encode(document: dict[str, Any]) -> str:
 _HOLD_FIELDS = tuple(Hold.__dataclass_fields__)
 
 
-def _holds_of(document: dict[str, Any], path: Path) -> tuple[Hold, ...]:
+def _holds_of(document: dict[str, Any], path: str) -> tuple[Hold, ...]:
     """The holds of the stored document; a wrong-typed or unknown field is named (StorageError)."""
     return tuple(
         _hold_of(item) for item in Fields(document, f"legal holds file {path}").records("holds")

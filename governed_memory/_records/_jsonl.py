@@ -36,33 +36,25 @@ Not safe on network filesystems with weak flock/append semantics (NFS, SMB).
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, suppress
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .._base import (
-    FileLock,
-    ensure_private_dir,
-    fsync_dir,
-    held_if_any,
-    open_private,
-    write_all,
-)
 from .._crypto import RecordSealing, open_record, seal_record
-from .._errors import GovernedMemoryError, StorageError
+from .._errors import DatabaseError, GovernedMemoryError, StorageError
 from ._chain import Chain, Run, is_note, link_of, merge_runs
-from ._document import replace_file
+from ._place import FolderPlace
 from ._version import check_version
+
+if TYPE_CHECKING:
+    from .._protocols import RecordLock, RecordPlace
 
 __all__ = ["JsonlLog", "encode_line"]
 
 Record = TypeVar("Record")
 _ENCODE = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
-_TAIL = 256  # bytes kept to recognise the same file grown by appends
-_CHUNK = 65536
 
 
 def encode_line(record: Mapping[str, Any]) -> bytes:
@@ -74,7 +66,8 @@ class JsonlLog(Generic[Record]):
     """An append-only log of records, shared by every process on a workspace.
 
     Args:
-        path: the log file.
+        path: the log file; or, with ``place``, the log's name in it.
+        place: where the log lives (default: the file ``path``, in its folder).
         load: builds a record from one line's JSON object; ``where`` names
             the line for messages. Raises StorageError for a damaged one.
         what: how messages name the log, e.g. ``"consent log"``.
@@ -93,11 +86,12 @@ class JsonlLog(Generic[Record]):
 
     def __init__(
         self,
-        path: Path,
+        path: Path | str,
         *,
         load: Callable[[dict[str, Any], str], Record],
         what: str,
-        lock: FileLock | None = None,
+        place: RecordPlace | None = None,
+        lock: RecordLock | None = None,
         version: int | None = None,
         sealing: RecordSealing | None = None,
         purpose: str = "",
@@ -106,27 +100,38 @@ class JsonlLog(Generic[Record]):
         legacy: int | None = None,
         repair: str = "restore it from a backup",
     ) -> None:
-        self.path = Path(path)
+        if place is None:
+            path = Path(path)
+            place, path = FolderPlace(path.parent), path.name
+        self.place: RecordPlace = place
+        self.name = str(path)
+        self.where = place.describe(self.name)
+        """How messages name the log (the file place: its path)."""
         self.what = what
         self.lock = lock
         self.version = version
         self.sealing = sealing
         self.purpose = purpose
-        self.context = context or self.path.name
+        self.context = context or Path(self.name).name
         self._load = load
         self.chained = chained
         self.legacy = legacy
         self.repair = repair
         self._chain = Chain()  # where the records read so far leave the chain
         self._lines = 0  # complete lines read so far (for messages)
-        self._path_str = os.fspath(self.path)  # stat()ed on every gate check: no pathlib there
         self._mutex = threading.RLock()
+        self._local = threading.local()  # .under: the token of this thread's held lock
         self._records: list[Record] = []
-        self._offset = 0
-        self._ident: tuple[int, int, int] | None = None
-        self._tail = b""  # the last bytes read, to recognise the same file grown
+        self._mark: Any = None
         self.generation = 0
         """Counts the times the log was found replaced and read again in full."""
+
+    @property
+    def path(self) -> Path:
+        """The log file (the file place only; messages use :attr:`where`)."""
+        if not isinstance(self.place, FolderPlace):
+            raise StorageError(f"{self.what} {self.where} is not kept in a file")
+        return self.place.path(self.name)
 
     @property
     def per_line(self) -> bool:
@@ -150,31 +155,23 @@ class JsonlLog(Generic[Record]):
 
     def _refresh(self) -> None:
         try:
-            st = os.stat(self._path_str)
-        except FileNotFoundError:
-            if self._ident is not None or self._offset:
-                self._reset()
-            return
+            batch = self.place.read_lines(self.name, self._mark)
+        except GovernedMemoryError:
+            raise
         except OSError as exc:
-            raise StorageError(f"cannot read {self.what} {self.path}: {exc}") from exc
-        if (st.st_ino, st.st_size, st.st_mtime_ns) == self._ident:
+            raise StorageError(f"cannot read {self.what} {self.where}: {exc}") from exc
+        if batch.restarted:
+            self._reset()  # replaced (a rewrite), truncated or removed: read it all
+        if batch.mark is None:
+            self._mark = None
             return
-        try:
-            with open(self._path_str, "rb") as handle:
-                fst = os.fstat(handle.fileno())  # the file actually read, even if replaced since
-                if not self._continues(handle, fst):
-                    self._reset()  # replaced (a rewrite) or truncated: read it all
-                handle.seek(self._offset)
-                data = handle.read()
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.what} {self.path}: {exc}") from exc
-        complete = data[: data.rfind(b"\n") + 1]  # a torn last line stays invisible
-        lines = complete.splitlines()
+        if batch.mark == self._mark:
+            return
         fresh = []  # parsed in full before the cache changes: a bad line leaves it as it was
         decoded = []
-        for number, raw in enumerate(lines, start=1):
+        for number, raw in enumerate(batch.lines, start=1):
             if raw.strip():
-                where = f"{self.what} {self.path} (byte {self._offset}, line +{number})"
+                where = f"{self.what} {self.where} ({batch.at}, line +{number})"
                 plain, doc = self.decode(raw, where)
                 decoded.append((self._lines + number, plain, doc, where))
         chain = self._chain.copy()
@@ -184,25 +181,11 @@ class JsonlLog(Generic[Record]):
             if not (self.chained and is_note(doc)):
                 fresh.append(self._load(doc, where))
         self._records.extend(fresh)
-        self._chain, self._lines = chain, self._lines + len(lines)
-        self._offset += len(complete)
-        if complete:
-            self._tail = (self._tail + complete)[-_TAIL:]
-        self._ident = (fst.st_ino, fst.st_size, fst.st_mtime_ns)
-
-    def _continues(self, handle: BinaryIO, fst: os.stat_result) -> bool:
-        """Whether ``handle`` is the file already read, grown by appends only.
-
-        Same inode and not shorter is not enough (a rewrite may reuse a freed
-        inode number), so the last bytes read before must still be there.
-        """
-        if self._ident is None or fst.st_ino != self._ident[0] or fst.st_size < self._offset:
-            return False
-        handle.seek(self._offset - len(self._tail))
-        return handle.read(len(self._tail)) == self._tail
+        self._chain, self._lines = chain, self._lines + len(batch.lines)
+        self._mark = batch.mark
 
     def _reset(self) -> None:
-        self._records, self._offset, self._ident, self._tail = [], 0, None, b""
+        self._records, self._mark = [], None
         self._chain, self._lines = Chain(), 0
         self.generation += 1
 
@@ -224,7 +207,7 @@ class JsonlLog(Generic[Record]):
             chain.skip_removed()
         except ValueError as exc:
             raise StorageError(
-                f"{self.what} {self.path} line {at} breaks the chain of records: {exc}. "
+                f"{self.what} {self.where} line {at} breaks the chain of records: {exc}. "
                 "The log was edited or partly restored; it is not read (a decision that "
                 f"needs it fails) until it is repaired: {self.repair}"
             ) from None
@@ -262,27 +245,41 @@ class JsonlLog(Generic[Record]):
             SealedRecordError: the line is sealed and the log has no sealing.
             StorageError: the line is plaintext but the log seals, or damaged.
         """
-        return open_record(raw, self.sealing, self.purpose, self.context, self.path)
+        return open_record(raw, self.sealing, self.purpose, self.context, Path(self.where))
 
     def stored_lines(self) -> list[bytes]:
         """The log's complete lines as stored (sealed or not), read now; [] when absent."""
-        data = self._stored()
-        return [] if data is None else _complete_lines(data)
+        return self._stored() or []
 
-    def _stored(self) -> bytes | None:
-        """The log's bytes as stored, read now; None when the log is absent."""
+    def _stored(self) -> list[bytes] | None:
+        """The log's complete lines as stored, read now; None when the log is absent."""
         try:
-            return self.path.read_bytes()
-        except FileNotFoundError:
-            return None
+            return self.place.stored_lines(self.name, under=self._under())
+        except GovernedMemoryError:
+            raise
         except OSError as exc:
-            raise StorageError(f"cannot read {self.what} {self.path}: {exc}") from exc
+            raise StorageError(f"cannot read {self.what} {self.where}: {exc}") from exc
 
     # -- writing -------------------------------------------------------
 
     def locked(self) -> AbstractContextManager[None]:
         """Hold the writers' lock for a block (nothing when the owner serialises writers)."""
-        return held_if_any(self.lock)
+        return self._held()
+
+    @contextmanager
+    def _held(self) -> Iterator[None]:
+        if self.lock is None:
+            yield
+            return
+        with self.lock.held() as token:
+            self._local.under = token  # this log's calls in the block run under the lock
+            try:
+                yield
+            finally:
+                self._local.under = None
+
+    def _under(self) -> Any:
+        return getattr(self._local, "under", None)
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Append ``record`` (with ``"v"`` when versioned) durably: fsynced before returning.
@@ -302,47 +299,41 @@ class JsonlLog(Generic[Record]):
             StorageError: the log could not be written; what was not fsynced may be lost.
         """
         if self.chained and len(records) > 1:
-            raise StorageError(f"{self.what} {self.path} is chained: append one record at a time")
+            raise StorageError(f"{self.what} {self.where} is chained: append one record at a time")
         if records:
             self._write(records)
 
     def _write(self, records: Sequence[Mapping[str, Any]]) -> None:
         bodies = [{"v": self.version, **r} if self.version is not None else r for r in records]
+
+        def make(back: Callable[[], Iterator[bytes]]) -> list[bytes]:
+            chosen = bodies
+            if self.chained:  # under the lock: no other writer takes the same number
+                chosen = [{**bodies[0], **self._end_of_chain(back).next_fields()}]
+            return [
+                seal_record(encode_line(body), self.sealing, self.purpose, self.context)
+                for body in chosen
+            ]
+
         try:
             with self._mutex, self.locked():
-                ensure_private_dir(self.path.parent)
-                created = not os.path.exists(self._path_str)
-                fd = open_private(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
-                try:
-                    _repair_torn_tail(fd)
-                    if self.chained:  # under the lock: no other writer takes the same number
-                        bodies = [{**bodies[0], **self._end_of_chain(fd).next_fields()}]
-                    lines = [
-                        seal_record(encode_line(body), self.sealing, self.purpose, self.context)
-                        + b"\n"
-                        for body in bodies
-                    ]
-                    write_all(fd, b"".join(lines))
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                if created:
-                    fsync_dir(self.path.parent)
+                self.place.append_lines(self.name, make, under=self._under())
+        except DatabaseError:
+            raise
         except OSError as exc:
             raise StorageError(
-                f"cannot append to {self.what} {self.path}: {exc}; the record was NOT written"
+                f"cannot append to {self.what} {self.where}: {exc}; the record was NOT written"
             ) from exc
 
-    def _end_of_chain(self, fd: int) -> Chain:
+    def _end_of_chain(self, back: Callable[[], Iterator[bytes]]) -> Chain:
         """Where the log's chain ends: the last chained record, and the runs removed after it.
 
         Reads back from the end to the last chained record (one line, as a
         rule); a log still holding only unchained lines is walked in full.
         """
-        size = os.fstat(fd).st_size  # the torn tail is cut: the file ends with a full line
         notes: list[dict[str, Any]] = []
         number = 0
-        for raw in _reversed_lines(fd, size):
+        for raw in back():
             if not raw.strip():
                 continue
             number += 1
@@ -358,7 +349,7 @@ class JsonlLog(Generic[Record]):
             return chain
         chain = Chain()
         decoded = []
-        for number, raw in enumerate(os.pread(fd, size, 0).splitlines(), start=1):
+        for number, raw in enumerate(reversed(list(back())), start=1):
             if raw.strip():
                 plain, doc = self._decode_for_append(raw, f"line {number}")
                 decoded.append((number, plain, doc, ""))
@@ -366,7 +357,7 @@ class JsonlLog(Generic[Record]):
         return chain
 
     def _decode_for_append(self, raw: bytes, line: str) -> tuple[bytes, dict[str, Any]]:
-        where = f"{self.what} {self.path} ({line})"
+        where = f"{self.what} {self.where} ({line})"
         try:
             plain, doc = self.decode(raw, where)
             if not is_note(doc) and doc.get("v") == self.version:
@@ -389,10 +380,9 @@ class JsonlLog(Generic[Record]):
         if not self.chained:
             return self.rewrite(lambda raw: None if drop(raw) else raw)
         with self._mutex, self.locked():
-            data = self._stored()
-            if data is None:
+            lines = self._stored()
+            if lines is None:
                 return False
-            lines = _complete_lines(data)
             kept: list[bytes] = []
             old = Chain()  # the old notes' runs, and the walk of the unchained prefix
             found = []
@@ -401,7 +391,7 @@ class JsonlLog(Generic[Record]):
                 plain = b""
                 if raw.strip():
                     try:
-                        plain, doc = self.decode(raw, f"{self.what} {self.path} (line {number})")
+                        plain, doc = self.decode(raw, f"{self.what} {self.where} (line {number})")
                     except (GovernedMemoryError, ValueError):
                         doc = None  # unreadable: kept as it is
                     if doc is not None and is_note(doc):
@@ -409,7 +399,7 @@ class JsonlLog(Generic[Record]):
                             old.note(doc)
                         except ValueError as exc:
                             raise StorageError(
-                                f"{self.what} {self.path} line {number}: {exc}; nothing was "
+                                f"{self.what} {self.where} line {number}: {exc}; nothing was "
                                 f"removed. {self.repair}"
                             ) from None
                         continue
@@ -428,13 +418,13 @@ class JsonlLog(Generic[Record]):
                     seq, link = doc.get("seq"), link_of(plain)
                     if type(seq) is not int:
                         raise StorageError(
-                            f"{self.what} {self.path}: a record without its sequence number "
+                            f"{self.what} {self.where}: a record without its sequence number "
                             f"cannot be removed; nothing was removed. {self.repair}"
                         )
                 else:
                     if prefix.chained:
                         raise StorageError(
-                            f"{self.what} {self.path}: an unchained record after an unreadable "
+                            f"{self.what} {self.where}: an unchained record after an unreadable "
                             f"line cannot be removed; nothing was removed. {self.repair}"
                         )
                     prefix.record(doc, plain, legacy=True)
@@ -445,85 +435,51 @@ class JsonlLog(Generic[Record]):
                 kept.append(
                     seal_record(encode_line(note), self.sealing, self.purpose, self.context)
                 )
-            new_data = b"".join(line + b"\n" for line in kept)
-            if new_data == data:
-                return False
-            replace_file(self.path, new_data, self.what)
-            return True
+            return self._replace(kept)
+
+    def _replace(self, lines: list[bytes]) -> bool:
+        try:
+            return self.place.replace_lines(self.name, lines, under=self._under())
+        except DatabaseError:
+            raise
+        except OSError as exc:
+            raise StorageError(
+                f"cannot rewrite {self.what} {self.where}: {exc}; it keeps its previous form"
+            ) from exc
 
     def create(self) -> None:
         """Create the log empty, durably, unless it exists (its presence can mean something)."""
         try:
-            ensure_private_dir(self.path.parent)
-            os.close(open_private(self.path, os.O_WRONLY | os.O_CREAT))
-            fsync_dir(self.path.parent)
+            self.place.create_lines(self.name)
+        except DatabaseError:
+            raise
         except OSError as exc:
-            raise StorageError(f"cannot create {self.what} {self.path}: {exc}") from exc
+            raise StorageError(f"cannot create {self.what} {self.where}: {exc}") from exc
 
     def rewrite(self, convert: Callable[[bytes], bytes | None]) -> bool:
-        """Rewrite every stored line through ``convert`` under the lock; whether the file changed.
+        """Rewrite every stored line through ``convert`` under the lock; whether the log changed.
 
         ``convert`` gets each complete non-blank line as stored (sealed or not)
         and returns its new stored form, or None to drop it; blank lines are
-        kept and a torn last line is dropped, as a writer would. The file is
+        kept and a torn last line is dropped, as a writer would. The log is
         replaced atomically (a crash leaves the old log or the new one); a
         missing log is left missing. An exception from ``convert`` changes
         nothing.
         """
         with self._mutex, self.locked():
-            data = self._stored()
-            if data is None:
+            lines = self._stored()
+            if lines is None:
                 return False
             kept = []
-            for raw in _complete_lines(data):
+            for raw in lines:
                 new = convert(raw) if raw.strip() else raw
                 if new is not None:
                     kept.append(new)
-            new_data = b"".join(line + b"\n" for line in kept)
-            if new_data == data:
-                return False
-            replace_file(self.path, new_data, self.what)
-            return True
+            return self._replace(kept)
 
     def delete(self) -> None:
         """Remove the log durably (nothing when it is absent)."""
-        self.path.unlink(missing_ok=True)
-        with suppress(FileNotFoundError):
-            fsync_dir(self.path.parent)
-
-
-def _reversed_lines(fd: int, size: int) -> Iterator[bytes]:
-    """The lines of the first ``size`` bytes of ``fd``, last first, read back in chunks."""
-    pos, carry = size, b""
-    while pos > 0:
-        start = max(0, pos - _CHUNK)
-        parts = (os.pread(fd, pos - start, start) + carry).split(b"\n")
-        pos = start
-        carry = parts.pop(0) if pos > 0 else b""  # may start mid-line: joined with the next chunk
-        yield from reversed(parts)
-
-
-def _repair_torn_tail(fd: int) -> None:
-    """Cut a partial last line a crashed writer left (it was never acknowledged)."""
-    size = os.fstat(fd).st_size
-    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
-        return
-    start = max(0, size - _CHUNK)
-    while True:
-        chunk = os.pread(fd, size - start, start)
-        cut = chunk.rfind(b"\n")
-        if cut >= 0:
-            os.ftruncate(fd, start + cut + 1)
-            return
-        if start == 0:
-            os.ftruncate(fd, 0)
-            return
-        start = max(0, start - _CHUNK)
-
-
-def _complete_lines(data: bytes) -> list[bytes]:
-    """The complete lines of ``data`` (a torn last line, without its newline, left out)."""
-    return data[: data.rfind(b"\n") + 1].splitlines()
+        self.place.delete_lines(self.name)
 
 
 if TYPE_CHECKING:  # mypy checks that the class implements the storage seam's protocol

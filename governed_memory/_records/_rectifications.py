@@ -33,13 +33,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._base import TMP_PREFIX, FileLock, remove_stale_temps
 from .._crypto import ERASURE_PURPOSE, RecordSealing
-from ._document import JsonDocument, stored_names
+from .._errors import StorageError
+from ._document import JsonDocument
 from ._fields import Fields
 from ._jsonl import JsonlLog
+from ._place import FolderPlace, as_place
+
+if TYPE_CHECKING:
+    from .._protocols import RecordPlace
 
 __all__ = [
     "HASH_ALGORITHM",
@@ -317,9 +321,18 @@ class RectificationStore:
         sealing: seal every record (encryption at rest); None keeps plaintext.
     """
 
-    def __init__(self, governance_dir: Path, *, sealing: RecordSealing | None = None) -> None:
-        self.folder = Path(governance_dir) / RECTIFICATIONS_DIR
+    def __init__(
+        self, governance_dir: Path | RecordPlace, *, sealing: RecordSealing | None = None
+    ) -> None:
+        self.place = as_place(governance_dir)
         self.sealing = sealing
+
+    @property
+    def folder(self) -> Path:
+        """The rectifications' folder (the file place only)."""
+        if not isinstance(self.place, FolderPlace):
+            raise StorageError(f"rectification records in {self.place!r} are not kept in files")
+        return self.place.path(RECTIFICATIONS_DIR)
 
     def write(self, item: Rectification) -> None:
         """Create or replace a rectification durably (a pending one's progress log first)."""
@@ -339,7 +352,7 @@ class RectificationStore:
         data = document.read()
         if data is None:
             return None
-        where = f"rectification record {document.path}"
+        where = f"rectification record {document.where}"
         item = Rectification.from_dict(data, where)
         if item.receipt is not None:
             RectificationReceipt.from_dict(item.receipt, f"{where}, receipt")
@@ -356,18 +369,8 @@ class RectificationStore:
         so the second set holds the complete ones (and a complete one whose
         log is not yet dropped is in the first set only, as a pending one is).
         """
-        import os
-
-        try:
-            names = os.listdir(self.folder)
-        except FileNotFoundError:
-            return frozenset(), frozenset()
-        ids = {
-            n[: -len(".json")]
-            for n in names
-            if n.endswith(".json") and not n.startswith((".", TMP_PREFIX))
-        }
-        logged = {n[1 : -len(PROGRESS_SUFFIX)] for n in names if n.endswith(PROGRESS_SUFFIX)}
+        ids = {n[: -len(".json")] for n in self._names(".json")}
+        logged = {n[1 : -len(PROGRESS_SUFFIX)] for n in self._names(PROGRESS_SUFFIX, hidden=True)}
         return frozenset(ids), frozenset(ids - logged)
 
     def all(self) -> list[Rectification]:
@@ -400,8 +403,8 @@ class RectificationStore:
         in a plaintext workspace holds the texts in clear: it is removed here,
         under the lock, so no live writer's file is touched.
         """
-        with FileLock(self.folder / ".lock").held():
-            remove_stale_temps(self.folder)
+        with self.place.lock(f"{RECTIFICATIONS_DIR}/.lock").held():
+            self.place.remove_temps(RECTIFICATIONS_DIR)
             yield
 
     def log_progress(self, rectification_id: str, entry: dict[str, Any]) -> None:
@@ -416,29 +419,31 @@ class RectificationStore:
         self._progress_log(rectification_id).delete()
 
     def _names(self, suffix: str, *, hidden: bool = False) -> list[str]:
-        return stored_names(self.folder, suffix, hidden=hidden)
+        return self.place.names(RECTIFICATIONS_DIR, suffix, hidden=hidden)
 
     def _document(self, rectification_id: str) -> JsonDocument:
-        path = self.folder / f"{rectification_id}.json"
+        name = f"{RECTIFICATIONS_DIR}/{rectification_id}.json"
         return JsonDocument(
-            path,
+            name,
+            place=self.place,
             what="rectification record",
             version=RECTIFICATION_FORMAT_VERSION,
             encode=_encode,
             sealing=self.sealing,
             purpose=ERASURE_PURPOSE,
-            context=_context(path),
+            context=name,
         )
 
     def _progress_log(self, rectification_id: str) -> JsonlLog[dict[str, Any]]:
-        path = self.folder / f".{rectification_id}{PROGRESS_SUFFIX}"
+        name = f"{RECTIFICATIONS_DIR}/.{rectification_id}{PROGRESS_SUFFIX}"
         return JsonlLog(
-            path,
+            name,
+            place=self.place,
             load=_entry,
             what="rectification progress",
             sealing=self.sealing,
             purpose=ERASURE_PURPOSE,
-            context=_context(path),
+            context=name,
         )
 
 
@@ -455,8 +460,3 @@ def _entry(data: dict[str, Any], where: str) -> dict[str, Any]:
     fields.optional_text("fallback")
     fields.optional_text("model")
     return data
-
-
-def _context(path: Path) -> str:
-    """What a sealed rectification record is bound to: its path inside the governance folder."""
-    return f"{path.parent.name}/{path.name}"

@@ -45,10 +45,11 @@ from typing import Any
 from .._base import Clock, FileLock, SystemClock
 from .._crypto import REQUESTS_PURPOSE, RecordSealing
 from .._errors import ConfigurationError, NotFoundError, StorageError
-from .._protocols import RecordLog
+from .._protocols import RecordLog, RecordPlace
 from ._consent import validate_subject_id
 from ._deadlines import MAX_EXTENSION_MONTHS
 from ._jsonl import JsonlLog
+from ._place import as_place, file_lock
 from ._request_events import (
     KINDS,
     OUTCOMES,
@@ -104,7 +105,7 @@ class RequestRegister:
 
     Args:
         governance_dir: folder holding ``requests.jsonl`` (created 0700 by
-            the first change, never by a read).
+            the first change, never by a read), or the record place holding it.
         clock: the time of each change (default: the system clock).
         id_factory: makes request ids (default ``req-<YYYYMMDD>-<6 hex digits>``
             from the day of receipt).
@@ -117,7 +118,7 @@ class RequestRegister:
 
     def __init__(
         self,
-        governance_dir: Path,
+        governance_dir: Path | RecordPlace,
         *,
         clock: Clock | None = None,
         id_factory: Callable[[_dt.date], str] | None = None,
@@ -126,19 +127,21 @@ class RequestRegister:
         log: RecordLog | None = None,
         lock: Callable[[], AbstractContextManager[Any]] | None = None,
     ) -> None:
-        folder = Path(governance_dir)
+        place = as_place(governance_dir)
         self.sealing = sealing
         self.clock: Clock = clock or SystemClock()
         self._new_id = id_factory or (
             lambda day: f"req-{day.strftime('%Y%m%d')}-{secrets.token_hex(3)}"
         )
         self.on_event = on_event
-        self.lock = FileLock(folder / REQUESTS_LOCK)
+        self.record_lock = place.lock(REQUESTS_LOCK)
+        """Excludes the register's other writers across a read, a check and an append."""
         self.file: JsonlLog[dict[str, Any]] = JsonlLog(
-            folder / REQUESTS_LOG,
+            REQUESTS_LOG,
+            place=place,
             load=lambda data, where: {**data, "_where": where},
             what="request register",
-            lock=None,  # the register holds self.lock across its read, check and append
+            lock=None,  # the register holds record_lock across its read, check and append
             version=REQUESTS_FORMAT_VERSION,
             sealing=sealing,
             purpose=REQUESTS_PURPOSE,
@@ -147,12 +150,22 @@ class RequestRegister:
             repair=REPAIR,
         )
         self._log: RecordLog = log if log is not None else self.file
-        self._locked = lock if lock is not None else self.lock.held
+        self._locked = lock if lock is not None else self.record_lock.held
         self._mutex = threading.RLock()
 
     @property
     def path(self) -> Path:
         return self.file.path
+
+    @property
+    def where(self) -> str:
+        """How messages name the register's log (the file place: its path)."""
+        return self.file.where
+
+    @property
+    def lock(self) -> FileLock:
+        """:attr:`record_lock` as the lock file it is in the file place."""
+        return file_lock(self.record_lock, "request register")
 
     # -- reading -------------------------------------------------------
 

@@ -36,20 +36,23 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from .._base import FileLock
 from .._crypto import ERASURE_PURPOSE, RecordSealing
-from .._errors import ConfigurationError
-from ._document import JsonDocument, stored_names
+from .._errors import ConfigurationError, StorageError
+from ._document import JsonDocument
 from ._fields import Fields, damaged
 from ._jsonl import JsonlLog
+from ._place import FolderPlace, as_place, file_lock
+
+if TYPE_CHECKING:
+    from .._protocols import RecordLock, RecordPlace
 
 __all__ = [
     "COMPLETE",
@@ -280,14 +283,18 @@ class TombstoneStore:
         sealing: seal every record (encryption at rest); None keeps plaintext.
     """
 
-    def __init__(self, governance_dir: Path, *, sealing: RecordSealing | None = None) -> None:
-        self._tombstones = Path(governance_dir) / TOMBSTONES_DIR
-        self._scheduled = Path(governance_dir) / SCHEDULED_DIR
+    def __init__(
+        self, governance_dir: Path | RecordPlace, *, sealing: RecordSealing | None = None
+    ) -> None:
+        self.place = as_place(governance_dir)
         self.sealing = sealing
 
     @property
     def tombstone_dir(self) -> Path:
-        return self._tombstones
+        """The tombstones' folder (the file place only)."""
+        if not isinstance(self.place, FolderPlace):
+            raise StorageError(f"erasure records in {self.place!r} are not kept in files")
+        return self.place.path(TOMBSTONES_DIR)
 
     # -- tombstones ------------------------------------------------------
 
@@ -313,7 +320,7 @@ class TombstoneStore:
         data = self.document(erasure_id)
         if data is None:
             return None
-        where = f"erasure record {self._tombstone(erasure_id).path}"
+        where = f"erasure record {self._tombstone(erasure_id).where}"
         tombstone = Tombstone.from_dict(data, where)
         if tombstone.receipt is not None:
             from ._receipts import ErasureReceipt  # here: it imports this module
@@ -327,7 +334,7 @@ class TombstoneStore:
 
     def ids(self) -> list[str]:
         """Tombstone ids, oldest first (cheap: one directory listing)."""
-        return sorted(n[: -len(".json")] for n in self._names(self._tombstones, ".json"))
+        return sorted(n[: -len(".json")] for n in self.place.names(TOMBSTONES_DIR, ".json"))
 
     def all(self) -> list[Tombstone]:
         found = []
@@ -347,11 +354,7 @@ class TombstoneStore:
         return found
 
     def _progress_names(self) -> list[str]:
-        try:
-            names = os.listdir(self._tombstones)
-        except FileNotFoundError:
-            return []
-        return [n for n in names if n.startswith(".") and n.endswith(PROGRESS_SUFFIX)]
+        return self.place.names(TOMBSTONES_DIR, PROGRESS_SUFFIX, hidden=True)
 
     @contextmanager
     def locked(self, erasure_id: str) -> Iterator[None]:
@@ -361,20 +364,24 @@ class TombstoneStore:
         removed: whoever waits on it re-reads the tombstone under the lock and
         finds it complete.
         """
-        lock = self.lock(erasure_id)
+        lock = self.record_lock(erasure_id)
         with lock.held():
             yield
             current = self.get(erasure_id)
-            if current is not None and not current.pending:
+            if current is not None and not current.pending and isinstance(lock, FileLock):
                 lock.path.unlink(missing_ok=True)
 
-    def lock(self, erasure_id: str) -> FileLock:
-        """The erasure's lock itself, for work on its files that must not read the tombstone.
+    def record_lock(self, erasure_id: str) -> RecordLock:
+        """The erasure's lock itself, for work on its records that must not read the tombstone.
 
         :meth:`locked` is the way to work on an erasure; a key operation
         converting the stored form of its files holds this lock instead.
         """
-        return FileLock(self._tombstones / f".{erasure_id}.lock")
+        return self.place.lock(f"{TOMBSTONES_DIR}/.{erasure_id}.lock")
+
+    def lock(self, erasure_id: str) -> FileLock:
+        """:meth:`record_lock` as the lock file it is in the file place."""
+        return file_lock(self.record_lock(erasure_id), "erasure record")
 
     # -- progress of an unfinished erasure --------------------------------
 
@@ -407,11 +414,13 @@ class TombstoneStore:
 
     def scheduled(self) -> list[ScheduledErasure]:
         found = []
-        for name in sorted(self._names(self._scheduled, ".json")):
+        for name in sorted(self.place.names(SCHEDULED_DIR, ".json")):
             document = self._scheduled_erasure(name[: -len(".json")])
             data = document.read()
             if data is not None:
-                found.append(ScheduledErasure.from_dict(data, f"scheduled erasure {document.path}"))
+                found.append(
+                    ScheduledErasure.from_dict(data, f"scheduled erasure {document.where}")
+                )
         return found
 
     def unschedule(self, erasure_id: str) -> bool:
@@ -419,40 +428,38 @@ class TombstoneStore:
 
     # -- files -------------------------------------------------------------
 
-    @staticmethod
-    def _names(folder: Path, suffix: str) -> list[str]:
-        return stored_names(folder, suffix)
-
-    def _tombstone(self, erasure_id: str, lock: FileLock | None = None) -> JsonDocument:
-        return self._document(self._tombstones / f"{erasure_id}.json", lock)
+    def _tombstone(self, erasure_id: str, lock: RecordLock | None = None) -> JsonDocument:
+        return self._document(f"{TOMBSTONES_DIR}/{erasure_id}.json", lock)
 
     def _scheduled_erasure(self, erasure_id: str) -> JsonDocument:
-        return self._document(self._scheduled / f"{erasure_id}.json", None)
+        return self._document(f"{SCHEDULED_DIR}/{erasure_id}.json", None)
 
-    def _document(self, path: Path, lock: FileLock | None) -> JsonDocument:
+    def _document(self, name: str, lock: RecordLock | None) -> JsonDocument:
         return JsonDocument(
-            path,
+            name,
+            place=self.place,
             what="erasure record",
             version=TOMBSTONE_FORMAT_VERSION,
             lock=lock,
             encode=_encode,
             sealing=self.sealing,
             purpose=ERASURE_PURPOSE,
-            context=_context(path),
+            context=name,
         )
 
     def _progress_log(
-        self, erasure_id: str, lock: FileLock | None = None
+        self, erasure_id: str, lock: RecordLock | None = None
     ) -> JsonlLog[dict[str, Any]]:
-        path = self._tombstones / f".{erasure_id}{PROGRESS_SUFFIX}"
+        name = f"{TOMBSTONES_DIR}/.{erasure_id}{PROGRESS_SUFFIX}"
         return JsonlLog(
-            path,
+            name,
+            place=self.place,
             load=_entry,
             what="erasure progress",
             lock=lock,
             sealing=self.sealing,
             purpose=ERASURE_PURPOSE,
-            context=_context(path),
+            context=name,
         )
 
 
@@ -492,8 +499,3 @@ def _present(
     for name in flags:
         if name in fields.data:
             fields.flag(name)
-
-
-def _context(path: Path) -> str:
-    """What a sealed erasure record is bound to: its path inside the governance folder."""
-    return f"{path.parent.name}/{path.name}"

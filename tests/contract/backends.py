@@ -156,3 +156,7 @@ import pg_memory  # noqa: E402  (the PostgreSQL backend's params, kept in its ow
 
 AGENT_STORE_BACKENDS += pg_memory.AGENT_STORE
 MEMORY_BACKENDS += pg_memory.MEMORY_BACKEND
+import pg_records  # noqa: E402 (the PostgreSQL record place's params)
+
+RECORD_LOG_BACKENDS += pg_records.RECORD_LOG
+RECORD_DOCUMENT_BACKENDS += pg_records.RECORD_DOCUMENT

@@ -26,7 +26,7 @@ from governed_memory import (
 )
 from governed_memory._base._workspace import GOVERNANCE_DIR
 from governed_memory._crypto._sealing import CONSENT_PURPOSE
-from governed_memory._records import _jsonl as jsonl
+from governed_memory._records import _place
 from governed_memory._records._chain import Run, merge_runs
 from governed_memory._records._consent import ConsentAction
 
@@ -233,8 +233,8 @@ def test_lines_read_back_from_the_end_in_chunks_are_the_lines_reversed(
     path.write_bytes(data)
     fd = os.open(path, os.O_RDONLY)
     try:
-        with patch.object(jsonl, "_CHUNK", 7):
-            found = list(jsonl._reversed_lines(fd, len(data)))
+        with patch.object(_place, "_CHUNK", 7):
+            found = list(_place._reversed_lines(fd, len(data)))
     finally:
         os.close(fd)
     assert [x for x in found if x] == [x for x in reversed(lines) if x]

@@ -129,7 +129,7 @@ def test_a_failed_write_leaves_the_previous_holds(
 ) -> None:
     holds = registry(gov, record_mode)
     kept = holds.place(agent="A", reason="r", actor="x")
-    import governed_memory._records._document as module  # where the holds file is written
+    import governed_memory._records._place as module  # where the holds file is written
 
     def broken(path: Path, data: bytes) -> None:
         raise OSError(28, "No space left on device")
