@@ -15,6 +15,9 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "Database",
+    "PgKeyStorage",
+    "PgLeadership",
+    "PgPurgeJournal",
     "advisory_key",
     "check_schema",
     "schema_version",
@@ -23,11 +26,17 @@ __all__ = [
 
 if TYPE_CHECKING:
     from ._db import Database, advisory_key
+    from ._journal import PgPurgeJournal
+    from ._keyring import PgKeyStorage
+    from ._leader import PgLeadership
     from ._schema import SCHEMA, SCHEMA_VERSION, check_schema, schema_version, upgrade_schema
 
 _LAZY: dict[str, str] = {
     "Database": "._db",
     "advisory_key": "._db",
+    "PgKeyStorage": "._keyring",
+    "PgLeadership": "._leader",
+    "PgPurgeJournal": "._journal",
     "SCHEMA": "._schema",
     "SCHEMA_VERSION": "._schema",
     "check_schema": "._schema",
