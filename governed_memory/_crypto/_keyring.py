@@ -27,7 +27,12 @@ this release makes to it or by a master-key rotation. Without a provider
 never appear on disk, yet every process finds the same entry. Entries are
 created with an exclusive link (two processes never create two keys for one
 subject) and changed with an atomic replace under the keyring's flock.
-Processes notice changes made by others with one ``stat`` per entry used;
+That layout is :class:`KeyringFolder`, the file backend of the keyring's
+storage seam (:class:`~governed_memory._protocols.WrappedKeyStorage`); the
+:class:`Keyring` does all its persistence through one, so a database backend
+keeps the same wrapped bytes (never key material) in its tables.
+Processes notice changes made by others with one ``stat`` per entry used
+(one read of the entry on a storage other than the folder);
 a read of many frames (a preload, a compaction) checks each entry once per
 operation through a :class:`KeySnapshot`, not once per frame.
 """
@@ -63,6 +68,7 @@ from .._errors import (
     IntegrityError,
     KeyProviderError,
     KeyUnavailableError,
+    StorageError,
 )
 from ._entry import KEYRING_FORMAT, Entry, Version, ident, load_json
 from ._epoch import ChangeCounter
@@ -108,7 +114,7 @@ class DataKey:
 
 @dataclass
 class _Cached:
-    ident: Version
+    ident: Version | bytes  # the file's identity, or the entry's bytes (other storages)
     entry: Entry | None
     keys: dict[int, bytes] = field(default_factory=dict)
 
@@ -194,6 +200,10 @@ class KeyringFolder:
         with self._lock.held():
             yield
 
+    def _after_fork(self) -> None:
+        # A parent thread may have held the counter's mapping lock at fork time.
+        self._counter = ChangeCounter(self._counter.path)
+
     def __repr__(self) -> str:
         return f"KeyringFolder({str(self.folder)!r})"
 
@@ -204,24 +214,40 @@ class Keyring:
     Args:
         folder: the keyring folder (default chosen by the caller:
             ``<workspace>/.governed_memory/keyring``). Keep it out of backups
-            that must honour crypto-shredding (see SECURITY.md).
+            that must honour crypto-shredding (see SECURITY.md). May be None
+            when ``storage`` is given.
         provider: wraps and unwraps; None allows only :meth:`status`-style
             reads of metadata.
+        storage: where the wrapped keys are kept (a database backend's
+            :class:`WrappedKeyStorage`); None: :class:`KeyringFolder` on
+            ``folder``, the layout above byte for byte.
         clock: creation and shredding times.
         random: source of data keys and ids (pin it to freeze bytes in tests).
         observer: told about key creation, shredding and rotation (audit).
+
+    Raises:
+        ValueError: neither ``folder`` nor ``storage`` was given.
     """
 
     def __init__(
         self,
-        folder: Path,
+        folder: Path | None,
         provider: KeyProvider | None,
         *,
+        storage: WrappedKeyStorage | None = None,
         clock: Clock | None = None,
         random: RandomSource = os.urandom,
         observer: CryptoObserver | None = None,
     ) -> None:
-        self.folder = Path(folder)
+        if storage is None:
+            if folder is None:
+                raise ValueError(
+                    "a Keyring needs its folder or a storage; pass the keyring folder "
+                    "(<workspace>/.governed_memory/keyring) or storage="
+                )
+            storage = KeyringFolder(Path(folder))
+        self._folder = Path(folder) if folder is not None else None
+        self.storage: WrappedKeyStorage = storage
         self.provider = provider
         self.clock: Clock = clock or SystemClock()
         self.random = random
@@ -237,25 +263,43 @@ class Keyring:
         self._ciphers: dict[tuple[bytes, FrameKey], AESGCM] = {}
         self._refs: dict[tuple[str, str], bytes] = {}
         self._paths: dict[bytes, str] = {}
-        self._keys_dir_str = os.fspath(self.folder / KEYS_DIR)
-        self._epoch = ChangeCounter(self.folder / EPOCH_FILE)
-        # An flock on the keyring folder itself, as every release has taken it (no lock file).
-        self._folder_lock = FolderLock(self.folder)
+        # The file backend tells a changed entry by one stat of its file; any other
+        # storage by reading the entry (see _refresh).
+        self._files = storage.folder if isinstance(storage, KeyringFolder) else None
+        self._keys_dir_str = os.fspath(self._files / KEYS_DIR) if self._files else ""
+        self._where = self._files if self._files is not None else Path(repr(storage))
+        self._counter = storage.counter  # bound once: epoch() is on every encrypted add's path
         _LIVE.add(self)
 
     def _after_fork(self) -> None:
         # A parent thread may have held a lock at fork time.
         self._mutex = threading.RLock()
         self._depth = 0
-        self._epoch = ChangeCounter(self._epoch.path)
+        if isinstance(self.storage, KeyringFolder):
+            self.storage._after_fork()
 
-    # -- files and locking ------------------------------------------------
+    # -- storage and locking ------------------------------------------------
+
+    @property
+    def folder(self) -> Path:
+        """The keyring folder; a keyring kept in another storage has none.
+
+        Raises:
+            StorageError: the keyring is kept in a storage other than a folder.
+        """
+        if self._folder is None:
+            raise StorageError(
+                f"the keyring kept in {self.storage!r} has no folder; this operation works on "
+                "a keyring folder only (use the keyring's storage, or copy it to files first)"
+            )
+        return self._folder
 
     @property
     def keys_dir(self) -> Path:
-        return self.folder / KEYS_DIR
+        return self._where / KEYS_DIR
 
     def entry_path(self, ref: bytes) -> Path:
+        """Where the entry of ``ref`` is kept (for a storage other than files: a name in errors)."""
         return self.keys_dir / f"{ref.hex()}.json"
 
     def _entry_file(self, ref: bytes) -> str:
@@ -276,8 +320,7 @@ class Keyring:
                 finally:
                     self._depth -= 1
                 return
-            ensure_private_dir(self.keys_dir)
-            with self._folder_lock.held():
+            with self.storage.locked():
                 self._depth = 1
                 try:
                     yield
@@ -295,12 +338,33 @@ class Keyring:
     # -- the keyring file ----------------------------------------------------
 
     @property
+    def meta_path(self) -> Path:
+        """Where ``keyring.json`` is kept (for a storage other than files: a name in errors)."""
+        return self._where / META_FILE
+
+    @property
     def exists(self) -> bool:
-        return (self.folder / META_FILE).exists()
+        return self.storage.read_meta() is not None
+
+    def read_meta(self) -> dict[str, Any]:
+        """``keyring.json`` as stored (format checked, not authenticated).
+
+        Raises:
+            FileNotFoundError: there is no keyring.
+            IntegrityError: it is not a keyring file of a format this release reads.
+        """
+        raw = self.storage.read_meta()
+        if raw is None:
+            raise FileNotFoundError(self.meta_path)
+        return load_json(raw, self.meta_path, META_FORMATS)
+
+    def write_meta(self, doc: dict[str, Any]) -> None:
+        """Replace ``keyring.json`` with ``doc`` (hold :meth:`locked`; re-wrapping)."""
+        data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("ascii")
+        self.storage.write_meta(data)
 
     def _read_meta(self) -> dict[str, Any]:
-        path = self.folder / META_FILE
-        return load_json(path.read_bytes(), path, META_FORMATS)
+        return self.read_meta()
 
     def _meta(self, *, create: bool = False) -> dict[str, Any]:
         try:
@@ -308,11 +372,10 @@ class Keyring:
         except FileNotFoundError:
             if not create:
                 raise KeyUnavailableError(
-                    f"there is no keyring in {self.folder}; point GOVERNED_MEMORY_KEYRING_DIR at "
+                    f"there is no keyring in {self._where}; point GOVERNED_MEMORY_KEYRING_DIR at "
                     "the keyring this workspace was encrypted with, or restore it from its backup"
                 ) from None
         provider = self.require_provider()
-        ensure_private_dir(self.keys_dir)
         workspace_id = self.random(16)
         index_key = self.random(KEY_BYTES)
         doc = {
@@ -324,8 +387,7 @@ class Keyring:
             ),
         }
         data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("ascii")
-        with suppress(FileExistsError):  # another process created it first: use theirs
-            link_exclusive(self.folder, data, [META_FILE])
+        self.storage.create_meta(data)  # False: another process created it first: use theirs
         return self._read_meta()
 
     @property
@@ -335,17 +397,18 @@ class Keyring:
             try:
                 self._workspace_id = bytes.fromhex(self._meta()["workspace_id"])
             except (KeyError, ValueError) as exc:
-                raise IntegrityError(self.folder / META_FILE) from exc
+                raise IntegrityError(self.meta_path) from exc
         return self._workspace_id
 
     def _index(self) -> bytes:
         if self._index_key is None:
-            path = self.folder / META_FILE
-            try:
-                raw = path.read_bytes()
-            except FileNotFoundError:
+            path = self.meta_path
+            raw = self.storage.read_meta()
+            if raw is None:
                 self._meta()  # raises the message naming the missing keyring
-                raw = path.read_bytes()  # (created meanwhile by another process)
+                raw = self.storage.read_meta()  # (created meanwhile by another process)
+                if raw is None:
+                    raise FileNotFoundError(path)
             meta = load_json(raw, path, META_FORMATS)
             tagged = meta["format"] == TAGGED_FORMAT
             ctx = self._index_context(self.workspace_id, tagged=tagged)
@@ -363,9 +426,8 @@ class Keyring:
         """
         if self._tagged:
             return True
-        try:
-            raw = (self.folder / META_FILE).read_bytes()
-        except FileNotFoundError:
+        raw = self.storage.read_meta()
+        if raw is None:
             return False
         if raw != self._meta_raw:
             self._index_key = None
@@ -412,12 +474,12 @@ class Keyring:
                 return 0
             tag_key = self._tag_key()
             tagged = 0
-            for path, entry in self.entries():
+            for _path, entry in self.entries():
                 if entry.tag is None or entry.tag != entry.expected_tag(tag_key):
-                    atomic_write(path, entry.to_json(tag_key))
+                    self.storage.write_entry(entry.ref, entry.to_json(tag_key))
                     tagged += 1
-            path = self.folder / META_FILE
-            meta = load_json(path.read_bytes(), path, META_FORMATS)
+            path = self.meta_path
+            meta = self.read_meta()
             index_key = self._index()
             context = self._index_context(self.workspace_id, tagged=True)
             record = self._wrap(provider, index_key, context)
@@ -428,7 +490,7 @@ class Keyring:
             if check != index_key:  # never replace a key we could not read back
                 raise DecryptionError(path)
             meta["index_key"], meta["format"] = record, TAGGED_FORMAT
-            atomic_write(path, (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode("ascii"))
+            self.write_meta(meta)
             self._index_key, self._meta_raw = None, None
             self._index()
             self._cache.clear()
@@ -503,20 +565,26 @@ class Keyring:
         return self._refresh(ref).entry
 
     def _refresh(self, ref: bytes) -> _Cached:
-        """Bring the cached entry of ``ref`` up to date with one ``stat``."""
-        path = self._entry_file(ref)
+        """Bring the cached entry of ``ref`` up to date: one ``stat`` (files), else one read."""
         with self._mutex:
             cached = self._cache.get(ref)
-            try:
-                version: Version = ident(os.stat(path))
-            except FileNotFoundError:
-                version = None
-            if cached is not None and cached.ident == version:
-                return cached
+            data: bytes | None
+            if self._files is not None:
+                try:
+                    version: Version | bytes = ident(os.stat(self._entry_file(ref)))
+                except FileNotFoundError:
+                    version = None
+                if cached is not None and cached.ident == version:
+                    return cached
+                data = None if version is None else self.storage.read_entry(ref)
+            else:
+                data = self.storage.read_entry(ref)
+                if cached is not None and cached.ident == data:
+                    return cached
+                version = data
             entry = None
-            if version is not None:
-                with open(path, "rb") as fh:
-                    entry = self._load_entry(fh.read(), Path(path), ref)
+            if data is not None:
+                entry = self._load_entry(data, self.entry_path(ref), ref)
             keep = cached.keys if cached is not None else {}
             usable = set(entry.keys) if entry is not None else set()
             fresh = _Cached(version, entry, {g: k for g, k in keep.items() if g in usable})
@@ -531,9 +599,9 @@ class Keyring:
         with self.locked():
             if not self._tags_required():
                 self.authenticate_entries()  # the first change by this release migrates
-            atomic_write(self.entry_path(entry.ref), entry.to_json(self._tag_key()))
-        self._cache.pop(entry.ref, None)
-        self._bump_epoch()  # after the entry: a process that sees the bump sees the entry
+            self.storage.write_entry(entry.ref, entry.to_json(self._tag_key()))
+            self._cache.pop(entry.ref, None)
+            self._bump_epoch()  # after the entry: a process that sees the bump sees the entry
 
     def _new_generation(self, entry: Entry, gen: int) -> None:
         key = self.random(KEY_BYTES)
@@ -551,13 +619,12 @@ class Keyring:
             if cached.entry is None:
                 entry = Entry(kind, ref, None if kind == SUBJECT else name, current=1)
                 self._new_generation(entry, 1)
-                ensure_private_dir(self.keys_dir)
-                try:
-                    with self.locked():  # a migration must not miss an entry made meanwhile
-                        if not self._tags_required():
-                            self.authenticate_entries()
-                        data = entry.to_json(self._tag_key())
-                        link_exclusive(self.keys_dir, data, [self.entry_path(ref).name])
+                with self.locked():  # a migration must not miss an entry made meanwhile
+                    if not self._tags_required():
+                        self.authenticate_entries()
+                    data = entry.to_json(self._tag_key())
+                    created = self.storage.create_entry(ref, data)
+                if created:  # else another process won the race: use its key
                     self.observer.record(
                         "keys.create",
                         agent=name if kind == AGENT else None,
@@ -567,8 +634,6 @@ class Keyring:
                         ref=ref.hex(),
                         generation=1,
                     )
-                except FileExistsError:
-                    pass  # another process won the race: use its key
                 cached = self._refresh(ref)
             elif cached.entry.shredded:
                 with self.locked():
@@ -585,11 +650,11 @@ class Keyring:
     # -- the change counter ----------------------------------------------------
 
     def epoch(self) -> int:
-        """The keyring's change counter (see :class:`ChangeCounter`)."""
-        return self._epoch.read()
+        """The keyring's change counter (the storage's: :class:`ChangeCounter` for files)."""
+        return self._counter()
 
     def _bump_epoch(self) -> None:
-        self._epoch.bump()
+        self.storage.bump_counter()
 
     def _key(self, ref: bytes, gen: int) -> bytes:
         cached = self._cache[ref]
@@ -616,7 +681,7 @@ class Keyring:
             if entry is not None and 0 < gen <= entry.shredded_through:
                 return None
             raise KeyUnavailableError(
-                f"the keyring {self.folder} holds no data key {ref.hex()} generation {gen}; "
+                f"the keyring {self._where} holds no data key {ref.hex()} generation {gen}; "
                 "point GOVERNED_MEMORY_KEYRING_DIR at the keyring this workspace was encrypted "
                 "with (a keyring restored from a backup older than the data lacks newer keys)"
             )
@@ -663,22 +728,13 @@ class Keyring:
         return KeySnapshot(self)
 
     def entries(self) -> list[tuple[Path, Entry]]:
-        """Every entry on disk, in file-name order."""
-        try:
-            names = sorted(n for n in os.listdir(self.keys_dir) if n.endswith(".json"))
-        except FileNotFoundError:
-            return []
+        """Every stored entry, in ref (file-name) order, each with where it is kept."""
         found = []
-        for name in names:
-            path = self.keys_dir / name
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
-                continue
-            try:
-                ref = bytes.fromhex(name[: -len(".json")])
-            except ValueError:
-                continue  # not an entry (a temporary file)
+        for ref in self.storage.list_refs():
+            data = self.storage.read_entry(ref)
+            if data is None:
+                continue  # removed since the listing
+            path = self.entry_path(ref)
             found.append((path, self._load_entry(data, path, ref, listing=True)))
         return found
 
@@ -772,7 +828,9 @@ class Keyring:
             self._tagged, self._meta_raw = False, None  # read (and checked) again
 
     def __repr__(self) -> str:
-        return f"Keyring({str(self.folder)!r}, provider={self.provider!r})"
+        if self._folder is None:
+            return f"Keyring(storage={self.storage!r}, provider={self.provider!r})"
+        return f"Keyring({str(self._folder)!r}, provider={self.provider!r})"
 
 
 class KeySnapshot:

@@ -20,6 +20,9 @@ __all__ = [
     "PgStores",
     "PgLock",
     "PgPlace",
+    "PgKeyStorage",
+    "PgLeadership",
+    "PgPurgeJournal",
     "advisory_key",
     "check_schema",
     "pg_store_factory",
@@ -32,6 +35,9 @@ if TYPE_CHECKING:
     from ._memory import PgAgentStore, PgStores, pg_store_factory
     from ._memory_backend import PgMemoryBackend
     from ._records import PgLock, PgPlace
+    from ._journal import PgPurgeJournal
+    from ._keyring import PgKeyStorage
+    from ._leader import PgLeadership
     from ._schema import SCHEMA, SCHEMA_VERSION, check_schema, schema_version, upgrade_schema
 
 _LAZY: dict[str, str] = {
@@ -43,6 +49,9 @@ _LAZY: dict[str, str] = {
     "PgMemoryBackend": "._memory_backend",
     "PgLock": "._records",
     "PgPlace": "._records",
+    "PgKeyStorage": "._keyring",
+    "PgLeadership": "._leader",
+    "PgPurgeJournal": "._journal",
     "SCHEMA": "._schema",
     "SCHEMA_VERSION": "._schema",
     "check_schema": "._schema",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._errors import SchemaVersionError
-from . import _ddl_audit, _ddl_memory, _ddl_records
+from . import _ddl_audit, _ddl_keys, _ddl_memory, _ddl_records
 from ._db import advisory_key
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ _BASE: tuple[str, ...] = (
 MIGRATIONS: dict[int, tuple[str, tuple[str, ...]]] = {
     1: (
         "agent memory, registries, keyring, audit log, purge journal",
-        (*_ddl_memory.DDL, *_ddl_records.DDL, *_ddl_audit.DDL),
+        (*_ddl_memory.DDL, *_ddl_records.DDL, *_ddl_audit.DDL, *_ddl_keys.DDL),
     ),
 }
 """Version -> (description, statements). A new release appends; a published one never changes."""

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from pg_keys import KEY_STORAGES as PG_KEY_STORAGES
 
 from governed_memory._crypto import AGENT, SUBJECT, Keyring
 from governed_memory._crypto._keyring import KeyringFolder
@@ -29,6 +30,7 @@ def _file_storage(tmp_path: Path) -> Opener:
 
 
 KEY_STORAGES = [pytest.param(_file_storage, id="file")]
+KEY_STORAGES += PG_KEY_STORAGES
 
 
 @pytest.fixture(params=KEY_STORAGES)

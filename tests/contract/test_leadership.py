@@ -18,6 +18,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 import pytest
+from pg_keys import LEADERSHIPS as PG_LEADERSHIPS
 
 from governed_memory._protocols import Leadership
 from governed_memory._retention._purge import _PurgeLock
@@ -36,6 +37,7 @@ LEADERSHIPS = [
     pytest.param(_scheduler_leader, id="file-scheduler-leader"),
     pytest.param(_purge_lock, id="file-purge-lock"),
 ]
+LEADERSHIPS += PG_LEADERSHIPS
 
 Factory = Callable[[Path], Leadership]
 

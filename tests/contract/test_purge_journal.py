@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pg_keys import JOURNALS as PG_JOURNALS
 
 from governed_memory._protocols import PurgeJournal
 from governed_memory._retention._journal import Journal, JournalFolder
@@ -26,6 +27,7 @@ def _file_journal(tmp_path: Path) -> Opener:
 
 
 JOURNALS = [pytest.param(_file_journal, id="file")]
+JOURNALS += PG_JOURNALS
 
 
 @pytest.fixture(params=JOURNALS)
