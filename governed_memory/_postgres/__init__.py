@@ -15,6 +15,7 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "Database",
+    "PgAuditStorage",
     "advisory_key",
     "check_schema",
     "schema_version",
@@ -22,11 +23,13 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from ._audit import PgAuditStorage
     from ._db import Database, advisory_key
     from ._schema import SCHEMA, SCHEMA_VERSION, check_schema, schema_version, upgrade_schema
 
 _LAZY: dict[str, str] = {
     "Database": "._db",
+    "PgAuditStorage": "._audit",
     "advisory_key": "._db",
     "SCHEMA": "._schema",
     "SCHEMA_VERSION": "._schema",
