@@ -197,7 +197,10 @@ class PgAuditStorage:
                 "endorsement": rekey_endorsement(old, chain.next_seq, chain.prev, self._key.key_id),
             }
             head_key = old
-            written.append(self._write(chain, AuditEvent.REKEY, rekey, self._clock.now()))
+            # In the segment of the entries the old key signed: the change comes first.
+            written.append(
+                self._write(chain, AuditEvent.REKEY, rekey, self._clock.now(), stay=True)
+            )
         else:
             head_key = self._key
         problem = _head_problem(chain.head, last, head_key)
@@ -225,10 +228,15 @@ class PgAuditStorage:
         when: _dt.datetime,
         *,
         seq: int | None = None,
+        stay: bool = False,
     ) -> AuditEntry:
-        """Seal and insert one entry (and the anchor of a new segment first); update the head."""
+        """Seal and insert one entry (and the anchor of a new segment first); update the head.
+
+        ``stay``: in the newest segment whatever the period (a rekey: nothing may
+        be signed with the new key before it).
+        """
         segment = f"{SEGMENT_PREFIX}{self._period.label(when)}{SEGMENT_SUFFIX}"
-        if chain.segment is None or segment > chain.segment:
+        if chain.segment is None or (segment > chain.segment and not stay):
             anchor = seal(
                 seq=seq if seq is not None else chain.next_seq,
                 ts=format_ts(when),

@@ -151,3 +151,13 @@ MEMORY_BACKENDS: list[Any] = [
     pytest.param(lambda ws: _file_backend(ws, encrypted=False), id="files-plaintext"),
     pytest.param(lambda ws: _file_backend(ws, encrypted=True), id="files-encrypted"),
 ]
+
+
+# -- audit storage: the hash-chained audit log (test_audit_storage.py adds the file log) ------
+
+# Every further AuditStorage implementation. Append a pytest.param for a new backend.
+AUDIT_STORAGE_BACKENDS: list[Any] = []
+
+import pg_audit  # noqa: E402  (each backend's params join at the end, one line each)
+
+AUDIT_STORAGE_BACKENDS += pg_audit.AUDIT_STORAGE
