@@ -15,15 +15,18 @@ Modules, one concept each:
 * ``_public``  verifying the log with public keys and kept checkpoints only
 * ``_export``  reading the log for reviewers: whether a folder holds one, the
   entries since a time or an age as JSON Lines, writing them to a file
+* ``_storage`` ``AuditLogLike``: what the trail, checkpoints and the CLI need of a
+  log, so the file log and the PostgreSQL one (``_postgres``) serve them alike
 
 For the CLI (its ``audit`` commands read the log without building a
 Governance): ``audit_key_from_settings``, ``audit_keys_from_settings`` (the
 key and its previous versions, for ``audit verify``) and ``audit_log_dir``
 find the key and the folder from settings and policy; ``pinned_audit_key_text``
-is ``audit keygen --from-master-key`` (the derived key, to pin it); ``audit_log_exists``, ``iter_entries``,
-``tail_entries``, ``export_since``, ``export_lines`` and ``write_export`` read
-the log and write an export, so the CLI reaches into no file name or record
-format and writes no audit file itself. ``ActorSink`` wraps a Governance's
+is ``audit keygen --from-master-key`` (the derived key, to pin it); ``audit_log_exists``,
+``export_since``, ``export_lines`` and ``write_export`` read the log and write an
+export, so the CLI reaches into no file name or record format and writes no
+audit file itself; it opens the log as an ``AuditLogLike`` in one place and
+checks it with ``verify_storage`` (any backend). ``ActorSink`` wraps a Governance's
 sink for one command, so the entries the library records name the operator.
 ``write_checkpoint``, ``latest_checkpoint``, ``read_checkpoint`` and
 ``write_checkpoint_file`` are ``audit checkpoint`` and ``audit verify
@@ -36,10 +39,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._base import lazy_attributes
-from ._entry import GENESIS, AuditEntry
-from ._events import GEN_AI_OPERATIONS, AuditEvent, audit_attributes
-from ._keys import AUDIT_KEY_INFO, AuditKey, as_audit_key, generate_audit_key
-from ._log import AuditLog, Head, Period, SegmentInfo
+from ._entry import GENESIS, AuditEntry, format_ts, parse_entry, seal
+from ._events import GEN_AI_OPERATIONS, AuditEvent, audit_attributes, validate_event
+from ._keys import AUDIT_KEY_INFO, AuditKey, AuditKeyLike, as_audit_key, generate_audit_key
+from ._log import (
+    SEGMENT_PREFIX,
+    SEGMENT_SUFFIX,
+    AuditLog,
+    Head,
+    Period,
+    SegmentInfo,
+    rekey_endorsement,
+)
 from ._trail import (
     AuditTrail,
     audit_key_from_settings,
@@ -48,18 +59,22 @@ from ._trail import (
     pinned_audit_key_text,
     previous_audit_keys,
 )
-from ._verify import Finding, FindingKind, VerifyReport, verify_log
+from ._verify import Finding, FindingKind, VerifyReport, verify_log, verify_storage
 
 __all__ = [
     "AUDIT_KEY_INFO",
     "GENESIS",
     "GEN_AI_OPERATIONS",
     "HEAD_FILE",
+    "SEGMENT_PREFIX",
+    "SEGMENT_SUFFIX",
     "ActorSink",
     "AuditEntry",
     "AuditEvent",
     "AuditKey",
+    "AuditKeyLike",
     "AuditLog",
+    "AuditLogLike",
     "AuditTrail",
     "Checkpoint",
     "Finding",
@@ -78,16 +93,22 @@ __all__ = [
     "configure_otlp",
     "export_lines",
     "export_since",
+    "format_ts",
     "generate_audit_key",
     "iter_entries",
     "latest_checkpoint",
     "list_segments",
+    "parse_entry",
     "pinned_audit_key_text",
     "previous_audit_keys",
     "read_checkpoint",
+    "rekey_endorsement",
+    "seal",
     "tail_entries",
+    "validate_event",
     "verify_log",
     "verify_public",
+    "verify_storage",
     "write_checkpoint",
     "write_checkpoint_file",
     "write_export",
@@ -107,6 +128,7 @@ if TYPE_CHECKING:
     from ._export import audit_log_exists, export_lines, export_since, write_export
     from ._log import HEAD_FILE, iter_entries, list_segments, tail_entries
     from ._public import PublicVerifyReport, verify_public
+    from ._storage import AuditLogLike
     from ._telemetry import configure_otlp
 
 _LAZY: dict[str, str] = {
@@ -116,6 +138,7 @@ _LAZY: dict[str, str] = {
     "read_checkpoint": "._checkpoint",
     "write_checkpoint": "._checkpoint",
     "write_checkpoint_file": "._checkpoint",
+    "AuditLogLike": "._storage",
     "PublicVerifyReport": "._public",
     "verify_public": "._public",
     "audit_log_exists": "._export",

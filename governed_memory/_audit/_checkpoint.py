@@ -25,15 +25,19 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._base import open_private, write_all
 from .._crypto import SIGNATURE_FIELD, SigningKeyProvider, sign_document
 from .._errors import ConfigurationError, NotFoundError
 from ._binding import read_workspace_id
-from ._entry import AuditEntry, format_ts
+from ._entry import AuditEntry, canonical, format_ts, parse_entry
 from ._events import AuditEvent
-from ._log import AuditLog, iter_entries
+from ._log import iter_entries
+
+if TYPE_CHECKING:
+    from .._protocols import AuditStorage
+    from ._storage import AuditLogLike
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -152,7 +156,7 @@ def _text(value: Any, where: str, name: str) -> str:
     return value
 
 
-def write_checkpoint(log: AuditLog, signer: SigningKeyProvider) -> Checkpoint:
+def write_checkpoint(log: AuditLogLike, signer: SigningKeyProvider) -> Checkpoint:
     """Sign the log's newest entry and append the ``audit.checkpoint`` entry recording it.
 
     Raises:
@@ -160,13 +164,15 @@ def write_checkpoint(log: AuditLog, signer: SigningKeyProvider) -> Checkpoint:
         AuditWriteError: the entry could not be written.
     """
     when = log.clock.now()
-    workspace = read_workspace_id(log.workspace) if log.workspace is not None else None
+    bound = getattr(log, "workspace", None)  # the file log's workspace binding
+    workspace = read_workspace_id(bound) if bound is not None else None
+    where = getattr(log, "folder", None) or getattr(log, "where", log)
     made: list[Checkpoint] = []
 
     def attrs_of(head: AuditEntry | None) -> dict[str, Any]:
         if head is None:
             raise NotFoundError(
-                f"the audit log in {log.folder} holds no entry yet, so there is no head to "
+                f"the audit log in {where} holds no entry yet, so there is no head to "
                 "checkpoint; checkpoint it once an operation was audited"
             )
         body = {
@@ -187,16 +193,19 @@ def write_checkpoint(log: AuditLog, signer: SigningKeyProvider) -> Checkpoint:
     return made[0]
 
 
-def latest_checkpoint(folder: Path) -> Checkpoint:
-    """The newest ``audit.checkpoint`` recorded in the log in ``folder`` (reads only).
+def latest_checkpoint(folder: Path | AuditStorage) -> Checkpoint:
+    """The newest ``audit.checkpoint`` recorded in the log in ``folder``, or an AuditStorage (reads only).
 
     Raises:
         NotFoundError: the log records none.
     """
     found: AuditEntry | None = None
-    for entry in iter_entries(Path(folder)):
+    entries = iter_entries(Path(folder)) if isinstance(folder, str | Path) else folder.entries()
+    for entry in entries:
         if entry.event == AuditEvent.CHECKPOINT:
-            found = entry
+            found = (
+                entry if isinstance(entry, AuditEntry) else parse_entry(canonical(entry.to_dict()))
+            )
     if found is None:
         raise NotFoundError(
             f"the audit log in {folder} records no checkpoint yet; make one with "

@@ -17,10 +17,14 @@ import errno
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._base import atomic_write, ensure_private_dir, parse_duration
 from .._errors import ConfigurationError, StorageError
 from ._log import HEAD_FILE, iter_entries, list_segments
+
+if TYPE_CHECKING:
+    from .._protocols import AuditStorage
 
 __all__ = ["audit_log_exists", "export_lines", "export_since", "write_export"]
 
@@ -52,16 +56,22 @@ def export_since(text: str, now: _dt.datetime) -> _dt.datetime:
     return when if when.tzinfo is not None else when.replace(tzinfo=_dt.UTC)
 
 
-def export_lines(folder: Path, since: _dt.datetime) -> list[str]:
-    """The entries of the log in ``folder`` recorded at or after ``since``, one JSON line each.
+def export_lines(folder: Path | AuditStorage, since: _dt.datetime) -> list[str]:
+    """The entries of the log in ``folder`` (or an AuditStorage) at or after ``since``, one JSON line each.
 
     Each line is the entry's dictionary with sorted keys, ending in a newline.
     """
-    return [
-        json.dumps(entry.to_dict(), sort_keys=True, ensure_ascii=False) + "\n"
-        for entry in iter_entries(folder)
-        if entry.time >= since
-    ]
+    entries = iter_entries(folder) if isinstance(folder, Path) else folder.entries()
+    lines = []
+    for entry in entries:
+        body = entry.to_dict()
+        if _time(str(body["ts"])) >= since:
+            lines.append(json.dumps(body, sort_keys=True, ensure_ascii=False) + "\n")
+    return lines
+
+
+def _time(ts: str) -> _dt.datetime:
+    return _dt.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.UTC)
 
 
 def write_export(path: Path, lines: Iterable[str]) -> None:

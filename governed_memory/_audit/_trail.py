@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._base import AUDIT_DIR, GOVERNANCE_DIR, Clock
+from .._base import AUDIT_DIR, GOVERNANCE_DIR, Clock, SystemClock
 from .._errors import AuditWriteError, ConfigurationError
 from .._policy import Policy, RetentionPolicy
 from ._entry import AuditEntry
@@ -33,7 +33,7 @@ from ._events import audit_attributes, span_attributes, span_name, validate_even
 from ._keys import AuditKey, AuditKeyLike, as_audit_key, derived_root
 from ._log import AuditLog, Period
 from ._telemetry import Telemetry
-from ._verify import VerifyReport, verify_log
+from ._verify import VerifyReport, verify_storage
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .._crypto import SigningKeyProvider
     from .._policy import Settings
     from ._checkpoint import Checkpoint
+    from ._storage import AuditLogLike
 
 __all__ = [
     "AuditTrail",
@@ -176,7 +177,8 @@ class AuditTrail:
     Args:
         key: the audit key (keyed hashes and the log's MACs): an
             :class:`AuditKey`, or its hex/base64 text or raw bytes.
-        log: the durable log (None: spans only).
+        log: the durable log, an ``AuditLogLike`` (the file log, the database's;
+            None: spans only).
         tracer_provider: where spans go (None: the global provider).
         spans: emit spans at all (default True).
         include_content: record ``content``/``summary`` attributes
@@ -193,7 +195,7 @@ class AuditTrail:
         *,
         key: AuditKeyLike,
         previous_keys: Iterable[AuditKeyLike] = (),
-        log: AuditLog | None = None,
+        log: AuditLogLike | None = None,
         tracer_provider: TracerProvider | None = None,
         spans: bool = True,
         include_content: bool = False,
@@ -274,8 +276,8 @@ class AuditTrail:
         return self._key
 
     @property
-    def log(self) -> AuditLog | None:
-        """The durable log (None when the policy does not enable audit)."""
+    def log(self) -> AuditLogLike | None:
+        """The durable log (None when the policy does not enable audit): any ``AuditStorage``."""
         return self._log
 
     # -- recording -------------------------------------------------------------
@@ -390,21 +392,23 @@ class AuditTrail:
         Raises:
             ConfigurationError: there is no log (audit is not enabled).
         """
-        log = self._require_log()
-        return verify_log(
-            log.folder, [self._key, *self._previous, *previous_keys], workspace=log.workspace
-        )
+        return verify_storage(self._require_log(), [self._key, *self._previous, *previous_keys])
 
     def purge_segments(self, names: Iterable[str]) -> list[str]:
-        """Remove whole old audit segments, recorded in the chain first (see :meth:`AuditLog.purge_segments`)."""
+        """Remove whole old audit segments, recorded in the chain first (``AuditStorage.purge_segments``)."""
         return self._require_log().purge_segments(names)
 
     def purge_expired(
         self, retention: RetentionPolicy, *, now: _dt.datetime | None = None
     ) -> list[str]:
         """Purge the segments older than ``retention.audit_max_age`` (never under ``audit_min_age``)."""
-        return self._require_log().purge_expired(
-            now=now, max_age=retention.audit_max_age, min_age=retention.audit_min_age
+        log = self._require_log()
+        if now is None:  # the log's own clock, as its entries' time
+            now = getattr(log, "clock", SystemClock()).now()
+        return log.purge_segments(
+            log.expired_segments(
+                now=now, max_age=retention.audit_max_age, min_age=retention.audit_min_age
+            )
         )
 
     def checkpoint(self, signer: SigningKeyProvider) -> Checkpoint:
@@ -413,7 +417,7 @@ class AuditTrail:
 
         return write_checkpoint(self._require_log(), signer)
 
-    def _require_log(self) -> AuditLog:
+    def _require_log(self) -> AuditLogLike:
         if self._log is None:
             raise ConfigurationError(
                 "this audit trail has no log: the policy does not enable audit; set "
@@ -422,12 +426,12 @@ class AuditTrail:
         return self._log
 
     def close(self) -> None:
-        """Release the log's file descriptors."""
+        """Release what the log holds open (file descriptors)."""
         if self._log is not None:
             self._log.close()
 
     def __repr__(self) -> str:
-        where = str(self._log.folder) if self._log else None
+        where = str(getattr(self._log, "folder", self._log)) if self._log else None
         return f"AuditTrail(key_id={self._key.key_id!r}, log={where!r})"
 
 

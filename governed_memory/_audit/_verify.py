@@ -35,10 +35,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._binding import WORKSPACE_ID_ATTR, binding_path, read_workspace_id
-from ._entry import GENESIS, AuditEntry, EntryFormatError, parse_entry
+from ._entry import GENESIS, AuditEntry, EntryFormatError, canonical, parse_entry
 from ._events import AuditEvent
 from ._keys import AuditKey, AuditKeyLike, as_audit_key
 from ._log import (
@@ -50,7 +50,10 @@ from ._log import (
     rekey_endorsement,
 )
 
-__all__ = ["NOTICES", "Finding", "FindingKind", "VerifyReport", "verify_log"]
+if TYPE_CHECKING:
+    from .._protocols import AuditStorage
+
+__all__ = ["NOTICES", "Finding", "FindingKind", "VerifyReport", "verify_log", "verify_storage"]
 
 
 class FindingKind(StrEnum):
@@ -292,10 +295,68 @@ def verify_log(
         ConfigurationError: a key is malformed.
     """
     folder = Path(folder)
-    given = [keys] if isinstance(keys, AuditKey | str | bytes) else list(keys)
-    key_list: Sequence[AuditKey] = [as_audit_key(k) for k in given]
     early: list[Finding] = []
     names, items = _load(folder, early)
+    return _verify(folder, names, items, early, keys, _read_head_file(folder), workspace)
+
+
+def verify_storage(
+    storage: AuditStorage,
+    keys: AuditKeyLike | Iterable[AuditKeyLike],
+    *,
+    workspace: str | Path | None = None,
+) -> VerifyReport:
+    """Check the audit log of any :class:`~governed_memory._protocols.AuditStorage` with ``keys``.
+
+    The file log is checked line by line, as :func:`verify_log` does (its
+    ``workspace`` binding when none is given). Any other storage is checked
+    entry by entry, in the order of its segments, by the same walk: an entry's
+    stored line must be its canonical bytes, authentic, chained, and the
+    storage's head must not lead the chain. The head row is checked under the
+    key when it carries a MAC (a :class:`~._log.Head`).
+
+    Raises:
+        ConfigurationError: a key is malformed.
+    """
+    from ._log import AuditLog
+
+    if isinstance(storage, AuditLog):
+        bound = workspace if workspace is not None else storage.workspace
+        return verify_log(storage.folder, keys, workspace=bound)
+    where = Path(str(getattr(storage, "where", type(storage).__name__)))
+    names = storage.segment_ids()
+    items: list[_Item] = []
+    for name in names:
+        for number, record in enumerate(storage.segment_entries(name), start=1):
+            raw = getattr(record, "line", b"") or canonical(record.to_dict())
+            try:
+                entry: AuditEntry | None = parse_entry(raw)
+                error = None
+            except EntryFormatError as exc:
+                entry, error = None, str(exc)
+            items.append(_Item(name, number, raw, True, entry, error))
+    head = storage.head()
+    stored: Head | str | None
+    if head is None or isinstance(head, Head):
+        stored = head
+    else:
+        stored = Head(head.seq, head.hash, head.segment, "")
+    return _verify(where, names, items, [], keys, stored, workspace, label="the head")
+
+
+def _verify(
+    folder: Path,
+    names: list[str],
+    items: list[_Item],
+    early: list[Finding],
+    keys: AuditKeyLike | Iterable[AuditKeyLike],
+    head: Head | str | None,
+    workspace: str | Path | None,
+    *,
+    label: str = HEAD_FILE,
+) -> VerifyReport:
+    given = [keys] if isinstance(keys, AuditKey | str | bytes) else list(keys)
+    key_list: Sequence[AuditKey] = [as_audit_key(k) for k in given]
     walk = _Walk(
         keys={k.key_id: k for k in key_list},
         items=items,
@@ -317,7 +378,7 @@ def verify_log(
                 walk.repairs[(segment, line)] = entry
     complete = _walk(walk)
     if complete:
-        _check_head(folder, walk, names)
+        _check_head(walk, names, head, label)
     if workspace is not None and walk.count:
         _check_binding(walk, workspace)
     return VerifyReport(
@@ -663,32 +724,36 @@ def _later_has(walk: _Walk, index: int, seq: int) -> bool:
     return any(i.entry is not None and i.entry.seq == seq for i in walk.items[index + 1 :])
 
 
-def _check_head(folder: Path, walk: _Walk, names: list[str]) -> None:
-    last = walk.last.entry if walk.last else None
+def _read_head_file(folder: Path) -> Head | str | None:
+    """The head file's record; None when missing or empty; the problem's text when unreadable."""
     try:
         raw = (folder / HEAD_FILE).read_bytes()
     except FileNotFoundError:
         raw = b""
     except OSError as exc:
-        walk.add(FindingKind.HEAD, None, f"cannot read {HEAD_FILE}: {exc}")
-        return
+        return f"cannot read {HEAD_FILE}: {exc}"
     try:
-        head: Head | None = parse_head(raw)
+        return parse_head(raw)
     except EntryFormatError as exc:
-        walk.add(FindingKind.HEAD, None, f"{HEAD_FILE}: {exc}")
+        return f"{HEAD_FILE}: {exc}"
+
+
+def _check_head(walk: _Walk, names: list[str], head: Head | str | None, label: str) -> None:
+    last = walk.last.entry if walk.last else None
+    if isinstance(head, str):
+        walk.add(FindingKind.HEAD, None, head)
         return
     if head is None:
         if last is not None:
             walk.add(
                 FindingKind.HEAD,
                 None,
-                f"{HEAD_FILE} is missing or empty: removal of the newest entries cannot be "
-                "ruled out",
+                f"{label} is missing or empty: removal of the newest entries cannot be ruled out",
             )
         return
     key = walk.keys.get(last.kid) if last else next(iter(walk.keys.values()), None)
     if key is None or not head.mac_ok(key):
-        walk.add(FindingKind.HEAD, None, f"{HEAD_FILE} does not authenticate under the audit key")
+        walk.add(FindingKind.HEAD, None, f"{label} does not authenticate under the audit key")
         return
     last_seq = last.seq if last else 0
     if head.seq > last_seq:
@@ -711,6 +776,6 @@ def _check_head(folder: Path, walk: _Walk, names: list[str]) -> None:
         walk.add(
             FindingKind.HEAD,
             None,
-            f"{HEAD_FILE} records seq {head.seq} with another hash than the log holds: the "
+            f"{label} records seq {head.seq} with another hash than the log holds: the "
             "entry was replaced",
         )

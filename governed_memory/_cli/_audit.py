@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
+import secrets
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from .._audit import (
     AuditEntry,
     AuditKey,
     AuditLog,
+    AuditLogLike,
     PublicVerifyReport,
     VerifyReport,
     audit_key_from_settings,
@@ -33,12 +35,10 @@ from .._audit import (
     audit_log_exists,
     export_lines,
     export_since,
-    iter_entries,
     latest_checkpoint,
     read_checkpoint,
-    tail_entries,
-    verify_log,
     verify_public,
+    verify_storage,
     write_checkpoint_file,
     write_export,
 )
@@ -69,6 +69,24 @@ def _folder(ctx: CliContext, folder: Path | None) -> Path:
     policy = resolve_policy(settings).policy
     workspace = resolve_workspace(ctx.workspace_arg or settings.workspace_dir)
     return audit_log_dir(policy, workspace)
+
+
+def _open_log(
+    ctx: CliContext,
+    folder: Path | None,
+    *,
+    keys: list[AuditKey] | None = None,
+    workspace: Path | None = None,
+) -> AuditLogLike:
+    """The audit log the commands read and write: the ONE place that opens it.
+
+    ``keys`` (the key first, then its previous versions) for commands that
+    write or verify; without them the log is opened to read only, under a
+    throw-away key that signs nothing. Refuses a folder that holds no log.
+    """
+    where = _existing(_folder(ctx, folder))
+    key, *previous = keys if keys else [AuditKey(secrets.token_bytes(32))]
+    return AuditLog(where, key, previous_keys=previous, workspace=workspace)
 
 
 def _workspace(ctx: CliContext) -> Path:
@@ -156,22 +174,26 @@ def verify(
     """
     if checkpoint_files and not public_key_values:
         raise click.UsageError("--checkpoint needs --public-key PUB (the key that signed it)")
-    where = _existing(_folder(ctx, folder))
     report: VerifyReport
     if public_key_values:
         kept = [(str(f), read_checkpoint(f)) for f in checkpoint_files]
+        where = _existing(_folder(ctx, folder))
         report = verify_public(where, public_keys(public_key_values), checkpoints=kept)
     else:
         # The workspace's own log is checked against its id; a copy elsewhere (--dir) is not.
         workspace = _workspace(ctx) if folder is None else None
-        report = verify_log(where, _keys(ctx), workspace=workspace)
+        log = _open_log(ctx, folder, keys=_keys(ctx), workspace=workspace)
+        try:
+            report = verify_storage(log, _keys(ctx))
+        finally:
+            log.close()
     if as_json:
         emit_json(report.to_dict())
     else:
         status = "OK" if report.ok else "FAILED"
         span = f"seq {report.first_seq}..{report.last_seq}" if report.first_seq is not None else "-"
         click.echo(
-            f"{status}: {where}: {len(report.segments)} segment(s), {report.entries} entries "
+            f"{status}: {report.folder}: {len(report.segments)} segment(s), {report.entries} entries "
             f"({span})"
         )
         if report.purged:
@@ -207,7 +229,11 @@ def verify(
 @click.pass_obj
 def tail(ctx: CliContext, count: int, folder: Path | None, as_json: bool) -> None:
     """Show the newest N entries (unverified; run `audit verify` to check them)."""
-    entries = tail_entries(_existing(_folder(ctx, folder)), count)
+    log = _open_log(ctx, folder)
+    try:
+        entries = list(log.tail(count))
+    finally:
+        log.close()
     if as_json:
         emit_json([e.to_dict() for e in entries])
         return
@@ -243,7 +269,11 @@ def export(ctx: CliContext, since: str, out: Path | None, folder: Path | None) -
         start = export_since(since, _dt.datetime.now(_dt.UTC))
     except ConfigurationError as exc:
         raise click.BadParameter(_age_reason(since) or str(exc), param_hint="--since") from None
-    lines = export_lines(_existing(_folder(ctx, folder)), start)
+    log = _open_log(ctx, folder)
+    try:
+        lines = export_lines(log, start)
+    finally:
+        log.close()
     if out is None:
         sys.stdout.write("".join(lines))
         return
@@ -292,9 +322,11 @@ def lookup(
     attr = {"subject": "subject.hash", "agent": "agent.hash", "hold": "hold.hash"}[kind]
     matches: list[AuditEntry] = []
     if show_entries:
-        matches = [
-            e for e in iter_entries(_existing(_folder(ctx, folder))) if digests & _hashes(e.attrs)
-        ]
+        log = _open_log(ctx, folder)
+        try:
+            matches = [e for e in log.entries() if digests & _hashes(e.attrs)]
+        finally:
+            log.close()
     if as_json:
         result: dict[str, Any] = {"kind": kind, "attribute": attr, "hash": digest}
         if show_entries:
@@ -322,10 +354,9 @@ def _hashes(attrs: Any) -> set[str]:
 @click.pass_obj
 def repair(ctx: CliContext, folder: Path | None, as_json: bool) -> None:
     """Close off a torn last line left by a crash (recorded as an audit.repair entry)."""
-    key, *previous = _keys(ctx)
-    log = AuditLog(_existing(_folder(ctx, folder)), key, previous_keys=previous)
+    log = _open_log(ctx, folder, keys=_keys(ctx))
     try:
-        written = log.repair()
+        written = list(log.repair())
     finally:
         log.close()
     if as_json:
@@ -385,16 +416,18 @@ def checkpoint(ctx: CliContext, out: Path | None, latest: bool, folder: Path | N
     printed or written file: `audit verify --public-key PUB --checkpoint FILE`
     later detects a log cut short or replaced by an older copy.
     """
-    where = _existing(_folder(ctx, folder))
     if latest:
-        made = latest_checkpoint(where)
+        reader = _open_log(ctx, folder)
+        try:
+            made = latest_checkpoint(reader)
+        finally:
+            reader.close()
     else:
         from .._audit import write_checkpoint
 
         signer = signing_key(ctx)
-        key, *previous = _keys(ctx)
         workspace = _workspace(ctx) if folder is None else None
-        log = AuditLog(where, key, previous_keys=previous, workspace=workspace)
+        log = _open_log(ctx, folder, keys=_keys(ctx), workspace=workspace)
         try:
             made = write_checkpoint(log, signer)
         finally:

@@ -23,6 +23,7 @@ __all__ = [
     "PgKeyStorage",
     "PgLeadership",
     "PgPurgeJournal",
+    "PgAuditStorage",
     "advisory_key",
     "check_schema",
     "pg_store_factory",
@@ -31,6 +32,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from ._audit import PgAuditStorage
     from ._db import Database, advisory_key
     from ._memory import PgAgentStore, PgStores, pg_store_factory
     from ._memory_backend import PgMemoryBackend
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
 
 _LAZY: dict[str, str] = {
     "Database": "._db",
+    "PgAuditStorage": "._audit",
     "advisory_key": "._db",
     "PgAgentStore": "._memory",
     "PgStores": "._memory",

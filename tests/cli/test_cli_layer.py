@@ -48,8 +48,11 @@ INTERNAL: dict[tuple[str, str], str] = {
     ("_audit", "audit_log_exists"): (
         "tells a missing log from an empty one without the CLI knowing the log's file names"
     ),
-    ("_audit", "iter_entries"): "audit lookup --entries reads every entry (unverified)",
-    ("_audit", "tail_entries"): "audit tail reads the newest N entries (unverified)",
+    ("_audit", "AuditLogLike"): (
+        "the audit commands open the log in one place (_open_log) as any audit storage, so "
+        "the file log and the database's serve the same commands"
+    ),
+    ("_audit", "verify_storage"): "audit verify checks the log of any audit storage",
     ("_audit", "export_since"): "audit export --since: an ISO time or an age like 30d",
     ("_audit", "export_lines"): "audit export: the entries since a time, as recorded",
     ("_audit", "write_export"): "audit export --out: the audit layer writes the file, 0600",

@@ -160,3 +160,12 @@ import pg_records  # noqa: E402 (the PostgreSQL record place's params)
 
 RECORD_LOG_BACKENDS += pg_records.RECORD_LOG
 RECORD_DOCUMENT_BACKENDS += pg_records.RECORD_DOCUMENT
+
+# -- audit storage: the hash-chained audit log (test_audit_storage.py adds the file log) ------
+
+# Every further AuditStorage implementation. Append a pytest.param for a new backend.
+AUDIT_STORAGE_BACKENDS: list[Any] = []
+
+import pg_audit  # noqa: E402  (each backend's params join at the end, one line each)
+
+AUDIT_STORAGE_BACKENDS += pg_audit.AUDIT_STORAGE

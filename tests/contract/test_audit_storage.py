@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from backends import AUDIT_STORAGE_BACKENDS
 
 from governed_memory._audit import GENESIS, AuditEvent, AuditKey, AuditLog
 from governed_memory._errors import ConfigurationError, NotFoundError
@@ -29,7 +30,7 @@ def _file_log(tmp_path: Path) -> Opener:
     return lambda: AuditLog(tmp_path / "audit", KEY, period="day", fsync=False)
 
 
-AUDIT_STORAGES = [pytest.param(_file_log, id="file")]
+AUDIT_STORAGES = [pytest.param(_file_log, id="file"), *AUDIT_STORAGE_BACKENDS]
 
 
 @pytest.fixture(params=AUDIT_STORAGES)

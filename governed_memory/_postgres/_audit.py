@@ -1,0 +1,535 @@
+"""The audit log in PostgreSQL: one hash-chained log for the whole deployment.
+
+Every host appends to the same chain (tables in ``_ddl_audit``). An append is one
+transaction:
+
+1. take the transaction-scoped advisory lock of the log
+   (``pg_advisory_xact_lock``): appends from every thread, process and host are
+   totally ordered, and the lock goes with the transaction (a writer killed
+   mid-append holds nothing);
+2. read the newest entry and the head row under it;
+3. record what is wrong first, exactly as the file log does: an ``audit.rekey``
+   when the newest entry is signed by a previous key, an ``audit.discontinuity``
+   when the head names an entry the table no longer holds (rows removed behind
+   the trigger's back);
+4. start a new segment with its ``audit.segment`` anchor when the period changed
+   (the file log's ids: ``audit-2026-11.jsonl``);
+5. seal the entry with the file log's :func:`~governed_memory._audit.seal`,
+   insert it, rewrite the head, commit. The entry is acknowledged only then.
+
+Entries are stored as their canonical line, byte for byte the file log's, so
+:func:`~governed_memory._audit.verify_storage` checks them with the same code.
+There is no torn entry to repair: a transaction commits whole or not at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .._audit import (
+    GENESIS,
+    SEGMENT_PREFIX,
+    SEGMENT_SUFFIX,
+    AuditEntry,
+    AuditEvent,
+    AuditKey,
+    Head,
+    Period,
+    as_audit_key,
+    format_ts,
+    parse_entry,
+    rekey_endorsement,
+    seal,
+)
+from .._base import Clock, SystemClock
+from .._errors import (
+    AuditWriteError,
+    ConfigurationError,
+    DatabaseError,
+    EntryFormatError,
+    NotFoundError,
+)
+from ._db import advisory_key, translate
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from .._audit import AuditKeyLike
+    from .._protocols import AuditStorage
+    from ._db import Database
+
+__all__ = ["PgAuditStorage"]
+
+_ENTRIES = "governed_memory.audit_entries"
+_HEAD = "governed_memory.audit_head"
+
+
+class PgAuditStorage:
+    """The deployment's audit chain in PostgreSQL (the ``AuditStorage`` seam).
+
+    Safe across threads, processes and hosts: appends serialise on one
+    transaction-scoped advisory lock.
+
+    Args:
+        db: the database (schema upgraded).
+        key: authenticates entries (an :class:`AuditKey`, or its text or bytes).
+        previous_keys: earlier versions of ``key``; a chain whose newest entry one
+            of them signed is continued after an endorsed ``audit.rekey`` entry.
+        clock: time of entries (default: the system clock).
+        period: one segment per UTC ``month`` (default) or ``day``.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        key: AuditKeyLike,
+        *,
+        previous_keys: Iterable[AuditKeyLike] = (),
+        clock: Clock | None = None,
+        period: Period | str = Period.MONTH,
+    ) -> None:
+        self._db = db
+        self._key = as_audit_key(key)
+        self._previous = {
+            k.key_id: k for k in map(as_audit_key, previous_keys) if k.key_id != self._key.key_id
+        }
+        self._clock: Clock = clock or SystemClock()
+        try:
+            self._period = Period(period)
+        except ValueError:
+            raise ConfigurationError(
+                f"audit segment period {period!r} is unknown; use 'month' or 'day'"
+            ) from None
+        self._lock_key = advisory_key("audit", "log")
+
+    @property
+    def key(self) -> AuditKey:
+        return self._key
+
+    @property
+    def clock(self) -> Clock:
+        """The time of the entries."""
+        return self._clock
+
+    @property
+    def previous_keys(self) -> list[AuditKey]:
+        return list(self._previous.values())
+
+    @property
+    def where(self) -> str:
+        """The table the log lives in, for messages and reports."""
+        return f"postgresql://{self._db.where} ({_ENTRIES})"
+
+    # -- writing ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self, what: str) -> Iterator[_Chain]:
+        """The chain's end under the log's advisory lock, in one transaction."""
+        psycopg = _psycopg()
+        try:
+            with self._db.transaction(f"{what} the audit log") as conn:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+                yield _Chain.read(conn, self._key)
+        except DatabaseError as exc:
+            raise AuditWriteError(self._failure(what, exc)) from exc
+        except psycopg.Error as exc:
+            error = translate(exc, where=self._db.where, doing=f"{what} the audit log")
+            raise AuditWriteError(self._failure(what, error)) from exc
+
+    def _failure(self, what: str, exc: BaseException) -> str:
+        return (
+            f"cannot {what} the audit log in {self.where}: {exc}; the operation is not "
+            "reported as done. Check that the server is up and that the role may insert "
+            "into the audit tables, then run `governed-memory audit verify`"
+        )
+
+    def append(
+        self, event: str, attrs: Mapping[str, Any], *, at: _dt.datetime | None = None
+    ) -> AuditEntry:
+        """Seal and append one entry; it is committed when this returns.
+
+        Raises:
+            AuditWriteError: the entry could not be written (nothing was committed).
+        """
+        from .._audit import validate_event
+
+        validate_event(event)
+        when = at if at is not None else self._clock.now()
+        with self._locked("append to") as chain:
+            self._settle(chain)
+            return self._write(chain, event, dict(attrs), when)
+
+    def append_after(
+        self, event: str, attrs_of: Callable[[AuditEntry | None], Mapping[str, Any]]
+    ) -> AuditEntry:
+        """Append one entry whose attributes are made from the newest entry, under the lock."""
+        from .._audit import validate_event
+
+        validate_event(event)
+        with self._locked("append to") as chain:
+            self._settle(chain)
+            return self._write(chain, event, dict(attrs_of(chain.last)), self._clock.now())
+
+    def repair(self) -> list[AuditEntry]:
+        """Record a key change or a lost end of the log now; the entries written."""
+        with self._locked("repair") as chain:
+            return self._settle(chain)
+
+    def _settle(self, chain: _Chain) -> list[AuditEntry]:
+        """Write the rekey and discontinuity entries the chain's state calls for."""
+        written: list[AuditEntry] = []
+        last = chain.last
+        if last is not None and last.kid != self._key.key_id:
+            old = self._previous.get(last.kid)
+            if old is None or not last.mac_ok(old):
+                raise AuditWriteError(
+                    f"the audit log in {self.where} was written with key id {last.kid}, but "
+                    f"the configured audit key has id {self._key.key_id}; configure the "
+                    "original GOVERNED_MEMORY_AUDIT_KEY (or give the previous master key as "
+                    "GOVERNED_MEMORY_MASTER_KEY_OLD[_FILE] while rotating it)"
+                )
+            rekey: dict[str, Any] = {
+                "old_key_id": old.key_id,
+                "new_key_id": self._key.key_id,
+                "endorsement": rekey_endorsement(old, chain.next_seq, chain.prev, self._key.key_id),
+            }
+            head_key = old
+            # In the segment of the entries the old key signed: the change comes first.
+            written.append(
+                self._write(chain, AuditEvent.REKEY, rekey, self._clock.now(), stay=True)
+            )
+        else:
+            head_key = self._key
+        problem = _head_problem(chain.head, last, head_key)
+        if problem is not None:
+            reason, head = problem
+            attrs: dict[str, Any] = {
+                "reason_code": reason,
+                "found_seq": last.seq if last else 0,
+                "found_hash": last.hash if last else GENESIS,
+            }
+            seq = chain.next_seq
+            if head is not None:
+                attrs.update(head_seq=head.seq, head_hash=head.hash, segment=head.segment)
+                seq = max(seq, head.seq + 1)
+            written.append(
+                self._write(chain, AuditEvent.DISCONTINUITY, attrs, self._clock.now(), seq=seq)
+            )
+        return written
+
+    def _write(
+        self,
+        chain: _Chain,
+        event: str,
+        attrs: dict[str, Any],
+        when: _dt.datetime,
+        *,
+        seq: int | None = None,
+        stay: bool = False,
+    ) -> AuditEntry:
+        """Seal and insert one entry (and the anchor of a new segment first); update the head.
+
+        ``stay``: in the newest segment whatever the period (a rekey: nothing may
+        be signed with the new key before it).
+        """
+        segment = f"{SEGMENT_PREFIX}{self._period.label(when)}{SEGMENT_SUFFIX}"
+        if chain.segment is None or (segment > chain.segment and not stay):
+            anchor = seal(
+                seq=seq if seq is not None else chain.next_seq,
+                ts=format_ts(when),
+                event=AuditEvent.SEGMENT,
+                attrs={"segment": segment, "previous_segment": chain.segment},
+                prev=chain.prev,
+                key=self._key,
+            )
+            chain.insert(anchor, segment, when)
+            seq = None
+        entry = seal(
+            seq=seq if seq is not None else chain.next_seq,
+            ts=format_ts(when),
+            event=event,
+            attrs=attrs,
+            prev=chain.prev,
+            key=self._key,
+        )
+        # Behind the clock (a segment of a later period exists): stay in the newest.
+        chain.insert(entry, chain.segment or segment, when)
+        chain.write_head(self._key)
+        return entry
+
+    # -- retention ---------------------------------------------------------------
+
+    def expired_segments(
+        self,
+        *,
+        now: _dt.datetime,
+        max_age: _dt.timedelta | None,
+        min_age: _dt.timedelta = _dt.timedelta(0),
+    ) -> list[str]:
+        """The oldest segments whose newest entry is older than ``max_age`` (never the newest)."""
+        if max_age is None:
+            return []
+        cutoff = now.astimezone(_dt.UTC) - max(max_age, min_age)
+        expired = []
+        for name, newest in self._segments()[:-1]:
+            if newest >= cutoff:
+                break
+            expired.append(name)
+        return expired
+
+    def purge_segments(self, names: Iterable[str]) -> list[str]:
+        """Remove the oldest whole segments, recording the removal in the chain first.
+
+        The ``audit.purge`` entry and the deletion commit in one transaction; the
+        rows are deleted by ``governed_memory.audit_purge_segments``, the only way
+        past the table's trigger (see ``_ddl_audit``).
+
+        Raises:
+            NotFoundError: a name is not a segment of this log.
+            ConfigurationError: the names are not the oldest segments, or include
+                the newest.
+            AuditWriteError: the purge could not be written (nothing was removed).
+        """
+        wanted = list(dict.fromkeys(names))
+        if not wanted:
+            return []
+        with self._locked("purge segments of") as chain:
+            order = [name for name, _newest in chain.segments()]
+            unknown = [n for n in wanted if n not in order]
+            if unknown:
+                raise NotFoundError(
+                    f"{unknown} are not segments of the audit log in {self.where}; its "
+                    f"segments are {order}"
+                )
+            if order[-1] in wanted:
+                raise ConfigurationError(
+                    f"segment {order[-1]} is the newest and holds the head of the chain; it is "
+                    "never purged. Purge older segments only"
+                )
+            chosen = order[: max(order.index(n) for n in wanted) + 1]
+            skipped = [n for n in chosen if n not in wanted]
+            if skipped:
+                raise ConfigurationError(
+                    f"purging {wanted} would leave older segments {skipped} before a gap; purge "
+                    "segments oldest first (include those too)"
+                )
+            self._settle(chain)
+            last = chain.last_of(chosen[-1])
+            self._write(
+                chain,
+                AuditEvent.AUDIT_PURGE,
+                {
+                    "segments": chosen,
+                    "last_segment": chosen[-1],
+                    "last_seq": last.seq,
+                    "last_hash": last.hash,
+                },
+                self._clock.now(),
+            )
+            chain.conn.execute("SELECT governed_memory.audit_purge_segments(%s)", (chosen,))
+            return chosen
+
+    def purge_expired(
+        self,
+        *,
+        now: _dt.datetime | None = None,
+        max_age: _dt.timedelta | None,
+        min_age: _dt.timedelta = _dt.timedelta(0),
+    ) -> list[str]:
+        """Purge the segments :meth:`expired_segments` lists; their ids."""
+        when = now if now is not None else self._clock.now()
+        return self.purge_segments(
+            self.expired_segments(now=when, max_age=max_age, min_age=min_age)
+        )
+
+    # -- reading -------------------------------------------------------------------
+
+    def _read(self, doing: str, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        psycopg = _psycopg()
+        try:
+            with self._db.transaction(f"reading the audit log ({doing})") as conn:
+                return conn.execute(sql, params).fetchall()
+        except psycopg.Error as exc:
+            raise translate(exc, where=self._db.where, doing=f"reading {doing}") from None
+
+    def _segments(self) -> list[tuple[str, _dt.datetime]]:
+        rows = self._read(
+            "segments",
+            f"SELECT segment, max(ts) FROM {_ENTRIES} GROUP BY segment ORDER BY min(seq)",
+        )
+        return [(str(name), newest) for name, newest in rows]
+
+    def segment_ids(self) -> list[str]:
+        """The ids of the segments, oldest first (by the seq of their first entry)."""
+        return [name for name, _newest in self._segments()]
+
+    def segment_entries(self, segment_id: str) -> list[AuditEntry]:
+        """The readable entries of one segment, in order (unverified).
+
+        Raises:
+            NotFoundError: ``segment_id`` is not a segment of this log.
+        """
+        rows = self._read(
+            "a segment",
+            f"SELECT line FROM {_ENTRIES} WHERE segment = %s ORDER BY seq",
+            (segment_id,),
+        )
+        if not rows:
+            raise NotFoundError(
+                f"{segment_id!r} is not a segment of the audit log in {self.where}; its "
+                f"segments are {self.segment_ids()}"
+            )
+        return _parsed(row[0] for row in rows)
+
+    def entries(self) -> Iterator[AuditEntry]:
+        """Every readable entry, oldest first (unverified: use ``verify_storage``)."""
+        for segment in self.segment_ids():
+            with contextlib.suppress(NotFoundError):  # purged meanwhile
+                yield from self.segment_entries(segment)
+
+    def tail(self, n: int) -> list[AuditEntry]:
+        """The newest ``n`` readable entries, oldest first."""
+        if n <= 0:
+            return []
+        rows = self._read(
+            "the tail", f"SELECT line FROM {_ENTRIES} ORDER BY seq DESC LIMIT %s", (n,)
+        )
+        return list(reversed(_parsed(row[0] for row in rows)))
+
+    def head(self) -> Head | None:
+        """The head row (None when the log is empty)."""
+        rows = self._read("the head", f"SELECT seq, hash, segment, mac FROM {_HEAD}")
+        if not rows:
+            return None
+        seq, digest, segment, mac = rows[0]
+        return Head(int(seq), str(digest), str(segment), str(mac))
+
+    def close(self) -> None:
+        """Nothing to release: connections belong to the :class:`Database`."""
+
+    def __repr__(self) -> str:
+        return f"PgAuditStorage({self._db.where!r}, key_id={self._key.key_id!r})"
+
+
+class _Chain:
+    """The end of the chain as read under the lock, advanced by the inserts of one transaction."""
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        last: AuditEntry | None,
+        segment: str | None,
+        head: Head | None,
+    ) -> None:
+        self.conn = conn
+        self.last = last
+        self.segment = segment
+        self.head = head
+        self._seq = last.seq if last else 0
+        self._prev = last.hash if last else GENESIS
+
+    @classmethod
+    def read(cls, conn: psycopg.Connection[Any], key: AuditKey) -> _Chain:
+        row = conn.execute(
+            f"SELECT seq, segment, line FROM {_ENTRIES} ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        last: AuditEntry | None = None
+        segment: str | None = None
+        if row is not None:
+            segment = str(row[1])
+            try:
+                last = parse_entry(bytes(row[2]))
+            except EntryFormatError as exc:
+                raise AuditWriteError(
+                    f"the newest audit entry (row seq {row[0]}) is not readable ({exc}); run "
+                    "`governed-memory audit verify` and restore the table from a backup"
+                ) from None
+        head_row = conn.execute(f"SELECT seq, hash, segment, mac FROM {_HEAD}").fetchone()
+        head = None
+        if head_row is not None:
+            head = Head(int(head_row[0]), str(head_row[1]), str(head_row[2]), str(head_row[3]))
+        return cls(conn, last, segment, head)
+
+    @property
+    def next_seq(self) -> int:
+        return self._seq + 1
+
+    @property
+    def prev(self) -> str:
+        return self._prev
+
+    def insert(self, entry: AuditEntry, segment: str, when: _dt.datetime) -> None:
+        self.conn.execute(
+            f"INSERT INTO {_ENTRIES} (seq, segment, ts, event, line) VALUES (%s, %s, %s, %s, %s)",
+            (entry.seq, segment, entry.time, entry.event, entry.line),
+        )
+        self.last, self.segment = entry, segment
+        self._seq, self._prev = entry.seq, entry.hash
+
+    def write_head(self, key: AuditKey) -> None:
+        assert self.last is not None and self.segment is not None
+        body = Head(self.last.seq, self.last.hash, self.segment, "").body()
+        mac = key.mac(b"head\x00" + body)
+        self.conn.execute(
+            f"INSERT INTO {_HEAD} (id, seq, hash, segment, mac) VALUES (true, %s, %s, %s, %s) "
+            "ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash, "
+            "segment = EXCLUDED.segment, mac = EXCLUDED.mac",
+            (self.last.seq, self.last.hash, self.segment, mac),
+        )
+
+    def segments(self) -> list[tuple[str, _dt.datetime]]:
+        rows = self.conn.execute(
+            f"SELECT segment, max(ts) FROM {_ENTRIES} GROUP BY segment ORDER BY min(seq)"
+        ).fetchall()
+        return [(str(name), newest) for name, newest in rows]
+
+    def last_of(self, segment: str) -> AuditEntry:
+        row = self.conn.execute(
+            f"SELECT line FROM {_ENTRIES} WHERE segment = %s ORDER BY seq DESC LIMIT 1",
+            (segment,),
+        ).fetchone()
+        try:
+            return parse_entry(bytes(row[0])) if row is not None else parse_entry(b"")
+        except EntryFormatError:
+            raise AuditWriteError(
+                f"segment {segment} holds no readable last entry, so its removal cannot be "
+                "recorded; run `governed-memory audit verify`"
+            ) from None
+
+
+def _head_problem(
+    head: Head | None, last: AuditEntry | None, key: AuditKey
+) -> tuple[str, Head | None] | None:
+    """What the head row says is wrong with the end of the chain (the file log's reason codes)."""
+    if head is not None and not head.mac_ok(key):
+        return ("head_unauthenticated", None) if last else None
+    if head is None:
+        return ("head_missing", None) if last is not None else None
+    if last is None:
+        return "segments_missing", head
+    if head.seq > last.seq:
+        return "head_ahead", head
+    if head.seq == last.seq and head.hash != last.hash:
+        return "head_mismatch", head
+    return None
+
+
+def _parsed(lines: Iterable[Any]) -> list[AuditEntry]:
+    found = []
+    for line in lines:
+        with contextlib.suppress(EntryFormatError):
+            found.append(parse_entry(bytes(line)))
+    return found
+
+
+def _psycopg() -> Any:
+    from ._db import _import_psycopg
+
+    return _import_psycopg()[0]
+
+
+if TYPE_CHECKING:
+    _conforms: type[AuditStorage] = PgAuditStorage
