@@ -16,14 +16,14 @@ __all__ = [
     "SCHEMA_VERSION",
     "Database",
     "PgAgentStore",
-    "PgMemoryBackend",
-    "PgStores",
-    "PgLock",
-    "PgPlace",
+    "PgAuditStorage",
     "PgKeyStorage",
     "PgLeadership",
+    "PgLock",
+    "PgMemoryBackend",
+    "PgPlace",
     "PgPurgeJournal",
-    "PgAuditStorage",
+    "PgStores",
     "advisory_key",
     "check_schema",
     "pg_store_factory",
@@ -34,12 +34,12 @@ __all__ = [
 if TYPE_CHECKING:
     from ._audit import PgAuditStorage
     from ._db import Database, advisory_key
-    from ._memory import PgAgentStore, PgStores, pg_store_factory
-    from ._memory_backend import PgMemoryBackend
-    from ._records import PgLock, PgPlace
     from ._journal import PgPurgeJournal
     from ._keyring import PgKeyStorage
     from ._leader import PgLeadership
+    from ._memory import PgAgentStore, PgStores, pg_store_factory
+    from ._memory_backend import PgMemoryBackend
+    from ._records import PgLock, PgPlace
     from ._schema import SCHEMA, SCHEMA_VERSION, check_schema, schema_version, upgrade_schema
 
 _LAZY: dict[str, str] = {
