@@ -17,12 +17,14 @@ __all__ = [
     "Database",
     "advisory_key",
     "check_schema",
+    "open_storage",
     "schema_version",
     "upgrade_schema",
 ]
 
 if TYPE_CHECKING:
     from ._db import Database, advisory_key
+    from ._deployment import open_storage
     from ._schema import SCHEMA, SCHEMA_VERSION, check_schema, schema_version, upgrade_schema
 
 _LAZY: dict[str, str] = {
@@ -31,6 +33,7 @@ _LAZY: dict[str, str] = {
     "SCHEMA": "._schema",
     "SCHEMA_VERSION": "._schema",
     "check_schema": "._schema",
+    "open_storage": "._deployment",
     "schema_version": "._schema",
     "upgrade_schema": "._schema",
 }
