@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-import os
 import threading
 import zoneinfo
 from collections.abc import Callable, Sequence
@@ -62,7 +61,7 @@ from apscheduler.triggers.interval import (  # type: ignore[import-untyped,unuse
     IntervalTrigger,
 )
 
-from ._base import FileLock, format_duration
+from ._base import FileLock, LeaderLock, format_duration
 from ._errors import ConfigurationError
 from ._policy import SchedulePolicy
 from ._records import JsonDocument
@@ -75,6 +74,7 @@ if TYPE_CHECKING:
     from ._subjects import Standing
 
 __all__ = [
+    "LeaderLock",
     "PurgeScheduler",
     "build_trigger",
     "default_tasks",
@@ -94,56 +94,6 @@ CHECKPOINT_JOB = "governed-memory-checkpoint"
 LEADER_JOB = "governed-memory-leader"
 
 Task = Callable[["Governance"], object]
-
-
-class LeaderLock:
-    """The scheduler's leadership: an ``flock`` on ``leader.lock``, the file backend of :class:`Leadership`.
-
-    The holder writes its pid into the file, for admins (see :func:`schedule_status`).
-    Each instance takes its own descriptor, so two instances in one process
-    exclude each other; the kernel drops the lock when the holder dies.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self._lock = FileLock(self.path)
-        self._fd: int | None = None
-        self._mutex = threading.Lock()
-
-    def try_acquire(self) -> bool:
-        """Take leadership if free (without waiting); whether this instance leads now.
-
-        Raises:
-            OSError: the lock file cannot be created or written.
-        """
-        with self._mutex:
-            if self._fd is not None:
-                return True
-            fd = self._lock.acquire(blocking=False)
-            if fd is None:
-                return False
-            try:
-                os.ftruncate(fd, 0)
-                os.write(fd, f"{os.getpid()}\n".encode())  # who leads, for admins
-            except BaseException:
-                self._lock.release(fd)
-                raise
-            self._fd = fd
-            return True
-
-    def release(self) -> None:
-        """Step down (nothing when not leading)."""
-        with self._mutex:
-            if self._fd is not None:
-                self._lock.release(self._fd)
-                self._fd = None
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
-    def __repr__(self) -> str:
-        return f"LeaderLock({str(self.path)!r}, held={self.held})"
 
 
 def build_trigger(schedule: SchedulePolicy, *, start: _dt.datetime | None = None) -> Any:
@@ -237,11 +187,12 @@ class PurgeScheduler:
         self.retention = retention or Retention(governance)
         self.tasks = tuple(tasks) if tasks is not None else default_tasks()
         self.leader_retry = leader_retry
-        self.folder = governance.governance_dir / SCHEDULER_DIR
+        self.folder = governance.records / SCHEDULER_DIR
         self._state = _State(self.folder)
         self._zone = zoneinfo.ZoneInfo(governance.policy.schedule.timezone)
         self._scheduler = BackgroundScheduler(timezone=self._zone)
-        self._leader: Leadership = LeaderLock(self.folder / LEADER_LOCK)
+        # The deployment's leadership: every host's scheduler competes for the same one.
+        self._leader: Leadership = governance.storage.leadership(SCHEDULER_DIR)
         self._mutex = threading.Lock()
         self.runs = 0
         self.last_report: PurgeReport | None = None
@@ -496,7 +447,7 @@ def start_scheduler(governance: Governance, **options: Any) -> PurgeScheduler:
 def schedule_status(governance: Governance) -> dict[str, Any]:
     """The schedule, the last successful run, the next due run and the leader (read-only)."""
     schedule = governance.policy.schedule
-    folder = governance.governance_dir / SCHEDULER_DIR
+    folder = governance.records / SCHEDULER_DIR
     last = _State(folder).last_success()
     status: dict[str, Any] = {
         "schedule": schedule.purge_cron
@@ -509,7 +460,8 @@ def schedule_status(governance: Governance) -> dict[str, Any]:
         "last_success": last.isoformat() if last else None,
         "next_due": None,
         "overdue": False,
-        "leader_pid": _leader_pid(folder / LEADER_LOCK),
+        # The pid is in the lock file of the file backend; a database names no pid.
+        "leader_pid": _leader_pid(folder / LEADER_LOCK) if governance.storage.files else None,
     }
     if schedule.purge_cron or schedule.purge_interval:
         trigger = build_trigger(schedule, start=last)

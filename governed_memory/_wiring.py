@@ -11,7 +11,7 @@ it: erasing a subject's records when ``persist`` consent is withdrawn under
 keeps. This module sits above the operations and wires both in, so no layer
 imports upwards; ``governed_memory.Governance`` (and the CLI) build this class.
 
-It also keeps the one Governance per workspace and policy a process shares
+It also keeps the one Governance per workspace, policy and storage a process shares
 (:func:`shared_governance`): the gate every Conversation, Agent and
 ContextCompressor built without ``governance=`` runs under when the settings
 configure a policy (the root package hands it to the memory layer through
@@ -139,7 +139,10 @@ def _fingerprint(settings: Settings) -> tuple[object, ...]:
     for name in sorted(type(settings).model_fields):
         value = getattr(settings, name)
         if isinstance(value, SecretStr):
-            value = hashlib.sha256(value.get_secret_value().encode()).hexdigest()
+            # surrogateescape: an environment value that is not UTF-8 is still a key
+            # (refused, with its name, by whoever reads it), not a crash here.
+            secret = value.get_secret_value().encode("utf-8", "surrogateescape")
+            value = hashlib.sha256(secret).hexdigest()
         elif isinstance(value, dict):
             continue  # the overrides, decoded, below
         values.append((name, value))
@@ -180,6 +183,16 @@ def refuse_ungoverned(what: str, settings: Settings | None = None) -> None:
     """
     governance = shared_governance(settings)
     policy = governance.policy
+    storage = governance.storage
+    if storage.files is None:
+        # Ungoverned memory is the reference's files in the workspace: with a
+        # database configured, that would be a second, disconnected memory.
+        raise ConfigurationError(
+            f"{what} asks to run without governance, but this deployment stores in "
+            f"{storage.kind} ({storage.where}); leave governance= out (or pass a "
+            "governed_memory.Governance) to store there, or unset GOVERNED_MEMORY_DATABASE_URL "
+            "and [storage] backend to keep memory in the workspace's files"
+        )
     if policy.model_dump(exclude={"policy"}) == DEFAULT_POLICY.model_dump(exclude={"policy"}):
         return  # it rules as the default policy does (id, description aside): default mode
     named = " and ".join(policy_named_by(governance.settings)) or "the settings"

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         remove_stale_temps,
         write_all,
     )
+    from ._leader import LeaderLock
     from ._lock import FileLock, FolderLock, held_if_any
     from ._names import validate_agent_name
     from ._nofollow import (
@@ -84,6 +85,7 @@ __all__ = [
     "FixedClock",
     "FolderLock",
     "GroupSync",
+    "LeaderLock",
     "OptionalDuration",
     "SystemClock",
     "archive_kind",
@@ -132,6 +134,7 @@ _LAZY: dict[str, str] = {
     "FileLock": "._lock",
     "FixedClock": "._clock",
     "FolderLock": "._lock",
+    "LeaderLock": "._leader",
     "GroupSync": "._syncer",
     "held_if_any": "._lock",
     "GOVERNANCE_DIR": "._workspace",

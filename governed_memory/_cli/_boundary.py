@@ -72,6 +72,9 @@ NO_WORKSPACE = frozenset(
         # Lists nothing for a missing workspace and says the folder does not
         # exist (exit 0: scripts count agents with it).
         "agents",
+        # The database's schema: named by the settings, no workspace involved.
+        "db upgrade",
+        "db status",
     }
 )
 """Commands that do not read the workspace, or check their folder themselves."""
@@ -159,8 +162,8 @@ def _guarded(callback: Callable[..., Any], path: str) -> Callable[..., Any]:
 def check_workspace(cli: CliContext, *, creates: bool) -> None:
     """Refuse a workspace that is not a folder, or (unless ``creates``) does not exist."""
     workspace = (cli.settings().workspace_dir or cli.workspace).absolute()
-    if workspace.is_dir():
-        return
+    if workspace.is_dir() or cli.storage().files is None:
+        return  # a database keeps everything: no local folder is needed
     if workspace.exists() or not _creatable(workspace):
         raise ConfigurationError(
             f"workspace {workspace} is not a folder; give the workspace folder with "

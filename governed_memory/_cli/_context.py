@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .._audit import ActorSink
     from .._governance import AuditSink
     from .._policy import Settings
+    from .._protocols import DeploymentStorage
     from .._wiring import Governance
 
 __all__ = ["ACTOR_DEFAULT_HELP", "CliContext", "actor_option", "login_actor"]
@@ -106,6 +107,26 @@ class CliContext:
         if kwargs:
             return Governance(settings=settings or self.settings(), **kwargs)
         return shared_governance(settings or self.settings())
+
+    def storage(self, settings: Settings | None = None) -> DeploymentStorage:
+        """The deployment's storage for these settings, without building a Governance.
+
+        For the commands that must work with keys missing (``keys status``)
+        or that only name the place (``db status``).
+        """
+        from .._governance import storage_for
+
+        return storage_for(settings or self.settings())
+
+    def file_workspace(self, settings: Settings | None = None) -> Path:
+        """The folder the file storage keeps everything in; a database backend is refused.
+
+        Raises:
+            ConfigurationError: the deployment stores in a database.
+        """
+        from .._governance import file_workspace
+
+        return file_workspace(self.storage(settings))
 
     def demo_governance(self, workspace: Path) -> Governance | None:
         """What ``demo`` runs under: the default mode it shows, whatever policy is configured.

@@ -60,8 +60,13 @@ def _keyring(
     from .._governance import open_keyring
 
     extra = [LocalKeyProvider.from_file(old_key_file)] if old_key_file is not None else []
+    settings = cli.settings()
     return open_keyring(
-        cli.workspace, cli.settings(), require_key=require_key, extra_old=extra, observer=observer
+        cli.storage(settings),
+        settings,
+        require_key=require_key,
+        extra_old=extra,
+        observer=observer,
     )
 
 
@@ -157,7 +162,7 @@ def status(cli: CliContext, as_json: bool) -> None:
 
 def _status_report(keyring: Keyring, cli: CliContext) -> KeyringStatus:
     try:
-        return keyring_status(keyring, cli.workspace)
+        return keyring_status(keyring, cli.storage().files or cli.workspace)
     except (ValueError, TypeError, AttributeError, KeyError) as exc:
         # keyring_status reads keyring.json as JSON without checking its shape.
         raise StorageError(
@@ -198,7 +203,7 @@ def rotate(
     audit = cli.audit_as(actor, cli.governance(settings).audit)
     keyring = _keyring(cli, old_key_file=old_key_file, observer=audit)
     with _progress(not as_json) as progress:
-        report = run(cli.workspace, keyring, reencrypt_data=reencrypt, progress=progress)
+        report = run(cli.file_workspace(), keyring, reencrypt_data=reencrypt, progress=progress)
     if as_json:
         emit_json(report.as_dict())
         return
@@ -223,7 +228,7 @@ def _migrate(cli: CliContext, direction: str, actor: str | None, as_json: bool) 
     keyring = _keyring(cli, observer=cli.audit_as(actor))
     run = encrypt_workspace if direction == "encrypt" else decrypt_workspace
     with _progress(not as_json) as progress:
-        report = run(cli.workspace, keyring, progress=progress)
+        report = run(cli.file_workspace(), keyring, progress=progress)
     if as_json:
         emit_json(report.as_dict())
         return

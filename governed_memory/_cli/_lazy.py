@@ -51,6 +51,11 @@ COMMANDS: dict[str, CommandEntry] = {
         "consent_group",
         "Record and inspect consent per data subject and purpose (see docs/consent.md).",
     ),
+    "db": CommandEntry(
+        "_db",
+        "db_group",
+        "Create and inspect the PostgreSQL schema of a database deployment (see docs/postgres.md).",
+    ),
     "decrypt-workspace": CommandEntry(
         "_keys",
         "decrypt_workspace",

@@ -87,7 +87,7 @@ def agents(cli: CliContext, as_json: bool) -> None:
     last column says how many it has, and their messages, archives and
     bytes are in the agent's totals.
     """
-    workspace = cli.workspace.absolute()
+    workspace = cli.file_workspace().absolute()
     found = list_agents(workspace, store_factory=_lazy_store_factory(cli))
     if as_json:
         emit_json([info.to_dict() for info in found])
@@ -152,7 +152,7 @@ def show(
     under an audited policy it records memory.show (the agent, the subject,
     how many records, the actor; never the content) before printing.
     """
-    workspace = cli.workspace.absolute()
+    workspace = cli.file_workspace().absolute()
     factory = _lazy_store_factory(cli)
     records = agent_records(
         workspace, agent, include_archives=archives, store_factory=factory, subject_id=subject

@@ -9,7 +9,14 @@ from typing import Any
 import click
 from pydantic import SecretStr
 
-from .._policy import OVERRIDABLE_SECTIONS, Settings, load_policy, resolve_policy, shipped_policies
+from .._policy import (
+    OVERRIDABLE_SECTIONS,
+    Policy,
+    Settings,
+    load_policy,
+    resolve_policy,
+    shipped_policies,
+)
 from ._context import CliContext
 from ._render import emit_json, emit_table, json_option
 
@@ -18,6 +25,7 @@ __all__ = ["commands"]
 _SETTINGS_SHOWN = (
     "policy",
     "workspace_dir",
+    "database_url",
     "master_key",
     "master_key_file",
     "audit_key",
@@ -40,13 +48,25 @@ def policy_group() -> None:
 def check(file: Path, as_json: bool) -> None:
     """Validate FILE (a path or a shipped name); exit 1 with the reason if it is invalid."""
     policy = load_policy(file)
+    storage = policy.storage.backend
     if as_json:
         emit_json(
-            {"valid": True, "file": policy.source, "id": policy.id, "version": policy.version}
+            {
+                "valid": True,
+                "file": policy.source,
+                "id": policy.id,
+                "version": policy.version,
+                "storage": storage,
+            }
         )
     else:
         click.echo(
-            f"ok: {policy.source} is a valid policy (id {policy.id}, version {policy.version})"
+            f"ok: {policy.source} is a valid policy (id {policy.id}, version {policy.version}); "
+            + (
+                f"storage: {storage}"
+                if storage is not None
+                else "storage: not set (files; postgres when GOVERNED_MEMORY_DATABASE_URL is set)"
+            )
         )
 
 
@@ -114,6 +134,7 @@ def show(ctx: CliContext, assignments: tuple[str, ...], as_json: bool) -> None:
         setting_rows.append(
             {"key": name, "value": _setting_value(settings, name), "source": source}
         )
+    setting_rows.append(_storage_row(settings, resolved.policy, resolved.sources))
     if as_json:
         emit_json(
             {
@@ -133,6 +154,20 @@ def show(ctx: CliContext, assignments: tuple[str, ...], as_json: bool) -> None:
     emit_table(
         "settings", ["setting", "value", "source"], [tuple(r.values()) for r in setting_rows]
     )
+
+
+def _storage_row(settings: Settings, policy: Policy, sources: dict[str, str]) -> dict[str, Any]:
+    """The backend in effect and what chose it (refused, naming both, when they contradict)."""
+    from .._governance import storage_backend
+
+    backend = storage_backend(settings, policy)
+    if policy.storage.backend is not None:
+        source = sources.get("storage.backend", "policy file")
+    elif settings.database_url is not None:
+        source = "database_url is set"
+    else:
+        source = "built-in default"
+    return {"key": "storage", "value": backend, "source": source}
 
 
 def _cell(value: Any) -> str:

@@ -6,6 +6,8 @@
 * ``_policy_load``  the audit sink a Governance hands out (``policy.load`` first)
 * ``_encryption``   from settings to a key provider and a keyring
 * ``_evidence``     from settings to the signing key (signed receipts, checkpoints)
+* ``_storage``      ``FileStorage`` (the workspace's files) and ``open_storage``: which
+                    ``DeploymentStorage`` the settings and ``[storage]`` choose
 
 For the CLI (documented internal names): ``open_keyring`` opens the keyring
 from settings without a Governance, so ``keys status`` works with no master
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
         SummarizerDecision,
         UseLocal,
     )
+    from ._storage import FileStorage, file_workspace, open_storage, storage_backend, storage_for
 
 _LAZY: dict[str, str] = {
     "open_keyring": "._encryption",
@@ -55,6 +58,11 @@ _LAZY: dict[str, str] = {
     "Skip": "._root",
     "SummarizerDecision": "._root",
     "UseLocal": "._root",
+    "FileStorage": "._storage",
+    "open_storage": "._storage",
+    "storage_backend": "._storage",
+    "storage_for": "._storage",
+    "file_workspace": "._storage",
 }
 
 if not TYPE_CHECKING:  # type checkers read the imports above
@@ -65,6 +73,7 @@ __all__ = [
     "AuditSink",
     "ConsentLookup",
     "Decision",
+    "FileStorage",
     "Governance",
     "NullAuditSink",
     "Outcome",
@@ -73,7 +82,11 @@ __all__ = [
     "Skip",
     "SummarizerDecision",
     "UseLocal",
+    "file_workspace",
     "missing_signing_key",
     "open_keyring",
+    "open_storage",
     "signing_key_from_settings",
+    "storage_backend",
+    "storage_for",
 ]

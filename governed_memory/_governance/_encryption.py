@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import SecretStr
 
@@ -20,6 +21,9 @@ from .._crypto import CryptoObserver, KeyChain, KeyProvider, Keyring, LocalKeyPr
 from .._errors import ConfigurationError, KeyProviderError
 from .._policy import Settings
 from .._stores import ENCRYPTED_MEMORY, AgentStore, EncryptedAgentStore, PlaintextAgentStore
+
+if TYPE_CHECKING:
+    from .._protocols import DeploymentStorage
 
 __all__ = [
     "KEYRING_DIR",
@@ -85,7 +89,7 @@ def old_key_providers(settings: Settings, old_key_file: Path | None = None) -> l
 
 
 def open_keyring(
-    workspace: Path,
+    storage: DeploymentStorage,
     settings: Settings,
     *,
     provider: KeyProvider | None = None,
@@ -94,13 +98,13 @@ def open_keyring(
     clock: Clock | None = None,
     observer: CryptoObserver | None = None,
 ) -> Keyring:
-    """The workspace's keyring, with ``provider`` (else the settings' master key).
+    """The keyring in ``storage`` (:meth:`DeploymentStorage.key_storage`), with ``provider`` (else the settings' master key).
 
     ``extra_old`` adds providers accepted for unwrapping only (rotation).
     With ``require_key=False`` a missing master key gives a keyring that can
     only report its status.
     """
-    folder = settings.keyring_dir or default_keyring_dir(workspace)
+    folder = storage.key_storage()
     chosen: KeyProvider | None = provider
     if chosen is None and (
         require_key or settings.master_key is not None or settings.master_key_file is not None

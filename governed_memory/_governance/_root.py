@@ -4,6 +4,9 @@ A :class:`Governance` builds, and builds only (construction writes nothing):
 
 * the effective policy (``settings`` -> policy file + overrides, else the
   built-in default) and the workspace;
+* the deployment's one storage (``_storage``: the workspace's files, or the
+  database the settings and the policy's ``[storage]`` table name), through
+  which every part below, and every operation above, opens what it keeps;
 * the consent registry and, under ``encryption.enabled``, the sealing of its
   records;
 * the audit sink (:class:`NullAuditSink` in default mode, else the audit
@@ -53,9 +56,10 @@ from .._policy import (
     WithdrawalAction,
     is_local_model,
 )
-from .._protocols import MemoryBackend
+from .._protocols import DeploymentStorage, MemoryBackend
 from .._records import ConsentAction, ConsentEvent, ConsentRegistry, validate_subject_id
-from .._stores import AgentStore, FileMemoryBackend
+from .._stores import AgentStore
+from . import _storage
 from ._gate import PolicyGate
 from ._policy_load import PolicyLoadSink
 
@@ -103,7 +107,12 @@ class Governance:
         audit: the audit sink (default: the audit trail when the policy enables
             audit, a tracer provider is passed or an OTLP endpoint is
             configured, spans only when audit is off; else :class:`NullAuditSink`).
-        consent: the consent registry (default: the one in the governance folder).
+        consent: the consent registry (default: the storage's).
+        storage: where everything is kept (default: chosen by ``settings`` and
+            the policy's ``[storage]`` table: the workspace's files, or the
+            database at ``GOVERNED_MEMORY_DATABASE_URL``). Every store,
+            registry, keyring, audit log, journal and lock of this Governance
+            and of the operations run on it is opened through it.
     """
 
     def __init__(
@@ -118,6 +127,7 @@ class Governance:
         audit: AuditSink | None = None,
         consent: ConsentRegistry | None = None,
         signing_key: SigningKeyProvider | None = None,
+        storage: DeploymentStorage | None = None,
     ) -> None:
         self._signing_key = signing_key
         self._keyring: Keyring | None = None
@@ -134,13 +144,17 @@ class Governance:
 
             policy = resolve_policy(self.settings).policy
         clock = clock or SystemClock()
+        # Opened here, but opening connects and writes nothing (the protocol's promise).
+        self.storage: DeploymentStorage = (
+            storage if storage is not None else _storage.open_storage(self.settings, policy, root)
+        )
         self.sealing: RecordSealing | None = _record_sealing(policy, lambda: self.keyring)
         if consent is None:
-            consent = ConsentRegistry(root / GOVERNANCE_DIR, sealing=self.sealing)
+            consent = ConsentRegistry(self.storage.records(), sealing=self.sealing)
         sink = (
             audit
             if audit is not None
-            else _default_audit(self.settings, policy, root, clock, tracer_provider)
+            else _default_audit(self.settings, policy, self.storage, clock, tracer_provider)
         )
         self.gate = PolicyGate(
             policy=policy,
@@ -217,10 +231,8 @@ class Governance:
     # -- extension points ----------------------------------------------
 
     def store_factory(self, memory_path: Path, header: Callable[[], str]) -> AgentStore:
-        """Build the store for one agent's MEMORY.md: encrypted when ``encryption.enabled``."""
-        from ._encryption import policy_store
-
-        return policy_store(
+        """Build the store of the agent ``memory_path`` names, in the storage: encrypted when ``encryption.enabled``."""
+        return self.storage.agent_store(
             memory_path,
             header,
             encrypted=self.policy.encryption.enabled,
@@ -232,11 +244,11 @@ class Governance:
 
     @functools.cached_property
     def memory_backend(self) -> MemoryBackend:
-        """Where the agents' memory is: the workspace's ``agents/`` folders, stored by :meth:`store_factory`.
+        """Where the agents' memory is: the storage's agents, opened by :meth:`store_factory`.
 
         Export, erasure and inspection list and open agents through it.
         """
-        return FileMemoryBackend(self.workspace, self.store_factory)
+        return self.storage.memory_backend(self.store_factory)
 
     @property
     def keyring(self) -> Keyring:
@@ -259,7 +271,7 @@ class Governance:
                     from ._encryption import open_keyring
 
                     keyring = open_keyring(
-                        self.workspace,
+                        self.storage,
                         self.settings,
                         provider=self.key_provider,
                         clock=self.clock,
@@ -284,9 +296,28 @@ class Governance:
         return signing_key_from_settings(self.settings)
 
     @property
+    def file_workspace(self) -> Path:
+        """The folder the file storage keeps everything in (see ``_storage.file_workspace``).
+
+        Raises:
+            ConfigurationError: the deployment stores in a database.
+        """
+        return _storage.file_workspace(self.storage)
+
+    @property
+    def records(self) -> Path:
+        """What the registries take as their ``folder``: the storage's (:meth:`DeploymentStorage.records`)."""
+        return self.storage.records()
+
+    @property
     def governance_dir(self) -> Path:
-        """``<workspace>/.governed_memory`` (not created by reading this)."""
-        return self.workspace / GOVERNANCE_DIR
+        """The file storage's governance folder, ``<workspace>/.governed_memory`` (not created by reading this).
+
+        The files the operations keep beside the records (exports, purge
+        receipts) go there. Raises ConfigurationError on a database backend,
+        which keeps no such folder.
+        """
+        return self.file_workspace / GOVERNANCE_DIR
 
     def ensure_governance_dir(self) -> Path:
         """Create the governance folder 0700 if missing and return it."""
@@ -443,7 +474,11 @@ def _record_sealing(policy: Policy, keyring: Callable[[], Keyring]) -> RecordSea
 
 
 def _default_audit(
-    settings: Settings, policy: Policy, workspace: Path, clock: Clock, tracer_provider: Any
+    settings: Settings,
+    policy: Policy,
+    storage: DeploymentStorage,
+    clock: Clock,
+    tracer_provider: Any,
 ) -> AuditSink:
     """The sink used when none is given.
 
@@ -454,14 +489,34 @@ def _default_audit(
     install); with audit disabled that trail is spans only, writing nothing
     in the workspace. Otherwise :class:`NullAuditSink`: default mode creates
     no spans and writes no audit files. Building the trail writes nothing.
+
+    The log is the storage's (:meth:`DeploymentStorage.audit_storage`): the
+    key logic is ``AuditTrail.from_settings``'s, the place is the storage's.
     """
     wants_spans = tracer_provider is not None or bool(settings.otlp_endpoint)
     if not policy.audit.enabled and not wants_spans:
         return NullAuditSink()
-    from .._audit import AuditTrail
+    from .._audit import AuditTrail, audit_key_from_settings, previous_audit_keys
 
-    return AuditTrail.from_settings(
-        settings, policy=policy, workspace=workspace, tracer_provider=tracer_provider, clock=clock
+    key = audit_key_from_settings(settings)
+    if key is None or not policy.audit.enabled:
+        # No key (from_settings refuses that when audit is enabled), or spans only.
+        return AuditTrail.from_settings(
+            settings,
+            policy=policy,
+            workspace=storage.files or Path(),
+            tracer_provider=tracer_provider,
+            clock=clock,
+        )
+    previous = previous_audit_keys(settings)
+    log = storage.audit_storage(policy.audit.log_dir, key, previous_keys=previous, clock=clock)
+    return AuditTrail(
+        key=key,
+        previous_keys=previous,
+        log=log,  # type: ignore[arg-type]  # AuditTrail takes an AuditLog; the audit helper widens it
+        tracer_provider=tracer_provider,
+        include_content=policy.audit.include_content,
+        include_subject_ids=policy.audit.include_subject_ids,
     )
 
 

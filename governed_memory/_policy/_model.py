@@ -19,7 +19,7 @@ import zoneinfo
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -57,6 +57,7 @@ __all__ = [
     "ResolvedPolicy",
     "RetentionPolicy",
     "SchedulePolicy",
+    "StoragePolicy",
     "SummarizationFallback",
     "SummarizationPolicy",
     "Sync",
@@ -396,6 +397,19 @@ class DurabilityPolicy(_Section):
         return self.sync == Sync.COMMIT
 
 
+class StoragePolicy(_Section):
+    """``[storage]``: where the deployment keeps everything (docs/policies.md, docs/postgres.md).
+
+    ``backend = "files"``: the workspace's files, as the reference lays them
+    out. ``backend = "postgres"``: one PostgreSQL database for every host of
+    the deployment, at ``GOVERNED_MEMORY_DATABASE_URL`` (else libpq's ``PG*``
+    variables). Unset (the default): PostgreSQL when the database URL is set,
+    else files. The URL itself is a secret and never goes in a policy file.
+    """
+
+    backend: Literal["files", "postgres"] | None = None
+
+
 class EvidencePolicy(_Section):
     """``[evidence]``: signed receipts and signed audit checkpoints (docs/evidence.md).
 
@@ -433,6 +447,7 @@ class Policy(_Section):
     audit: AuditPolicy = AuditPolicy()
     evidence: EvidencePolicy = EvidencePolicy()
     durability: DurabilityPolicy = DurabilityPolicy()
+    storage: StoragePolicy = StoragePolicy()
     source: str = Field(default="built-in default", exclude=True)
 
     @model_validator(mode="after")

@@ -61,6 +61,11 @@ class Settings(BaseSettings):
             (``GOVERNED_MEMORY_KEYRING_DIR``; default
             ``<workspace>/.governed_memory/keyring``). See SECURITY.md on
             keeping it out of workspace backups.
+        database_url: the PostgreSQL database every host of the deployment
+            shares (``GOVERNED_MEMORY_DATABASE_URL``; a libpq URL
+            ``postgresql://user@host:5432/db`` or a ``key=value`` string).
+            Set with no ``[storage]`` table in the policy, it selects the
+            PostgreSQL backend; never printed (``policy show`` says ``set``).
         audit_key: key that signs the audit log's hash chain
             (``GOVERNED_MEMORY_AUDIT_KEY``).
         signing_key: base64 Ed25519 private key that signs receipts and
@@ -104,6 +109,7 @@ class Settings(BaseSettings):
     master_key_old: SecretStr | None = None
     master_key_old_file: Path | None = None
     keyring_dir: Path | None = None
+    database_url: SecretStr | None = None
     audit_key: SecretStr | None = None
     signing_key: SecretStr | None = None
     signing_key_file: Path | None = None

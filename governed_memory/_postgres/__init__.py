@@ -26,6 +26,7 @@ __all__ = [
     "PgStores",
     "advisory_key",
     "check_schema",
+    "open_storage",
     "pg_store_factory",
     "schema_version",
     "upgrade_schema",
@@ -34,6 +35,7 @@ __all__ = [
 if TYPE_CHECKING:
     from ._audit import PgAuditStorage
     from ._db import Database, advisory_key
+    from ._deployment import open_storage
     from ._journal import PgPurgeJournal
     from ._keyring import PgKeyStorage
     from ._leader import PgLeadership
@@ -58,6 +60,7 @@ _LAZY: dict[str, str] = {
     "SCHEMA": "._schema",
     "SCHEMA_VERSION": "._schema",
     "check_schema": "._schema",
+    "open_storage": "._deployment",
     "schema_version": "._schema",
     "upgrade_schema": "._schema",
 }

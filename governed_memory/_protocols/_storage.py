@@ -33,6 +33,7 @@ __all__ = [
     "AuditHeadView",
     "AuditRecord",
     "AuditStorage",
+    "DeploymentStorage",
     "Leadership",
     "LineBatch",
     "MemoryBackend",
@@ -667,4 +668,101 @@ class PurgeJournal(Protocol):
 
     def remove(self) -> None:
         """Forget the plan and its progress (plan first: progress alone means nothing)."""
+        ...
+
+
+# -- the deployment's storage: one opener for every persistent part ---------
+
+
+class DeploymentStorage(Protocol):
+    """Where one deployment keeps everything: the opener of every other protocol of this module.
+
+    A Governance owns one; every persistent part of the package (stores,
+    registries, keyring, audit log, purge journal, leadership) is opened
+    through it, so that a deployment configured for a database never reads or
+    writes the local workspace's memory or records. The file backend
+    (``governed_memory._governance.FileStorage``) lays files out as the
+    reference does; a database backend opens its own implementations.
+
+    Opening a part connects or writes nothing: the part does, on first use.
+    """
+
+    kind: str
+    """``"files"`` or ``"postgres"``: what ``db status`` and ``policy show`` print."""
+
+    @property
+    def where(self) -> str:
+        """A description of the place for status output (a folder, ``host:port/db``), never a password."""
+        ...
+
+    @property
+    def files(self) -> Path | None:
+        """The folder a file backend keeps everything in (the workspace's layout); None for a database.
+
+        The operations that walk files as files (the retention scan, the link
+        scan, the encrypt/decrypt-workspace migration) run on it.
+        """
+        ...
+
+    def agent_store(
+        self,
+        memory_path: Path,
+        header: Callable[[], str],
+        *,
+        encrypted: bool,
+        keyring: Callable[[], Any],
+        clock: Any,
+        durable: bool,
+        syncer: Any,
+    ) -> AgentStore:
+        """The store of the agent named by ``memory_path`` (``.../agents/<name>/MEMORY.md``).
+
+        ``encrypted``: sealed with ``keyring()`` (called only then); ``durable``:
+        each append is durable when it returns (``durability.sync = "commit"``),
+        ``syncer`` sharing a file backend's ``fdatasync``.
+        """
+        ...
+
+    def memory_backend(self, store_factory: StoreFactory) -> MemoryBackend:
+        """Every agent of the deployment, each opened with ``store_factory``."""
+        ...
+
+    def records(self) -> Path:
+        """What the registries (consent, holds, tombstones, requests, receipts) take as their ``folder``.
+
+        The file backend's governance folder; a database backend's record
+        place once the registries accept one.
+        """
+        ...
+
+    def key_storage(self) -> Path:
+        """What the keyring takes as its ``folder`` (its wrapped keys; never a master key)."""
+        ...
+
+    def audit_storage(
+        self,
+        log_dir: str | None,
+        key: Any,
+        *,
+        previous_keys: Iterable[Any],
+        clock: Any,
+        syncer: Any = None,
+    ) -> AuditStorage:
+        """The deployment's one audit chain, its entries keyed with ``key``.
+
+        ``log_dir`` is the policy's ``audit.log_dir`` (a file backend's folder,
+        relative to its workspace; a database ignores it).
+        """
+        ...
+
+    def leadership(self, name: str) -> Leadership:
+        """The single-holder lock ``name`` (``"scheduler"``, ``"purge"``) across the deployment."""
+        ...
+
+    def purge_journal(self, name: str) -> Path:
+        """What the purge journal of ``name`` (``"purge"``) takes as its ``folder``."""
+        ...
+
+    def close(self) -> None:
+        """Release what the storage holds open (connections); the parts it opened stop working."""
         ...

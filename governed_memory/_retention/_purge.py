@@ -71,7 +71,7 @@ def audit_dir_of(governance: Governance) -> Path:
     """Where the audit log's segments live (``audit.log_dir``, else ``<governance>/audit``)."""
     from .._audit import audit_log_dir
 
-    return audit_log_dir(governance.policy, governance.workspace)
+    return audit_log_dir(governance.policy, governance.file_workspace)
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ class Retention:
     def __init__(self, governance: Governance, *, holds: HoldRegistry | None = None) -> None:
         self.governance = governance
         self.holds = holds or HoldRegistry(
-            governance.governance_dir,
+            governance.records,
             clock=governance.clock,
             on_event=self._hold_event,
             sealing=governance.sealing,
@@ -203,7 +203,8 @@ class Retention:
 
     @property
     def purge_dir(self) -> Path:
-        return self.governance.governance_dir / PURGE_DIR
+        """The purge journal's place in the deployment's storage (files: ``<governance>/purge``)."""
+        return self.governance.storage.purge_journal(PURGE_DIR)
 
     def _hold_event(self, event: str, attrs: Any) -> None:
         self.governance.audit.record(
@@ -221,7 +222,7 @@ class Retention:
         """The workspace as the planner sees it (lazy: read while iterated)."""
         g = self.governance
         return scan_workspace(
-            g.workspace,
+            g.file_workspace,
             governance_dir=g.governance_dir,
             audit_dir=audit_dir_of(g),
             holds=self.holds.active(),
@@ -313,7 +314,7 @@ class Retention:
 
     def _purge(self, now: _dt.datetime, real_now: _dt.datetime, on_progress: Any) -> PurgeReport:
         g = self.governance
-        lock = _PurgeLock(self.purge_dir, g.workspace)
+        lock = _PurgeLock(self.purge_dir, g.file_workspace)
         tally = Tally()
         resumed: str | None = None
         discarded: str | None = None
@@ -358,7 +359,7 @@ class Retention:
     def _executor(self) -> Executor:
         g = self.governance
         return Executor(
-            g.workspace,
+            g.file_workspace,
             g.governance_dir,
             audit_dir_of(g),
             self.holds,

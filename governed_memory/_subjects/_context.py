@@ -338,9 +338,10 @@ def _audit_reader(
     key = _audit_key(gov)
     if key is None:
         return None
-    from .._audit import audit_log_dir, iter_entries
-
-    folder = audit_log_dir(gov.policy, gov.workspace)
+    # The deployment's log, as the storage keeps it (read only: no verification, no write).
+    log = gov.storage.audit_storage(
+        gov.policy.audit.log_dir, key, previous_keys=(), clock=gov.clock
+    )
 
     def about(subject: str | None, agent: str | None) -> list[dict[str, Any]]:
         wanted = (
@@ -349,7 +350,7 @@ def _audit_reader(
             else key.pseudonym("agent", agent or "")
         )
         found = []
-        for entry in iter_entries(folder):
+        for entry in log.entries():
             values: set[str] = set()
             for name, value in entry.attrs.items():
                 if name.endswith(".hash") and isinstance(value, str):
@@ -365,8 +366,10 @@ def _audit_reader(
 
 def _from_governance(gov: Governance) -> SubjectContext:
     return SubjectContext(
-        workspace=gov.workspace,
-        governance_dir=gov.governance_dir,
+        # The files the file storage keeps (links are looked for there); the
+        # Governance's own folder for a database, which keeps no files.
+        workspace=gov.storage.files or gov.workspace,
+        governance_dir=gov.records,
         clock=gov.clock,
         policy=gov.policy,
         store_factory=gov.store_factory,
@@ -374,7 +377,7 @@ def _from_governance(gov: Governance) -> SubjectContext:
         audit=gov.audit,
         consent=gov.consent,
         holds=getattr(gov, "holds", None)
-        or HoldRegistry(gov.governance_dir, clock=gov.clock, sealing=gov.sealing),
+        or HoldRegistry(gov.records, clock=gov.clock, sealing=gov.sealing),
         # The keyring crypto-shreds (a KeyShredder); built only when encryption is on.
         keys=gov.keyring if gov.policy.encryption.enabled else None,
         audit_entries=_audit_reader(gov),

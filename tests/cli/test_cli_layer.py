@@ -23,6 +23,24 @@ CLI_MODULES = sorted(CLI_DIR.glob("*.py"))
 # (sub-package, name) -> why a command needs this internal name. _audit and _keys
 # also document theirs "for the CLI" in their interface docstrings (checked below).
 INTERNAL: dict[tuple[str, str], str] = {
+    ("_protocols", "DeploymentStorage"): (
+        "CliContext.storage's return type: the deployment's storage, opened without a Governance"
+    ),
+    ("_governance", "storage_for"): (
+        "keys status and db status name the storage without building a Governance, which needs "
+        "the audit key under an audited policy"
+    ),
+    ("_governance", "file_workspace"): (
+        "the commands that walk a workspace's files (rotation, encrypt/decrypt-workspace, "
+        "agents, show) run on the file storage's folder and refuse a database backend"
+    ),
+    ("_governance", "storage_backend"): (
+        "db upgrade and db status: which backend the settings and [storage] choose, validated"
+    ),
+    ("_postgres", "Database"): "db upgrade and db status connect to the configured server",
+    ("_postgres", "upgrade_schema"): "db upgrade applies the schema's migrations",
+    ("_postgres", "schema_version"): "db status prints the database's schema version",
+    ("_postgres", "SCHEMA_VERSION"): "db status prints this release's schema version",
     ("_base", "VERSION"): (
         "--version prints the package's version without importing importlib.metadata and "
         "scanning every installed distribution (CLI start-up, docs/cli.md)"

@@ -18,6 +18,7 @@ from governed_memory._crypto import (
 )
 from governed_memory._errors import ConfigurationError, KeyProviderError
 from governed_memory._governance._encryption import default_keyring_dir, key_provider, open_keyring
+from governed_memory._governance._storage import open_storage
 from governed_memory._policy._model import Policy
 from governed_memory._policy._settings import Settings
 
@@ -65,12 +66,12 @@ def test_keyring_folder_defaults_into_the_governance_folder_or_follows_the_setti
     ws = tmp_path / "ws"
     settings = Settings(master_key=generate_master_key())
     assert (
-        open_keyring(ws, settings).folder
+        open_keyring(open_storage(settings, Policy(), ws), settings).folder
         == default_keyring_dir(ws)
         == ws / ".governed_memory" / "keyring"
     )
     moved = Settings(master_key=generate_master_key(), keyring_dir=tmp_path / "keys")
-    assert open_keyring(ws, moved).folder == tmp_path / "keys"
+    assert open_keyring(open_storage(moved, Policy(), ws), moved).folder == tmp_path / "keys"
 
 
 def test_governance_builds_encrypted_stores_when_the_policy_says_so(workspace: Path) -> None:

@@ -280,6 +280,7 @@ def test_the_settings_that_are_not_a_policy_are_the_settings_fields() -> None:
     fields = set(Settings.model_fields) - {"policy", "workspace_dir"}
     fields -= {"consent", "encryption", "summarization", "retention", "schedule", "audit"}
     fields -= {"evidence", "durability"}
+    fields -= {"database_url"}  # a database governs too: no ungoverned memory beside it
     assert {f"GOVERNED_MEMORY_{name.upper()}" for name in fields} == set(
         governed_memory._NOT_A_POLICY
     )
