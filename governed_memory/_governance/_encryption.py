@@ -115,7 +115,9 @@ def open_keyring(
             chosen = KeyChain(chosen.current, *chosen.previous, *extra_old)
         else:
             chosen = KeyChain(chosen, *extra_old)
-    return Keyring(folder, chosen, clock=clock, observer=observer)
+    if isinstance(folder, Path):
+        return Keyring(folder, chosen, clock=clock, observer=observer)
+    return Keyring(None, chosen, clock=clock, observer=observer, storage=folder)
 
 
 def policy_store(

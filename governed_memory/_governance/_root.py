@@ -81,7 +81,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .._crypto import Keyring, RecordSealing, SigningKeyProvider
-    from .._protocols import ErasureWatch, SubjectRecord
+    from .._protocols import ErasureWatch, RecordPlace, SubjectRecord
 
 _R = TypeVar("_R", bound="SubjectRecord")
 
@@ -305,7 +305,7 @@ class Governance:
         return _storage.file_workspace(self.storage)
 
     @property
-    def records(self) -> Path:
+    def records(self) -> Path | RecordPlace:
         """What the registries take as their ``folder``: the storage's (:meth:`DeploymentStorage.records`)."""
         return self.storage.records()
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +55,9 @@ class Database:
 
     Opening connects nothing: the pool opens its first connection on first use,
     so a wrong URL is reported by the first call, as a :class:`DatabaseError`.
+    ``verify(connection, where)``, when given, runs on that first connection before
+    the pool opens (the deployment storage checks the schema version there) and
+    again after :meth:`close`; what it raises is the first call's error.
     """
 
     def __init__(
@@ -65,8 +68,10 @@ class Database:
         max_size: int = 8,
         application_name: str = "governed_memory",
         connect_timeout: float = 10.0,
+        verify: Callable[[psycopg.Connection[Any], str], None] | None = None,
     ) -> None:
         self._url = url
+        self._verify = verify
         self._min_size = min_size
         self._max_size = max_size
         self._application_name = application_name
@@ -122,7 +127,12 @@ class Database:
                 # One direct connection first: the pool retries in the background and
                 # reports only a timeout, where libpq says what is wrong (refused,
                 # wrong password, no such database).
-                self.connect().close()
+                first = self.connect()
+                try:
+                    if self._verify is not None:
+                        self._verify(first, self.where)
+                finally:
+                    first.close()
                 self._pool = psycopg_pool.ConnectionPool(
                     self._url,
                     min_size=self._min_size,

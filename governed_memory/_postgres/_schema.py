@@ -9,13 +9,15 @@ migration is older or newer than this release's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._errors import SchemaVersionError
 from . import _ddl_audit, _ddl_keys, _ddl_memory, _ddl_records
 from ._db import advisory_key
 
 if TYPE_CHECKING:
+    import psycopg
+
     from ._db import Database
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "check_schema",
     "schema_version",
     "upgrade_schema",
+    "verify_connection",
 ]
 
 SCHEMA = "governed_memory"
@@ -75,7 +78,7 @@ def upgrade_schema(db: Database) -> tuple[int | None, int]:
         got = conn.execute(f"SELECT max(version) FROM {SCHEMA}.schema_version").fetchone()
         before = None if got is None or got[0] is None else int(got[0])
         if before is not None and before > SCHEMA_VERSION:
-            raise SchemaVersionError(_newer(db, before))
+            raise SchemaVersionError(_newer(db.where, before))
         for version in sorted(MIGRATIONS):
             if before is not None and version <= before:
                 continue
@@ -91,25 +94,40 @@ def upgrade_schema(db: Database) -> tuple[int | None, int]:
 
 def check_schema(db: Database) -> None:
     """Refuse a database whose schema is not this release's, naming both versions and the fix."""
-    version = schema_version(db)
+    _refuse_other(schema_version(db), db.where)
+
+
+def verify_connection(conn: psycopg.Connection[Any], where: str) -> None:
+    """:func:`check_schema` on one open connection (``Database(verify=...)``), outside any pool."""
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{SCHEMA}.schema_version",))
+    exists = row.fetchone()
+    version = None
+    if exists and exists[0]:
+        got = conn.execute(f"SELECT max(version) FROM {SCHEMA}.schema_version").fetchone()
+        version = None if got is None or got[0] is None else int(got[0])
+    conn.rollback()
+    _refuse_other(version, where)
+
+
+def _refuse_other(version: int | None, where: str) -> None:
     if version == SCHEMA_VERSION:
         return
     if version is None:
         raise SchemaVersionError(
-            f"the database at {db.where} has no governed_memory schema (this release uses "
+            f"the database at {where} has no governed_memory schema (this release uses "
             f"version {SCHEMA_VERSION}); create it with: governed-memory db upgrade"
         )
     if version > SCHEMA_VERSION:
-        raise SchemaVersionError(_newer(db, version))
+        raise SchemaVersionError(_newer(where, version))
     raise SchemaVersionError(
-        f"the database at {db.where} has schema version {version}, older than this "
+        f"the database at {where} has schema version {version}, older than this "
         f"release's {SCHEMA_VERSION}; apply the migrations with: governed-memory db upgrade"
     )
 
 
-def _newer(db: Database, version: int) -> str:
+def _newer(where: str, version: int) -> str:
     return (
-        f"the database at {db.where} has schema version {version}, newer than this "
+        f"the database at {where} has schema version {version}, newer than this "
         f"release's {SCHEMA_VERSION}: a newer governed_memory upgraded it; upgrade this "
         "host's governed_memory to the same release (never downgrade a database)"
     )

@@ -727,16 +727,15 @@ class DeploymentStorage(Protocol):
         """Every agent of the deployment, each opened with ``store_factory``."""
         ...
 
-    def records(self) -> Path:
+    def records(self) -> Path | RecordPlace:
         """What the registries (consent, holds, tombstones, requests, receipts) take as their ``folder``.
 
-        The file backend's governance folder; a database backend's record
-        place once the registries accept one.
+        The file backend's governance folder; a database backend's record place.
         """
         ...
 
-    def key_storage(self) -> Path:
-        """What the keyring takes as its ``folder`` (its wrapped keys; never a master key)."""
+    def key_storage(self) -> Path | WrappedKeyStorage:
+        """Where the keyring keeps its wrapped keys (never a master key): a file backend's folder, or a storage."""
         ...
 
     def audit_storage(
@@ -759,8 +758,8 @@ class DeploymentStorage(Protocol):
         """The single-holder lock ``name`` (``"scheduler"``, ``"purge"``) across the deployment."""
         ...
 
-    def purge_journal(self, name: str) -> Path:
-        """What the purge journal of ``name`` (``"purge"``) takes as its ``folder``."""
+    def purge_journal(self, name: str) -> Path | PurgeJournal:
+        """Where the purge journal of ``name`` (``"purge"``) is kept: a file backend's folder, or a journal."""
         ...
 
     def close(self) -> None:

@@ -204,7 +204,10 @@ class Retention:
     @property
     def purge_dir(self) -> Path:
         """The purge journal's place in the deployment's storage (files: ``<governance>/purge``)."""
-        return self.governance.storage.purge_journal(PURGE_DIR)
+        journal = self.governance.storage.purge_journal(PURGE_DIR)
+        if not isinstance(journal, Path):  # TRIAL2-ONLY: the retention helper replaces this
+            raise NotImplementedError("purges on a database")
+        return journal
 
     def _hold_event(self, event: str, attrs: Any) -> None:
         self.governance.audit.record(
