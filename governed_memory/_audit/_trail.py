@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._base import AUDIT_DIR, GOVERNANCE_DIR, Clock, SystemClock
+from .._base import AUDIT_DIR, GOVERNANCE_DIR, Clock
 from .._errors import AuditWriteError, ConfigurationError
 from .._policy import Policy, RetentionPolicy
 from ._entry import AuditEntry
@@ -277,7 +277,7 @@ class AuditTrail:
 
     @property
     def log(self) -> AuditLogLike | None:
-        """The durable log (None when the policy does not enable audit): any ``AuditStorage``."""
+        """The durable log (None when the policy does not enable audit): any ``AuditLogLike``."""
         return self._log
 
     # -- recording -------------------------------------------------------------
@@ -404,7 +404,7 @@ class AuditTrail:
         """Purge the segments older than ``retention.audit_max_age`` (never under ``audit_min_age``)."""
         log = self._require_log()
         if now is None:  # the log's own clock, as its entries' time
-            now = getattr(log, "clock", SystemClock()).now()
+            now = log.clock.now()
         return log.purge_segments(
             log.expired_segments(
                 now=now, max_age=retention.audit_max_age, min_age=retention.audit_min_age

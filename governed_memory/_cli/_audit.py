@@ -182,9 +182,10 @@ def verify(
     else:
         # The workspace's own log is checked against its id; a copy elsewhere (--dir) is not.
         workspace = _workspace(ctx) if folder is None else None
-        log = _open_log(ctx, folder, keys=_keys(ctx), workspace=workspace)
+        keys = _keys(ctx)
+        log = _open_log(ctx, folder, keys=keys, workspace=workspace)
         try:
-            report = verify_storage(log, _keys(ctx))
+            report = verify_storage(log, keys)
         finally:
             log.close()
     if as_json:
