@@ -84,8 +84,15 @@ def _open_log(
     write or verify; without them the log is opened to read only, under a
     throw-away key that signs nothing. Refuses a folder that holds no log.
     """
-    where = _existing(_folder(ctx, folder))
     key, *previous = keys if keys else [AuditKey(secrets.token_bytes(32))]
+    if folder is None:
+        storage = ctx.storage()
+        if storage.files is None:  # a database deployment: its one chain
+            log: AuditLogLike = storage.audit_storage(
+                None, key, previous_keys=previous, clock=None
+            )  # type: ignore[assignment]
+            return log
+    where = _existing(_folder(ctx, folder))
     return AuditLog(where, key, previous_keys=previous, workspace=workspace)
 
 
