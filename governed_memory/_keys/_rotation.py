@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._base import AGENTS_DIR, GOVERNANCE_DIR, MEMORY_FILE, atomic_write
-from .._crypto import AGENT, META_FILE, FrameKey, Keyring, Plain, RecordSealing
+from .._crypto import AGENT, FrameKey, Keyring, Plain, RecordSealing
 from .._errors import GovernedMemoryError
 from .._stores import EncryptedAgentStore
 from ._reseal import seal_governance
@@ -103,8 +103,8 @@ def rotate_master_key(keyring: Keyring, *, progress: Progress = no_progress) -> 
     old: set[str] = set()
     with keyring.locked():
         keyring.authenticate_entries()  # a keyring from before entry tags: tag it first
-        meta_path = keyring.folder / META_FILE
-        meta = json.loads(meta_path.read_bytes())
+        meta_path = keyring.meta_path
+        meta = keyring.read_meta()
         record = meta["index_key"]
         fresh = keyring.rewrap_record(record, keyring.index_context(), meta_path)
         if fresh is None:
@@ -112,7 +112,7 @@ def rotate_master_key(keyring: Keyring, *, progress: Progress = no_progress) -> 
         else:
             old.add(record["wrapped_by"])
             meta["index_key"] = fresh
-            atomic_write(meta_path, (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode())
+            keyring.write_meta(meta)
             report.rewrapped += 1
         entries = keyring.entries()
         for done, (path, entry) in enumerate(entries, 1):

@@ -197,13 +197,18 @@ class JournalFolder:
 
 
 def write_journal(
-    folder: Path, header: dict[str, Any], items: Iterable[PlanItem]
+    folder: Path | None,
+    header: dict[str, Any],
+    items: Iterable[PlanItem],
+    *,
+    storage: PurgeJournal | None = None,
 ) -> dict[str, Any]:
     """Write the deletions of ``items`` as the journal; return its footer (the totals).
 
     Held items are counted in the footer, not journaled. When nothing is to
     be deleted (``footer["end"] == 0``) no file is written at all, so a purge
-    that finds nothing leaves nothing behind.
+    that finds nothing leaves nothing behind. ``storage``: the journal's
+    backend (None: ``JournalFolder(folder)``).
     """
     count = size = held_bytes = 0
     held: Counter[str] = Counter()
@@ -231,23 +236,43 @@ def write_journal(
             "held_bytes": held_bytes,
         }
 
-    JournalFolder(folder).write_plan({"v": JOURNAL_FORMAT_VERSION, **header}, lines(), footer)
+    if storage is None:
+        if folder is None:
+            raise ValueError("write_journal needs the purge folder or a storage= to write to")
+        storage = JournalFolder(Path(folder))
+    storage.write_plan({"v": JOURNAL_FORMAT_VERSION, **header}, lines(), footer)
     return footer()
 
 
 class Journal:
-    """A complete journal on disk, with its progress.
+    """A complete journal with its progress, read through a :class:`PurgeJournal`.
+
+    Args:
+        folder: the purge folder (the file backend, ``JournalFolder(folder)``);
+            may be None when ``storage`` is given.
+        storage: where the plan is kept (a database backend's
+            :class:`PurgeJournal`); None: the files in ``folder``.
 
     Raises (on open):
         FormatVersionError: written by another format version (see ``check_version``).
         JournalError: not a journal (damaged).
+        FileNotFoundError: there is no plan.
     """
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = Path(folder)
-        self.storage = JournalFolder(self.folder)
-        self.path = self.storage.path
-        header, footer = self.storage.first_and_last()
+    def __init__(self, folder: Path | None, *, storage: PurgeJournal | None = None) -> None:
+        if storage is None:
+            if folder is None:
+                raise ValueError("a Journal needs its purge folder or a storage= to read")
+            storage = JournalFolder(Path(folder))
+        self.folder = Path(folder) if folder is not None else None
+        self.storage: PurgeJournal = storage
+        files = storage if isinstance(storage, JournalFolder) else None
+        self._files = files
+        self.path = files.path if files is not None else Path(repr(storage))  # names it in errors
+        if files is not None:
+            header, footer = files.first_and_last()
+        else:
+            header, footer = storage.read_header(), storage.read_footer()
         self.footer: dict[str, Any] = footer
         self.header: dict[str, Any] = check_version(
             header,
@@ -259,11 +284,13 @@ class Journal:
             raise JournalError(f"purge journal {self.path} has no footer; it is damaged")
 
     @classmethod
-    def find(cls, folder: Path) -> Journal | None:
-        """The unfinished journal in ``folder``, or None."""
-        if not (Path(folder) / JOURNAL).exists():
+    def find(cls, folder: Path | None, *, storage: PurgeJournal | None = None) -> Journal | None:
+        """The unfinished journal in ``folder`` (or ``storage``), or None."""
+        if storage is not None and not isinstance(storage, JournalFolder):
+            return cls(folder, storage=storage) if storage.pending() else None
+        if folder is None or not (Path(folder) / JOURNAL).exists():
             return None
-        return cls(folder)
+        return cls(folder, storage=storage)
 
     @property
     def total(self) -> int:
@@ -273,27 +300,47 @@ class Journal:
         """The outcome byte of every entry done so far, in order."""
         return self.storage.outcomes()
 
+    def record(self, outcomes: bytes) -> None:
+        """Append the outcome bytes of the next entries (durable per the storage)."""
+        self.storage.record(outcomes)
+
     def entries(self) -> Iterator[Entry]:
         """Every entry, in order (streamed)."""
-        with open(self.path, encoding="utf-8") as handle:
+        if self._files is None:
+            yield from self._entries(enumerate(self.storage.read_entries()))
+            return
+        with open(self._files.path, encoding="utf-8") as handle:
             handle.readline()
-            for number, line in enumerate(handle):
-                if number >= self.total:
-                    return
-                try:
-                    n, kind, path, rule, size, agent, ino, mtime_ns = _DECODE(line)
-                    entry = Entry(n, _KINDS[kind], path, _RULES[rule], size, agent, (ino, mtime_ns))
-                except (ValueError, TypeError, KeyError) as exc:
-                    raise JournalError(
-                        f"purge journal {self.path} line {number + 2} is damaged ({exc}); "
-                        "remove the journal to discard the interrupted purge"
-                    ) from exc
-                if n != number:
-                    raise JournalError(f"purge journal {self.path} is out of order at entry {n}")
-                yield entry
+            yield from self._entries(enumerate(handle))
+
+    def _entries(self, rows: Iterator[tuple[int, Any]]) -> Iterator[Entry]:
+        for number, row in rows:
+            if number >= self.total:
+                return
+            try:
+                fields = _DECODE(row) if isinstance(row, str) else row
+                n, kind, path, rule, size, agent, ino, mtime_ns = fields
+                entry = Entry(n, _KINDS[kind], path, _RULES[rule], size, agent, (ino, mtime_ns))
+            except (ValueError, TypeError, KeyError) as exc:
+                raise JournalError(
+                    f"purge journal {self.path} line {number + 2} is damaged ({exc}); "
+                    "remove the journal to discard the interrupted purge"
+                ) from exc
+            if n != number:
+                raise JournalError(f"purge journal {self.path} is out of order at entry {n}")
+            yield entry
 
     def open_progress(self) -> int:
-        """An append descriptor on the progress file (caller closes)."""
+        """An append descriptor on the progress file (caller closes; the file backend only).
+
+        Raises:
+            JournalError: the journal is not kept in files (use :meth:`record`).
+        """
+        if self.folder is None or self._files is None:
+            raise JournalError(
+                f"purge journal {self.path} is not kept in files; record progress with "
+                "Journal.record(outcomes)"
+            )
         return open_private(self.folder / PROGRESS, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
 
     def remove(self) -> None:
