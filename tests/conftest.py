@@ -55,6 +55,12 @@ def pg_url(pg_server: PgServer) -> str:
 
 
 @pytest.fixture
+def pg_schema_url(pg_server: PgServer) -> str:
+    """The URL of a fresh database on the test server with the schema applied, as its superuser."""
+    return pg_server.url(pg_server.schema_database())
+
+
+@pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     """An empty workspace folder."""
     path = tmp_path / "ws"

@@ -77,6 +77,8 @@ class PgServer:
         self._as_postgres = os.geteuid() == 0
         self._names = itertools.count(1)
         self._lock = threading.Lock()
+        self._template: str | None = None
+        self._template_lock = threading.Lock()
         self.socket_dir.mkdir()
         if self._as_postgres:
             user = pwd.getpwnam(SUPERUSER)
@@ -144,6 +146,29 @@ class PgServer:
         with self._lock:
             name = f"t{os.getpid()}_{next(self._names)}"
         self.sql(f'CREATE DATABASE "{name}" TEMPLATE template0')
+        return name
+
+    def schema_database(self) -> str:
+        """A fresh database with this release's schema applied; its name.
+
+        A copy of a template database upgraded once per server (``CREATE DATABASE
+        ... TEMPLATE``), so a test gets an empty deployment without running the
+        migrations again.
+        """
+        with self._template_lock:
+            if self._template is None:
+                from governed_memory._postgres import Database, upgrade_schema
+
+                template = self.create_database()
+                db = Database(self.url(template), min_size=0)
+                try:
+                    upgrade_schema(db)
+                finally:
+                    db.close()
+                self._template = template
+            with self._lock:
+                name = f"t{os.getpid()}_{next(self._names)}"
+            self.sql(f'CREATE DATABASE "{name}" TEMPLATE "{self._template}"')
         return name
 
     def cleanup(self) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from governed_memory._audit import AuditKey
-from governed_memory._postgres import Database, PgAuditStorage, upgrade_schema
+from governed_memory._postgres import Database, PgAuditStorage
 
 KEY = AuditKey(bytes(range(32)))  # the key of test_audit_storage.py
 
@@ -35,8 +35,7 @@ def _database(tmp_path: Path) -> Database:
         pg = server()
         if not _OPEN:
             atexit.register(_close_all)  # after the server's own: runs before it stops
-        db = Database(pg.url(pg.create_database()), max_size=4)
-        upgrade_schema(db)
+        db = Database(pg.url(pg.schema_database()), max_size=4)
         _OPEN[tmp_path] = db
     return _OPEN[tmp_path]
 

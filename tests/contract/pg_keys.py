@@ -20,7 +20,6 @@ from governed_memory._postgres import (
     PgKeyStorage,
     PgLeadership,
     PgPurgeJournal,
-    upgrade_schema,
 )
 
 _OPEN: list[Database] = []  # kept open for the process: the contract openers have no teardown
@@ -30,8 +29,7 @@ def _fresh_database() -> Database:
     from pg_server import server
 
     srv = server()
-    db = Database(srv.url(srv.create_database()), min_size=1, max_size=4)
-    upgrade_schema(db)
+    db = Database(srv.url(srv.schema_database()), min_size=1, max_size=4)
     _OPEN.append(db)
     return db
 

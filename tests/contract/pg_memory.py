@@ -24,12 +24,11 @@ def fresh_database() -> Any:
     """This process's test database (tests/pg_server.py), its memory tables emptied."""
     from pg_server import server
 
-    from governed_memory._postgres import Database, upgrade_schema
+    from governed_memory._postgres import Database
 
     if not _DATABASE:
         pg = server()
-        db = Database(pg.url(pg.create_database()))
-        upgrade_schema(db)
+        db = Database(pg.url(pg.schema_database()))
         _DATABASE.append(db)
     db = _DATABASE[0]
     with db.transaction("emptying the memory tables") as conn:
