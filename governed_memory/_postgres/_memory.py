@@ -373,8 +373,8 @@ class PgAgentStore:
                 self.source(),
                 torn_ok=False,
             )
-            if not checked.first_shredded and first is not None:
-                return memory_id, bytes(header), int(last) + 1
+            if not checked.first_shredded:  # (no row at all: a memory rewritten to "")
+                return memory_id, bytes(header), 0 if last is None else int(last) + 1
             self._replace(conn, memory_id, self._header())
         found = conn.execute(
             f"SELECT m.header, (SELECT count(*) FROM {_T}.memory_blocks b WHERE b.memory_id = m.id)"
