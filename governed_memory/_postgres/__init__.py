@@ -27,16 +27,16 @@ __all__ = [
 
 if TYPE_CHECKING:
     from ._db import Database, advisory_key
-    from ._memory import PgAgentStore, PgStores, pg_store_factory
-    from ._memory_backend import PgMemoryBackend
+    from ._memory import PgAgentStore
+    from ._memory_backend import PgMemoryBackend, PgStores, pg_store_factory
     from ._schema import SCHEMA, SCHEMA_VERSION, check_schema, schema_version, upgrade_schema
 
 _LAZY: dict[str, str] = {
     "Database": "._db",
     "advisory_key": "._db",
     "PgAgentStore": "._memory",
-    "PgStores": "._memory",
-    "pg_store_factory": "._memory",
+    "PgStores": "._memory_backend",
+    "pg_store_factory": "._memory_backend",
     "PgMemoryBackend": "._memory_backend",
     "SCHEMA": "._schema",
     "SCHEMA_VERSION": "._schema",
