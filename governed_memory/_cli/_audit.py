@@ -88,9 +88,7 @@ def _open_log(
     if folder is None:
         storage = ctx.storage()
         if storage.files is None:  # a database deployment: its one chain
-            log: AuditLogLike = storage.audit_storage(
-                None, key, previous_keys=previous, clock=None
-            )  # type: ignore[assignment]
+            log: AuditLogLike = storage.audit_storage(None, key, previous_keys=previous, clock=None)  # type: ignore[assignment]
             return log
     where = _existing(_folder(ctx, folder))
     return AuditLog(where, key, previous_keys=previous, workspace=workspace)

@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from ._journal import PgPurgeJournal
     from ._keyring import PgKeyStorage
     from ._leader import PgLeadership
-    from ._memory import PgAgentStore, PgStores, pg_store_factory
-    from ._memory_backend import PgMemoryBackend
+    from ._memory import PgAgentStore
+    from ._memory_backend import PgMemoryBackend, PgStores, pg_store_factory
     from ._records import PgLock, PgPlace
     from ._schema import SCHEMA, SCHEMA_VERSION, check_schema, schema_version, upgrade_schema
 
@@ -49,8 +49,8 @@ _LAZY: dict[str, str] = {
     "PgAuditStorage": "._audit",
     "advisory_key": "._db",
     "PgAgentStore": "._memory",
-    "PgStores": "._memory",
-    "pg_store_factory": "._memory",
+    "PgStores": "._memory_backend",
+    "pg_store_factory": "._memory_backend",
     "PgMemoryBackend": "._memory_backend",
     "PgLock": "._records",
     "PgPlace": "._records",

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ._journal import PgPurgeJournal
     from ._keyring import PgKeyStorage
     from ._leader import PgLeadership
-    from ._memory import PgStores
+    from ._memory_backend import PgStores
     from ._records import PgPlace
 
 __all__ = ["PostgresStorage", "open_storage"]
@@ -83,7 +83,7 @@ class PostgresStorage:
 
     def _agent_stores(self, encrypted: bool, keyring: Callable[[], Any], clock: Any) -> PgStores:
         """One set of stores per mode, keyring and clock: stores of one set share lock sessions."""
-        from ._memory import pg_store_factory
+        from ._memory_backend import pg_store_factory
 
         key = (encrypted, id(keyring) if encrypted else 0, id(clock))
         with self._mutex:

@@ -31,20 +31,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._base import ARCHIVE_DIR, MEMORY_FILE, Clock, SystemClock, validate_agent_name
-from .._crypto import KIND_ARCHIVE, KIND_MEMORY, SUBJECT, AgentCodec, Keyring, split_segments
+from .._base import ARCHIVE_DIR, MEMORY_FILE
+from .._crypto import KIND_ARCHIVE, KIND_MEMORY, SUBJECT, AgentCodec, split_segments
 from .._errors import ConfigurationError, StorageError
 from .._format import META_OPEN, has_records
 from .._protocols import StoredInfo
 from .._stores import ENCRYPTED_SUFFIX, SUBJECTS_DIR, archive_names, plain_partition_name
-from ._memory_locks import LockSessions, agent_key
+from ._memory_locks import agent_key
 
 if TYPE_CHECKING:
     import psycopg
 
-    from ._db import Database
+    from ._memory_backend import PgStores
 
-__all__ = ["PgAgentStore", "PgStores"]
+__all__ = ["PgAgentStore"]
 
 _ARCHIVE_PREFIX = "history_"
 _STAMP_LEN = len("2026-01-31_12-00-00")
@@ -74,54 +74,10 @@ _INSERT_ROWS = f"""
     SELECT %s, t.p, t.d FROM unnest(%s::integer[], %s::bytea[]) AS t(p, d)"""
 
 
-class PgStores:
-    """The agent stores of one database: a ``StoreFactory`` (call it with a MEMORY.md path).
-
-    Args:
-        db: the database.
-        keyring: returns the keyring when the memory is encrypted; None for plaintext.
-        clock: names archives.
-
-    The stores it opens share its lock sessions (``_memory_locks``): a thread holding
-    one store's :meth:`~PgAgentStore.lock` uses the same connection for all of them.
-    """
-
-    def __init__(
-        self,
-        db: Database,
-        *,
-        keyring: Callable[[], Keyring] | None = None,
-        clock: Clock | None = None,
-    ) -> None:
-        self.db = db
-        self.keyring = keyring
-        self.clock: Clock = clock or SystemClock()
-        self.sessions = LockSessions(db)
-
-    def open(self, agent: str, header: Callable[[], str]) -> PgAgentStore:
-        """The store of ``agent``'s own memory (creates nothing)."""
-        return PgAgentStore(self, validate_agent_name(agent), header)
-
-    def __call__(self, memory_path: Path, header: Callable[[], str]) -> PgAgentStore:
-        """The store of the agent whose ``memory_md_path`` is ``memory_path`` (its folder's name)."""
-        return self.open(Path(memory_path).parent.name, header)
-
-    def __repr__(self) -> str:
-        mode = "plaintext" if self.keyring is None else "encrypted"
-        return f"PgStores({self.db.where!r}, {mode})"
-
-
-def pg_store_factory(
-    db: Database, *, keyring: Callable[[], Keyring] | None, clock: Clock
-) -> PgStores:
-    """A ``StoreFactory`` whose stores keep memory in ``db`` (``keyring`` None: plaintext)."""
-    return PgStores(db, keyring=keyring, clock=clock)
-
-
 class PgAgentStore:
     """One agent's memory (or one subject's memory of the agent) in the database.
 
-    Built by :class:`PgStores`; see the module docstring for what it keeps and how.
+    Built by :class:`~._memory_backend.PgStores`; see the module docstring for what it keeps and how.
     """
 
     accepts_utf8_blocks: ClassVar[bool] = True
@@ -373,8 +329,8 @@ class PgAgentStore:
                 self.source(),
                 torn_ok=False,
             )
-            if not checked.first_shredded and first is not None:
-                return memory_id, bytes(header), int(last) + 1
+            if not checked.first_shredded:  # (no row at all: a memory rewritten to "")
+                return memory_id, bytes(header), 0 if last is None else int(last) + 1
             self._replace(conn, memory_id, self._header())
         found = conn.execute(
             f"SELECT m.header, (SELECT count(*) FROM {_T}.memory_blocks b WHERE b.memory_id = m.id)"

@@ -1,6 +1,8 @@
-"""The PostgreSQL ``MemoryBackend``: the agents that have memory in the database, and their stores.
+"""The agents of a PostgreSQL database: the factory of their stores, and the ``MemoryBackend``.
 
-Export, erasure and inspection find agents through it, as they find the folders of
+:class:`PgStores` is the ``StoreFactory`` (``pg_store_factory`` builds it): it opens
+:class:`~._memory.PgAgentStore`s, sharing one set of lock sessions. :class:`PgMemoryBackend`
+is how export, erasure and inspection find agents, as they find the folders of
 ``agents/`` through ``FileMemoryBackend``: an agent is listed once it has a memory
 (its own or a subject's) or an archive, and no longer once deleted.
 """
@@ -12,19 +14,65 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._base import AGENTS_DIR, MEMORY_FILE, validate_agent_name
+from .._base import AGENTS_DIR, MEMORY_FILE, Clock, SystemClock, validate_agent_name
 from .._protocols import AgentStore, StoreFactory
 from ._db import _import_psycopg
-from ._memory_locks import memory_error
+from ._memory import PgAgentStore
+from ._memory_locks import LockSessions, memory_error
 
 if TYPE_CHECKING:
     import psycopg
 
+    from .._crypto import Keyring
     from ._db import Database
 
-__all__ = ["PgMemoryBackend"]
+__all__ = ["PgMemoryBackend", "PgStores", "pg_store_factory"]
 
 _T = "governed_memory"
+
+
+class PgStores:
+    """The agent stores of one database: a ``StoreFactory`` (call it with a MEMORY.md path).
+
+    Args:
+        db: the database.
+        keyring: returns the keyring when the memory is encrypted; None for plaintext.
+        clock: names archives.
+
+    The stores it opens share its lock sessions (``_memory_locks``): a thread holding
+    one store's :meth:`~PgAgentStore.lock` uses the same connection for all of them.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        keyring: Callable[[], Keyring] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.db = db
+        self.keyring = keyring
+        self.clock: Clock = clock or SystemClock()
+        self.sessions = LockSessions(db)
+
+    def open(self, agent: str, header: Callable[[], str]) -> PgAgentStore:
+        """The store of ``agent``'s own memory (creates nothing)."""
+        return PgAgentStore(self, validate_agent_name(agent), header)
+
+    def __call__(self, memory_path: Path, header: Callable[[], str]) -> PgAgentStore:
+        """The store of the agent whose ``memory_md_path`` is ``memory_path`` (its folder's name)."""
+        return self.open(Path(memory_path).parent.name, header)
+
+    def __repr__(self) -> str:
+        mode = "plaintext" if self.keyring is None else "encrypted"
+        return f"PgStores({self.db.where!r}, {mode})"
+
+
+def pg_store_factory(
+    db: Database, *, keyring: Callable[[], Keyring] | None, clock: Clock
+) -> PgStores:
+    """A ``StoreFactory`` whose stores keep memory in ``db`` (``keyring`` None: plaintext)."""
+    return PgStores(db, keyring=keyring, clock=clock)
 
 
 class PgMemoryBackend:

@@ -235,3 +235,46 @@ def test_a_memory_of_the_other_mode_is_refused_not_overwritten(
         plain.open("E", lambda: HEADER).read_memory()
     assert _contents(plain.open("P", lambda: HEADER).read_memory()) == ["plain"]
     assert _contents(sealed.open("E", lambda: HEADER).read_memory()) == ["sealed"]
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plaintext", "encrypted"])
+def test_two_hosts_conversations_share_one_memory_and_write_no_file(
+    pg_db: Database, tmp_path: Path, encrypted: bool
+) -> None:
+    """Two workspaces (two hosts' local folders), one database: one agent's memory."""
+    from governed_memory import Conversation, memory_md_path
+
+    stores, _ = _stores(pg_db, tmp_path, encrypted)
+    host_a, host_b = tmp_path / "host-a", tmp_path / "host-b"
+    first = Conversation(
+        name="Shared",
+        memory_md_path=memory_md_path("Shared", host_a),
+        store_factory=stores,
+        governance=None,
+    )
+    first.add("user", "written on host a")
+    second = Conversation(
+        name="Shared",
+        memory_md_path=memory_md_path("Shared", host_b),
+        store_factory=stores,
+        governance=None,
+    )
+    assert "written on host a" in second.return_history_as_string()
+    second.add("user", "written on host b")
+    text = stores.open("Shared", lambda: HEADER).read_memory()
+    assert _contents(text) == ["written on host a", "written on host b"]
+    assert not host_a.exists() and not host_b.exists()
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plaintext", "encrypted"])
+def test_a_memory_rewritten_to_nothing_takes_the_next_append(
+    pg_db: Database, tmp_path: Path, encrypted: bool
+) -> None:
+    stores, _ = _stores(pg_db, tmp_path, encrypted)
+    store = stores.open("A", lambda: HEADER)
+    store.append(_block("erased"))
+    with store.lock():
+        store.rewrite_memory("")
+    assert store.read_memory() == ""
+    store.append(_block("next"))
+    assert store.read_memory() == _block("next")  # no header added back over the rewrite
