@@ -123,7 +123,7 @@ class PgPlace:
 
     # -- line stores ---------------------------------------------------------
 
-    def read_lines(self, name: str, mark: Any) -> LineBatch:
+    def read_lines(self, name: str, mark: Any) -> LineBatch | None:
         generation, last = mark if mark is not None else (None, 0)
 
         def query(conn: psycopg.Connection[Any]) -> list[Any]:
@@ -137,8 +137,10 @@ class PgPlace:
 
         rows = self._run(None, f"reading {name}", query)
         if not rows or not rows[0][2]:
-            return LineBatch((), None, mark is not None, "seq 1")
+            return None if mark is None else LineBatch((), None, True, "seq 1")
         new = (int(rows[0][0]), int(rows[0][1]))
+        if new == mark:
+            return None
         restarted = mark is None or new[0] != generation
         lines = [bytes(r[4]) for r in rows if r[3] is not None]
         start = 1 if restarted else last + 1

@@ -347,8 +347,12 @@ class RecordPlace(Protocol):
 
     # -- line stores ---------------------------------------------------------
 
-    def read_lines(self, name: str, mark: Any) -> LineBatch:
-        """The complete lines stored since ``mark`` (None: from the start); cheap when unchanged."""
+    def read_lines(self, name: str, mark: Any) -> LineBatch | None:
+        """The complete lines stored since ``mark`` (None: from the start); None when unchanged.
+
+        Called by the consent gate before every write, so an unchanged log
+        costs one cheap check (the file place: one ``stat``).
+        """
         ...
 
     def stored_lines(self, name: str, *, under: Any = None) -> list[bytes] | None:

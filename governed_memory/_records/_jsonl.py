@@ -107,6 +107,7 @@ class JsonlLog(Generic[Record]):
         self.name = str(path)
         self.where = place.describe(self.name)
         """How messages name the log (the file place: its path)."""
+        self._where_path = Path(self.where)
         self.what = what
         self.lock = lock
         self.version = version
@@ -160,13 +161,12 @@ class JsonlLog(Generic[Record]):
             raise
         except OSError as exc:
             raise StorageError(f"cannot read {self.what} {self.where}: {exc}") from exc
+        if batch is None:
+            return  # unchanged since the last read
         if batch.restarted:
             self._reset()  # replaced (a rewrite), truncated or removed: read it all
         if batch.mark is None:
-            self._mark = None
-            return
-        if batch.mark == self._mark:
-            return
+            return  # absent
         fresh = []  # parsed in full before the cache changes: a bad line leaves it as it was
         decoded = []
         for number, raw in enumerate(batch.lines, start=1):
@@ -245,7 +245,7 @@ class JsonlLog(Generic[Record]):
             SealedRecordError: the line is sealed and the log has no sealing.
             StorageError: the line is plaintext but the log seals, or damaged.
         """
-        return open_record(raw, self.sealing, self.purpose, self.context, Path(self.where))
+        return open_record(raw, self.sealing, self.purpose, self.context, self._where_path)
 
     def stored_lines(self) -> list[bytes]:
         """The log's complete lines as stored (sealed or not), read now; [] when absent."""

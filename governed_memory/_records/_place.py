@@ -68,6 +68,7 @@ class FolderPlace:
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
+        self._paths: dict[str, str] = {}  # stat()ed on every gate check: no pathlib there
 
     def path(self, name: str) -> Path:
         """The file holding ``name``."""
@@ -97,14 +98,16 @@ class FolderPlace:
 
     # -- line stores ---------------------------------------------------------
 
-    def read_lines(self, name: str, mark: Any) -> LineBatch:
-        path = os.fspath(self.path(name))  # stat()ed on every gate check: no pathlib there
+    def read_lines(self, name: str, mark: Any) -> LineBatch | None:
+        path = self._paths.get(name)
+        if path is None:
+            path = self._paths[name] = os.fspath(self.path(name))
         try:
             st = os.stat(path)
         except FileNotFoundError:
-            return LineBatch((), None, mark is not None, "byte 0")
+            return None if mark is None else LineBatch((), None, True, "byte 0")
         if mark is not None and (st.st_ino, st.st_size, st.st_mtime_ns) == mark.ident:
-            return LineBatch((), mark, False, f"byte {mark.offset}")
+            return None
         with open(path, "rb") as handle:
             fst = os.fstat(handle.fileno())  # the file actually read, even if replaced since
             restarted = not _continues(handle, fst, mark)

@@ -7,6 +7,7 @@ opens shares that database, as the processes of one workspace would.
 
 from __future__ import annotations
 
+import atexit
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,16 @@ from governed_memory._records import JsonDocument, JsonlLog
 _OPEN: list[Database] = []  # the last test's database, closed when the next one opens
 
 
-def _place() -> PgPlace:
+def _close() -> None:
     while _OPEN:
         _OPEN.pop().close()
+
+
+atexit.register(_close)
+
+
+def _place() -> PgPlace:
+    _close()
     pg = server()
     db = Database(pg.url(pg.create_database()), max_size=12)
     upgrade_schema(db)
