@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pg_server import server
 
-from governed_memory._postgres import Database, PgPlace, upgrade_schema
+from governed_memory._postgres import Database, PgPlace
 from governed_memory._records import JsonDocument, JsonlLog
 
 _OPEN: list[Database] = []  # the last test's database, closed when the next one opens
@@ -31,8 +31,7 @@ atexit.register(_close)
 def _place() -> PgPlace:
     _close()
     pg = server()
-    db = Database(pg.url(pg.create_database()), max_size=12)
-    upgrade_schema(db)
+    db = Database(pg.url(pg.schema_database()), max_size=12)
     _OPEN.append(db)
     return PgPlace(db)
 
