@@ -171,6 +171,13 @@ class PgServer:
             self.sql(f'CREATE DATABASE "{name}" TEMPLATE "{self._template}"')
         return name
 
+    def dump(self, url: str) -> bytes:
+        """``pg_dump`` of the database at ``url`` (one of :meth:`url`'s), as plain SQL."""
+        done = subprocess.run(
+            [str(self.bin / "pg_dump"), "--dbname", url], check=True, capture_output=True
+        )
+        return done.stdout
+
     def cleanup(self) -> None:
         self.stop("immediate")
         shutil.rmtree(self.root, ignore_errors=True)
