@@ -22,28 +22,22 @@ import pytest
 from hosts import Host, Live, RemoteError
 from pg_server import PgServer
 
-from governed_memory import generate_audit_key
+from governed_memory import LocalSigningKey, generate_audit_key
 
 MASTER_KEY = base64.b64encode(bytes(range(32))).decode("ascii")
 CANARY = "account 4411-2291-7730"
 
 
 @pytest.fixture
-def deployment(tmp_path: Path, pg_url: str) -> dict[str, str]:
-    """What every host of the deployment is given: database, policy, keys (schema upgraded)."""
-    signing = tmp_path / "keys" / "signing.key"
-    signing.parent.mkdir()
-    settings = {
-        "GOVERNED_MEMORY_DATABASE_URL": pg_url,
+def deployment(pg_schema_url: str) -> dict[str, str]:
+    """What every host of the deployment is given: database (schema applied), policy, keys."""
+    return {
+        "GOVERNED_MEMORY_DATABASE_URL": pg_schema_url,
         "GOVERNED_MEMORY_POLICY": "regulated",
         "GOVERNED_MEMORY_MASTER_KEY": MASTER_KEY,
         "GOVERNED_MEMORY_AUDIT_KEY": generate_audit_key(),
-        "GOVERNED_MEMORY_SIGNING_KEY_FILE": str(signing),
+        "GOVERNED_MEMORY_SIGNING_KEY": LocalSigningKey.generate().to_base64(),
     }
-    admin = Host(tmp_path, "admin", settings)
-    admin.cli("keys", "signing-keygen", "--out", str(signing))
-    admin.cli("db", "upgrade")
-    return settings
 
 
 @pytest.fixture
@@ -201,6 +195,7 @@ def test_a_writer_killed_mid_run_loses_no_acknowledged_message(hosts: tuple[Host
 def test_the_database_holds_no_plaintext_of_a_governed_run(
     hosts: tuple[Host, Host], pg_server: PgServer, deployment: dict[str, str]
 ) -> None:
+    """A pg_dump after consent, messages, a hold: ciphertext, wrapped keys and keyed hashes only."""
     a, b = hosts
     _grant(a, "C-6")
     live = _teller(a, "C-6")
