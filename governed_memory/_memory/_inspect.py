@@ -20,6 +20,11 @@ inside the agent folder, ``AgentStore.subject_stores()``) belong to their
 agent: :func:`list_agents` counts them and adds their records, archives and
 bytes to the agent's totals; :func:`agent_records` lists their records after
 the agent's own, each with its source (``subjects/<p>/MEMORY.md``).
+
+A deployment that keeps its memory in a database has no agent folders:
+:func:`stored_agents`, :func:`stored_agent_info` and :func:`stored_agent_records`
+give the same views through its :class:`~governed_memory.MemoryBackend`
+(``Governance.memory_backend``), reading only through the stores.
 """
 
 from __future__ import annotations
@@ -34,9 +39,20 @@ from pathlib import Path
 from .._base import AGENTS_DIR, MEMORY_FILE, resolve_workspace, validate_agent_name
 from .._errors import NotFoundError, StorageError, UnsafePathError
 from .._format import Record, parse_memory, record_ids, record_subjects
+from .._protocols import MemoryBackend
 from .._stores import AgentStore, FileMemoryBackend, PlaintextAgentStore, StoreFactory
 
-__all__ = ["AgentInfo", "StoredRecord", "agent_info", "agent_names", "agent_records", "list_agents"]
+__all__ = [
+    "AgentInfo",
+    "StoredRecord",
+    "agent_info",
+    "agent_names",
+    "agent_records",
+    "list_agents",
+    "stored_agent_info",
+    "stored_agent_records",
+    "stored_agents",
+]
 
 PathLike = str | os.PathLike[str]
 
@@ -47,11 +63,13 @@ class AgentInfo:
 
     Attributes:
         name: the agent name (the folder name).
-        folder: ``<workspace>/agents/<name>``.
+        folder: ``<workspace>/agents/<name>``; None for an agent kept in a
+            database (:func:`stored_agents`), which has no folder.
         messages: message blocks in the active memories: the agent's own
             MEMORY.md and each subject memory's.
         archives: archive files (one per compaction), the subject memories' included.
-        size_bytes: bytes on disk of the active memories plus every archive.
+        size_bytes: bytes stored of the active memories plus every archive
+            (on disk, or in the database's rows; ciphertext when encrypted).
         last_activity: the newest record's timestamp in an active memory,
             else the newest modification time of a memory or an archive;
             None when the folder holds neither. Naive local time, like the
@@ -61,7 +79,7 @@ class AgentInfo:
     """
 
     name: str
-    folder: Path
+    folder: Path | None
     messages: int
     archives: int
     size_bytes: int
@@ -72,7 +90,7 @@ class AgentInfo:
         """JSON-ready form (paths and times as strings)."""
         return {
             "name": self.name,
-            "folder": str(self.folder),
+            "folder": None if self.folder is None else str(self.folder),
             "messages": self.messages,
             "archives": self.archives,
             "size_bytes": self.size_bytes,
@@ -188,27 +206,32 @@ def _newest_timestamp(records: list[Record]) -> _dt.datetime | None:
 
 
 def _info(name: str, folder: Path, factory: StoreFactory | None) -> AgentInfo:
+    with _open(folder, factory) as agent:
+        return _info_of(agent, folder)
+
+
+def _info_of(agent: AgentStore, folder: Path | None) -> AgentInfo:
+    """:class:`AgentInfo` of the agent whose own store is ``agent``, read through the stores."""
     records: list[Record] = []
     archives = 0
     files = []
-    with _open(folder, factory) as agent:
-        stores = _memories(agent)
-        try:
-            for store in stores:
-                text = store.read_memory()
-                names = store.list_archives()
-                records += parse_memory(text).records if text is not None else []
-                archives += len(names)
-                files += [store.stat(), *(store.stat(a) for a in names)]
-        finally:
-            for store in stores[1:]:
-                store.close()
+    stores = _memories(agent)
+    try:
+        for store in stores:
+            text = store.read_memory()
+            names = store.list_archives()
+            records += parse_memory(text).records if text is not None else []
+            archives += len(names)
+            files += [store.stat(), *(store.stat(a) for a in names)]
+    finally:
+        for store in stores[1:]:
+            store.close()
     present = [f for f in files if f is not None]
     last = _newest_timestamp(records)
     if last is None and present:
         last = _dt.datetime.fromtimestamp(max(f.modified for f in present))
     return AgentInfo(
-        name=name,
+        name=agent.agent,
         folder=folder,
         messages=len(records),
         archives=archives,
@@ -283,23 +306,98 @@ def agent_records(
         StorageError: a file could not be read.
     """
     folder = _agent_folder(workspace, agent_name)
-    found: list[StoredRecord] = []
     with _open(folder, store_factory) as agent:
-        subjects = agent.subject_stores()
-        try:
-            if subject_id is not None:
-                mine = _subject_memory(agent, subjects, subject_id)
-                own = _records(agent, include_archives)
-                found += [r for r in own if subject_id in record_subjects(r.record)]
-                if mine is not None:
-                    found += _records(mine, include_archives)
-                return found
-            for store in [agent, *subjects]:
-                found += _records(store, include_archives)
-        finally:
-            for store in subjects:
-                store.close()
+        return _records_of(agent, include_archives, subject_id)
+
+
+def _records_of(
+    agent: AgentStore, include_archives: bool, subject_id: str | None
+) -> list[StoredRecord]:
+    """What :func:`agent_records` returns, read from the agent's own store ``agent``."""
+    found: list[StoredRecord] = []
+    subjects = agent.subject_stores()
+    try:
+        if subject_id is not None:
+            mine = _subject_memory(agent, subjects, subject_id)
+            own = _records(agent, include_archives)
+            found += [r for r in own if subject_id in record_subjects(r.record)]
+            if mine is not None:
+                found += _records(mine, include_archives)
+            return found
+        for store in [agent, *subjects]:
+            found += _records(store, include_archives)
+    finally:
+        for store in subjects:
+            store.close()
     return found
+
+
+# -- the same views through a MemoryBackend (a database keeps no folders) -------
+
+
+@contextmanager
+def _opened(backend: MemoryBackend, agent_name: str, where: str) -> Iterator[AgentStore]:
+    name = validate_agent_name(agent_name)
+    if not backend.has_agent(name):
+        raise NotFoundError(
+            f"agent {name!r} has no memory in {where}; list the agents there with "
+            "`governed-memory agents`, or point at another deployment with "
+            "GOVERNED_MEMORY_DATABASE_URL"
+        )
+    store = backend.open(name, _read_only_header)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def stored_agents(backend: MemoryBackend) -> list[AgentInfo]:
+    """:func:`list_agents` of the agents ``backend`` keeps (a database's), sorted by name.
+
+    Read through the stores only (``read_memory``, ``list_archives``, ``stat``):
+    sizes are the stored bytes, and :attr:`AgentInfo.folder` is None.
+
+    Raises:
+        StorageError: a memory could not be read.
+    """
+    found = []
+    for name in backend.agents():
+        store = backend.open(name, _read_only_header)
+        try:
+            found.append(_info_of(store, None))
+        finally:
+            store.close()
+    return found
+
+
+def stored_agent_info(backend: MemoryBackend, agent_name: str, *, where: str) -> AgentInfo:
+    """:func:`agent_info` of one agent ``backend`` keeps; ``where`` names it in messages.
+
+    Raises:
+        InvalidAgentNameError: ``agent_name`` is not a valid agent name.
+        NotFoundError: ``backend`` has no memory of ``agent_name``.
+    """
+    with _opened(backend, agent_name, where) as store:
+        return _info_of(store, None)
+
+
+def stored_agent_records(
+    backend: MemoryBackend,
+    agent_name: str,
+    *,
+    where: str,
+    include_archives: bool = False,
+    subject_id: str | None = None,
+) -> list[StoredRecord]:
+    """:func:`agent_records` of one agent ``backend`` keeps; ``where`` names it in messages.
+
+    Raises:
+        InvalidAgentNameError: ``agent_name`` is not a valid agent name.
+        NotFoundError: ``backend`` has no memory of ``agent_name``.
+        StorageError: a memory could not be read.
+    """
+    with _opened(backend, agent_name, where) as store:
+        return _records_of(store, include_archives, subject_id)
 
 
 def _subject_memory(

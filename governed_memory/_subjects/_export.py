@@ -47,6 +47,7 @@ from .._records import (
     new_erasure_id,
     validate_text,
 )
+from .._records._export_receipts import EXPORT_RECEIPTS_DIR
 from ._access import purposes, recipients, retention
 from ._collect import FileSeen, collect
 from ._context import SubjectContext, subject_context
@@ -84,7 +85,8 @@ class ExportResult:
     withheld_summaries: int
     files: dict[str, str]  # name -> sha256
     id: str = ""
-    receipt: Path | None = None
+    receipt: Path | str | None = None
+    """The receipt's file; on a database, how its record place names it (a str)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -198,8 +200,7 @@ def _export(
     refuse_linked_agent(ctx, scope, "exported")
     if scope.agent is not None and not ctx.has_agent(scope.agent):
         raise NotFoundError(
-            f"agent {scope.agent!r} has no folder in {ctx.agents_dir}; check the name "
-            "(governed-memory agents lists them)"
+            f"{ctx.no_agent(scope.agent)}; check the name (governed-memory agents lists them)"
         )
     _check_target(out)
     ctx.check_signing("the export")
@@ -295,8 +296,15 @@ def _export(
         withheld_summaries=withheld,
         files=digests,
         id=export_id,
-        receipt=receipts.folder / f"{export_id}.json",
+        receipt=_receipt_where(ctx, receipts, export_id),
     )
+
+
+def _receipt_where(ctx: SubjectContext, receipts: ExportReceiptStore, export_id: str) -> Path | str:
+    """The receipt's file in the governance folder, or its name in a database's record place."""
+    if isinstance(ctx.governance_dir, Path):
+        return receipts.folder / f"{export_id}.json"
+    return ctx.governance_dir.describe(f"{EXPORT_RECEIPTS_DIR}/{export_id}.json")
 
 
 def _refuse(ctx: SubjectContext, scope: ErasureScope, unreadable: list[Unfinished]) -> None:
