@@ -21,10 +21,10 @@ agent: :func:`list_agents` counts them and adds their records, archives and
 bytes to the agent's totals; :func:`agent_records` lists their records after
 the agent's own, each with its source (``subjects/<p>/MEMORY.md``).
 
-A deployment that keeps its memory in a database has no agent folders:
-:func:`stored_agents`, :func:`stored_agent_info` and :func:`stored_agent_records`
-give the same views through its :class:`~governed_memory.MemoryBackend`
-(``Governance.memory_backend``), reading only through the stores.
+A deployment that keeps its memory in a database has no agent folders: given
+``memory=`` (its :class:`~governed_memory.MemoryBackend`, ``Governance.memory_backend``),
+:func:`list_agents`, :func:`agent_info` and :func:`agent_records` give the same
+views through it, reading only through the stores.
 """
 
 from __future__ import annotations
@@ -42,17 +42,7 @@ from .._format import Record, parse_memory, record_ids, record_subjects
 from .._protocols import MemoryBackend
 from .._stores import AgentStore, FileMemoryBackend, PlaintextAgentStore, StoreFactory
 
-__all__ = [
-    "AgentInfo",
-    "StoredRecord",
-    "agent_info",
-    "agent_names",
-    "agent_records",
-    "list_agents",
-    "stored_agent_info",
-    "stored_agent_records",
-    "stored_agents",
-]
+__all__ = ["AgentInfo", "StoredRecord", "agent_info", "agent_names", "agent_records", "list_agents"]
 
 PathLike = str | os.PathLike[str]
 
@@ -247,7 +237,10 @@ def _memories(agent: AgentStore) -> list[AgentStore]:
 
 
 def list_agents(
-    workspace: PathLike | None = None, *, store_factory: StoreFactory | None = None
+    workspace: PathLike | None = None,
+    *,
+    store_factory: StoreFactory | None = None,
+    memory: MemoryBackend | None = None,
 ) -> list[AgentInfo]:
     """Every agent in ``workspace`` with its message, archive and size counts, sorted by name.
 
@@ -255,24 +248,41 @@ def list_agents(
         workspace: the workspace folder (default: ``$WORKSPACE_DIR``, else
             ``./agent_workspace``). A missing workspace has no agents.
         store_factory: how memory files are read (default: plaintext).
+        memory: list the agents this backend keeps instead
+            (``Governance.memory_backend``, a database's): read through its
+            stores only, sizes as stored, :attr:`AgentInfo.folder` None;
+            ``workspace`` and ``store_factory`` are then not used.
 
     Raises:
         StorageError: a memory file could not be read (e.g. not UTF-8).
     """
+    if memory is not None:
+        found = []
+        for name in memory.agents():
+            with _opened(memory, name) as store:
+                found.append(_info_of(store, None))
+        return found
     agents_dir = _agents_dir(workspace)
     return [_info(name, agents_dir / name, store_factory) for name in agent_names(workspace)]
 
 
 def agent_info(
-    workspace: PathLike | None, agent_name: str, *, store_factory: StoreFactory | None = None
+    workspace: PathLike | None,
+    agent_name: str,
+    *,
+    store_factory: StoreFactory | None = None,
+    memory: MemoryBackend | None = None,
 ) -> AgentInfo:
-    """:class:`AgentInfo` of one agent.
+    """:class:`AgentInfo` of one agent (of ``memory`` when given, as :func:`list_agents`).
 
     Raises:
         InvalidAgentNameError: ``agent_name`` is not a valid folder name.
         NotFoundError: the workspace has no folder for ``agent_name``.
         UnsafePathError: the agent's folder, or a file or folder in it, is a symbolic link.
     """
+    if memory is not None:
+        with _opened(memory, agent_name) as store:
+            return _info_of(store, None)
     folder = _agent_folder(workspace, agent_name)
     return _info(folder.name, folder, store_factory)
 
@@ -284,6 +294,7 @@ def agent_records(
     include_archives: bool = False,
     store_factory: StoreFactory | None = None,
     subject_id: str | None = None,
+    memory: MemoryBackend | None = None,
 ) -> list[StoredRecord]:
     """The records of one agent's memory, oldest first, then each subject memory's.
 
@@ -298,6 +309,7 @@ def agent_records(
         subject_id: only this subject's records: its subject memory's, and
             the records of the agent's own memory that name it (as their
             subject or in a summary's lineage).
+        memory: read the agent from this backend instead (as :func:`list_agents`).
 
     Raises:
         InvalidAgentNameError: ``agent_name`` is not a valid folder name.
@@ -305,6 +317,9 @@ def agent_records(
         UnsafePathError: the agent's folder, or a file or folder in it, is a symbolic link.
         StorageError: a file could not be read.
     """
+    if memory is not None:
+        with _opened(memory, agent_name) as agent:
+            return _records_of(agent, include_archives, subject_id)
     folder = _agent_folder(workspace, agent_name)
     with _open(folder, store_factory) as agent:
         return _records_of(agent, include_archives, subject_id)
@@ -332,72 +347,20 @@ def _records_of(
     return found
 
 
-# -- the same views through a MemoryBackend (a database keeps no folders) -------
-
-
 @contextmanager
-def _opened(backend: MemoryBackend, agent_name: str, where: str) -> Iterator[AgentStore]:
+def _opened(memory: MemoryBackend, agent_name: str) -> Iterator[AgentStore]:
+    """The own store of ``agent_name`` in ``memory`` (NotFoundError when it has none)."""
     name = validate_agent_name(agent_name)
-    if not backend.has_agent(name):
+    if not memory.has_agent(name):
         raise NotFoundError(
-            f"agent {name!r} has no memory in {where}; list the agents there with "
-            "`governed-memory agents`, or point at another deployment with "
-            "GOVERNED_MEMORY_DATABASE_URL"
+            f"agent {name!r} has no memory in {memory!r}; list the agents there with "
+            "`governed-memory agents` (or governed_memory.list_agents(memory=...))"
         )
-    store = backend.open(name, _read_only_header)
+    store = memory.open(name, _read_only_header)
     try:
         yield store
     finally:
         store.close()
-
-
-def stored_agents(backend: MemoryBackend) -> list[AgentInfo]:
-    """:func:`list_agents` of the agents ``backend`` keeps (a database's), sorted by name.
-
-    Read through the stores only (``read_memory``, ``list_archives``, ``stat``):
-    sizes are the stored bytes, and :attr:`AgentInfo.folder` is None.
-
-    Raises:
-        StorageError: a memory could not be read.
-    """
-    found = []
-    for name in backend.agents():
-        store = backend.open(name, _read_only_header)
-        try:
-            found.append(_info_of(store, None))
-        finally:
-            store.close()
-    return found
-
-
-def stored_agent_info(backend: MemoryBackend, agent_name: str, *, where: str) -> AgentInfo:
-    """:func:`agent_info` of one agent ``backend`` keeps; ``where`` names it in messages.
-
-    Raises:
-        InvalidAgentNameError: ``agent_name`` is not a valid agent name.
-        NotFoundError: ``backend`` has no memory of ``agent_name``.
-    """
-    with _opened(backend, agent_name, where) as store:
-        return _info_of(store, None)
-
-
-def stored_agent_records(
-    backend: MemoryBackend,
-    agent_name: str,
-    *,
-    where: str,
-    include_archives: bool = False,
-    subject_id: str | None = None,
-) -> list[StoredRecord]:
-    """:func:`agent_records` of one agent ``backend`` keeps; ``where`` names it in messages.
-
-    Raises:
-        InvalidAgentNameError: ``agent_name`` is not a valid agent name.
-        NotFoundError: ``backend`` has no memory of ``agent_name``.
-        StorageError: a memory could not be read.
-    """
-    with _opened(backend, agent_name, where) as store:
-        return _records_of(store, include_archives, subject_id)
 
 
 def _subject_memory(

@@ -47,7 +47,6 @@ from .._records import (
     new_erasure_id,
     validate_text,
 )
-from .._records._export_receipts import EXPORT_RECEIPTS_DIR
 from ._access import purposes, recipients, retention
 from ._collect import FileSeen, collect
 from ._context import SubjectContext, subject_context
@@ -301,10 +300,10 @@ def _export(
 
 
 def _receipt_where(ctx: SubjectContext, receipts: ExportReceiptStore, export_id: str) -> Path | str:
-    """The receipt's file in the governance folder, or its name in a database's record place."""
+    """The receipt's file in the governance folder, or where a database keeps it (a description)."""
     if isinstance(ctx.governance_dir, Path):
         return receipts.folder / f"{export_id}.json"
-    return ctx.governance_dir.describe(f"{EXPORT_RECEIPTS_DIR}/{export_id}.json")
+    return f"export receipt {export_id} in {ctx.agents_where}"
 
 
 def _refuse(ctx: SubjectContext, scope: ErasureScope, unreadable: list[Unfinished]) -> None:
