@@ -2,8 +2,10 @@
 
 ``agents`` and ``show`` read through :mod:`governed_memory._memory._inspect` with the
 store the policy selects (``Governance.store_factory``), so they read
-encrypted memory as well as plaintext. ``demo`` runs the whole memory cycle
-on a temporary workspace. See docs/cli.md.
+encrypted memory as well as plaintext; on a database deployment they list and
+read through ``Governance.memory_backend`` (no folder is involved). ``demo``
+runs the whole memory cycle on a temporary workspace, or on the database when
+one is configured. See docs/cli.md.
 """
 
 from __future__ import annotations
@@ -122,6 +124,8 @@ def _when(value: _dt.datetime | None) -> str:
 @click.pass_obj
 def agents(cli: CliContext, as_json: bool) -> None:
     """List the agents in the workspace with message and archive counts, size and last activity.
+
+    On a database deployment: the agents the database keeps, read through its stores.
 
     Subject memories (isolation = "subject") count with their agent: the
     last column says how many it has, and their messages, archives and
