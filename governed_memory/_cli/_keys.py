@@ -6,6 +6,7 @@ writes the new key it made, and nothing else). Everything else shows key ids.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -116,6 +117,9 @@ def status(cli: CliContext, as_json: bool) -> None:
     """Show the keyring: each data key, its generations and the master key id wrapping it."""
     keyring = _keyring(cli, require_key=False)
     report = _status_report(keyring, cli)
+    storage = cli.storage()
+    if storage.files is None:  # a database keeps the wrapped keys: name it, never its URL
+        report = dataclasses.replace(report, folder=f"{storage.where} (wrapped keys only)")
     if as_json:
         emit_json(report.as_dict())
         return
@@ -166,7 +170,7 @@ def _status_report(keyring: Keyring, cli: CliContext) -> KeyringStatus:
     except (ValueError, TypeError, AttributeError, KeyError) as exc:
         # keyring_status reads keyring.json as JSON without checking its shape.
         raise StorageError(
-            f"the keyring file {keyring.folder / 'keyring.json'} is damaged: it is not the JSON "
+            f"the keyring file {keyring.meta_path} is damaged: it is not the JSON "
             "object this release writes. Nothing was changed; restore the keyring folder from "
             "its backup (or point GOVERNED_MEMORY_KEYRING_DIR at the right keyring)"
         ) from exc
@@ -200,10 +204,13 @@ def rotate(
         # The old key also gives the audit key's previous version, when the
         # audit key derives from the master key (versioned audit keys).
         settings = cli.settings(master_key_old_file=old_key_file)
+    storage = cli.storage(settings)
     audit = cli.audit_as(actor, cli.governance(settings).audit)
     keyring = _keyring(cli, old_key_file=old_key_file, observer=audit)
     with _progress(not as_json) as progress:
-        report = run(cli.file_workspace(), keyring, reencrypt_data=reencrypt, progress=progress)
+        # A database's keyring (no files): its wrapped keys are re-wrapped in their rows,
+        # and --reencrypt is refused before anything changes.
+        report = run(storage.files, keyring, reencrypt_data=reencrypt, progress=progress)
     if as_json:
         emit_json(report.as_dict())
         return

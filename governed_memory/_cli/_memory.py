@@ -2,8 +2,10 @@
 
 ``agents`` and ``show`` read through :mod:`governed_memory._memory._inspect` with the
 store the policy selects (``Governance.store_factory``), so they read
-encrypted memory as well as plaintext. ``demo`` runs the whole memory cycle
-on a temporary workspace. See docs/cli.md.
+encrypted memory as well as plaintext; on a database deployment they list and
+read through ``Governance.memory_backend`` (no folder is involved). ``demo``
+runs the whole memory cycle on a temporary workspace, or on the database when
+one is configured. See docs/cli.md.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .._base import memory_md_path
-from .._memory import Conversation, agent_info, agent_records, list_agents
+from .._memory import AgentInfo, Conversation, agent_info, agent_records, list_agents
 from .._stores import AgentStore, StoreFactory
 from ._context import CliContext, actor_option
 
@@ -70,6 +72,46 @@ def _lazy_store_factory(cli: CliContext) -> StoreFactory:
     return factory
 
 
+def _on_database(cli: CliContext) -> Governance | None:
+    """The command's Governance when the deployment keeps its memory in a database, else None.
+
+    A file deployment's commands keep reading the workspace's folders (and
+    build no Governance for an empty one); naming the storage connects nothing.
+    """
+    storage = cli.storage()
+    try:
+        if storage.files is not None:
+            return None
+    finally:
+        storage.close()
+    return cli.governance()
+
+
+def _demo_database(cli: CliContext) -> Governance | None:
+    """The demo's Governance on the deployment's database; None on files.
+
+    The built-in default policy, encrypted when the deployment's policy
+    encrypts: the database is shared with the deployment, whose rows must stay
+    ciphertext (its master key comes from the settings, as every host's does).
+    """
+    from .._policy import Policy, resolve_policy
+    from .._wiring import Governance
+
+    settings = cli.settings()
+    storage = cli.storage(settings)
+    try:
+        if storage.files is not None:
+            return None
+    finally:
+        storage.close()
+    policy = Policy()
+    if resolve_policy(settings).policy.encryption.enabled:
+        data = policy.model_dump(exclude={"source"}, mode="json")
+        data["encryption"] = {"enabled": True}
+        policy = Policy.model_validate(data)
+    return Governance(policy=policy, settings=settings)
+
+
 # -- agents ---------------------------------------------------------------------
 
 
@@ -83,10 +125,27 @@ def _when(value: _dt.datetime | None) -> str:
 def agents(cli: CliContext, as_json: bool) -> None:
     """List the agents in the workspace with message and archive counts, size and last activity.
 
+    On a database deployment: the agents the database keeps, read through its stores.
+
     Subject memories (isolation = "subject") count with their agent: the
     last column says how many it has, and their messages, archives and
     bytes are in the agent's totals.
     """
+    database = _on_database(cli)
+    if database is not None:  # the agents its memory backend keeps
+        found = list_agents(memory=database.memory_backend)
+        if as_json:
+            emit_json([info.to_dict() for info in found])
+            return
+        where = database.storage.where
+        if not found:
+            click.echo(
+                f"No agents in {where} yet. An agent appears here once a "
+                "Conversation has stored a message; `governed-memory demo` shows one."
+            )
+            return
+        _agents_table(f"Agents in {where}", found)
+        return
     workspace = cli.file_workspace().absolute()
     found = list_agents(workspace, store_factory=_lazy_store_factory(cli))
     if as_json:
@@ -104,8 +163,12 @@ def agents(cli: CliContext, as_json: bool) -> None:
                 "$WORKSPACE_DIR) for a typo."
             )
         return
+    _agents_table(f"Agents in {workspace}", found)
+
+
+def _agents_table(title: str, found: list[AgentInfo]) -> None:
     emit_table(
-        f"Agents in {workspace}",
+        title,
         ["agent", "messages", "archives", "size", "last activity", "subject memories"],
         [
             [
@@ -152,11 +215,28 @@ def show(
     under an audited policy it records memory.show (the agent, the subject,
     how many records, the actor; never the content) before printing.
     """
-    workspace = cli.file_workspace().absolute()
-    factory = _lazy_store_factory(cli)
-    records = agent_records(
-        workspace, agent, include_archives=archives, store_factory=factory, subject_id=subject
-    )
+    database = _on_database(cli)
+    if database is not None:  # read through its memory backend
+        where = database.storage.where
+        folder = None
+        records = agent_records(
+            None,
+            agent,
+            include_archives=archives,
+            subject_id=subject,
+            memory=database.memory_backend,
+        )
+    else:
+        workspace = cli.file_workspace().absolute()
+        where = str(workspace)
+        folder = str(memory_md_path(agent, workspace).parent)
+        records = agent_records(
+            workspace,
+            agent,
+            include_archives=archives,
+            store_factory=_lazy_store_factory(cli),
+            subject_id=subject,
+        )
     governance = cli.governance()
     # Recorded before anything is printed: an entry that cannot be written
     # (AuditWriteError) stops the command, so no unrecorded read reaches the screen.
@@ -174,19 +254,19 @@ def show(
         emit_json(
             {
                 "agent": agent,
-                "folder": str(memory_md_path(agent, workspace).parent),
+                "folder": folder,
                 "records": [r.to_dict() for r in records],
             }
         )
         return
     console = _console()
     if not records:
-        console.print(Text(f"Agent {agent} in {workspace} has no records."))
+        console.print(Text(f"Agent {agent} in {where} has no records."))
     else:
         archived = sum(1 for r in records if r.archived)
         detail = f" ({archived} archived)" if archives else ""
         noun = "record" if len(records) == 1 else "records"
-        console.print(Text(f"{agent} in {workspace}: {len(records)} {noun}{detail}", style="bold"))
+        console.print(Text(f"{agent} in {where}: {len(records)} {noun}{detail}", style="bold"))
     source = None
     for number, record in enumerate(records, 1):
         if record.source != source:  # one heading per file
@@ -203,7 +283,10 @@ def show(
         # The content as stored, indented, never re-wrapped or parsed as markup.
         click.echo(textwrap.indent(record.content, "    ", lambda line: True) + "\n")
     if not archives:
-        count = agent_info(workspace, agent, store_factory=factory).archives
+        if database is not None:
+            count = agent_info(None, agent, memory=database.memory_backend).archives
+        else:
+            count = agent_info(Path(where), agent, store_factory=_lazy_store_factory(cli)).archives
         if count:
             noun = "archive is" if count == 1 else "archives are"
             console.print(Text(f"{count} {noun} not shown; add --archives to include them."))
@@ -429,15 +512,174 @@ def _run_demo(
         )
 
 
+def _stored_table(store: AgentStore, archived: list[str]) -> Table:
+    """What the store keeps of the agent: each archive and the active memory, size and time."""
+    table = Table(show_header=True, expand=False)
+    table.add_column("kept as")
+    table.add_column("stored size", justify="right")
+    table.add_column("last changed")
+    for archive_id in [*archived, None]:
+        info = store.stat(archive_id)
+        if info is None:
+            continue
+        when = _dt.datetime.fromtimestamp(info.modified).isoformat(sep=" ", timespec="seconds")
+        table.add_row(Text(store.source(archive_id)), Text(human_size(info.size)), Text(when))
+    return table
+
+
+def _run_database_demo(console: Console, governance: Governance, keep: bool) -> str:
+    """The demo's memory cycle on the deployment's database; the agent's name.
+
+    The same cycle as :func:`_run_demo`, under the built-in default policy,
+    for a fresh agent whose memory lives in the database; what is shown in
+    the end is what the store keeps there (read back through it). Nothing is
+    written to the local disk. The schema must exist already: the first
+    statement refuses a database without it, naming ``governed-memory db
+    upgrade`` (schema changes are the admin's, with the owner's role).
+    """
+    where = governance.storage.where
+    governance.memory_backend.agents()  # connects and checks the schema before anything is shown
+    agent = f"{DEMO_AGENT}-{uuid.uuid4().hex[:8]}"
+    path = memory_md_path(agent, governance.workspace)  # names the agent; nothing is kept there
+    kept = "kept after the demo" if keep else "removed at the end (--keep keeps it)"
+    mode = (
+        "encrypted, as the deployment's policy (only ciphertext in the database)"
+        if governance.policy.encryption.enabled
+        else "plaintext"
+    )
+    lines = [
+        Text(f"Storage    {where}"),
+        Text(f"Agent      {agent} ({kept})"),
+        Text(f"Mode       default policy: {mode}"),
+        Text("Network    only the database: no model calls"),
+        Text("Note       the configured policy is not applied: the demo shows the default mode"),
+    ]
+    console.print(Panel(Group(*lines), title="governed-memory demo", expand=False))
+    conversation = Conversation(
+        name=f"{agent}_conversation",
+        system_prompt=DEMO_SYSTEM_PROMPT,
+        time_enabled=True,
+        memory_md_path=path,
+        governance=governance,
+    )
+    store = conversation.store
+    assert store is not None  # a memory_md_path always has a store
+    try:
+        _step(
+            console,
+            1,
+            "Session 1: messages are committed to the database",
+            "Each add() appends one block in a transaction under the agent's advisory lock; "
+            "it returns once the transaction has committed. The system prompt stays in memory only.",
+        )
+        turns = Table(show_header=True, expand=False)
+        turns.add_column("role")
+        turns.add_column("message")
+        turns.add_column("stored size", justify="right")
+        for role, content in DEMO_TURNS:
+            conversation.add(role, content)
+            info = store.stat()
+            turns.add_row(
+                Text(role), Text(_short(content)), Text(human_size(info.size if info else 0))
+            )
+        console.print(turns)
+        _step(
+            console,
+            2,
+            "Compaction: the history becomes a summary, the raw log is archived",
+            "The offline local/extractive summarizer condenses the turns. compact() archives "
+            "the memory and replaces it with a fresh header and the summary in one transaction.",
+        )
+        tokens_before = conversation.token_count
+        summary = _demo_summary(conversation)
+        conversation.compact(summary)
+        archived = store.list_archives()
+        for archive_id in archived:
+            console.print(Text(f"archived  {store.source(archive_id)}"))
+        body = summary.split("\n\n", 1)[-1]
+        console.print(Text(f"summary   {_short(body, 68)}"))
+        console.print(
+            Text(
+                f"tokens    {tokens_before} -> {conversation.token_count} (counted offline, tiktoken)"
+            )
+        )
+        resumed = Conversation(
+            name=f"{agent}_conversation",
+            system_prompt=DEMO_SYSTEM_PROMPT,
+            time_enabled=True,
+            memory_md_path=path,
+            governance=governance,
+        )
+        _step(
+            console,
+            3,
+            "Session 2: a restarted agent (on any host) preloads its memory",
+            "A new Conversation of the same agent, on any host with the same database URL, "
+            "injects the stored memory as one System message after the system prompt.",
+        )
+        preload = resumed.conversation_history[-1]
+        index = len(resumed.conversation_history) - 1
+        console.print(
+            Panel(
+                Text(str(preload["content"])),
+                title=f"conversation_history[{index}]  role={preload['role']}",
+                title_align="left",
+            )
+        )
+        resumed.memory_md_path = None
+        _step(
+            console,
+            4,
+            "In the database",
+            f"Rows of the governed_memory schema in {where} (sizes as stored), their texts "
+            "read back through the store; nothing of the agent's memory is on this disk.",
+        )
+        console.print(_stored_table(store, archived))
+        texts = [(store.source(a), store.read_archive(a)) for a in archived]
+        texts.append((store.source(), store.read_memory() or ""))
+        for source, text in texts:
+            console.print(Panel(Text(text.rstrip("\n")), title=source, title_align="left"))
+    finally:
+        conversation.memory_md_path = None
+        if not keep:
+            with store.lock():
+                store.delete()
+        store.close()
+    return agent
+
+
 @click.command("demo")
+@click.option(
+    "--keep",
+    is_flag=True,
+    help="On a database deployment: keep the demo's agent in the database (removed otherwise).",
+)
 @click.pass_obj
-def demo(cli: CliContext) -> None:
+def demo(cli: CliContext, keep: bool) -> None:
     """Run the memory cycle offline: write-through, compaction, preload, files on disk.
 
     Uses a temporary workspace that is removed afterwards, unless the global
-    --workspace option names one (which is then kept).
+    --workspace option names one (which is then kept). With
+    GOVERNED_MEMORY_DATABASE_URL set, the cycle runs on the database instead,
+    for a fresh agent, and shows what is stored there.
     """
     console = _console()
+    database = _demo_database(cli)
+    if database is not None:
+        agent = _run_database_demo(console, database, keep)
+        where = database.storage.where
+        console.print()
+        if keep:
+            console.print(
+                Text(
+                    f"The agent {agent} is kept in {where}. Explore it with:\n"
+                    "  governed-memory agents\n"
+                    f"  governed-memory show {agent} --archives"
+                )
+            )
+        else:
+            console.print(Text(f"The agent {agent} was removed from {where}."))
+        return
     temporary = cli.workspace_arg is None
     workspace = (
         Path(tempfile.mkdtemp(prefix="governed-memory-demo-"))

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ._keyring import META_FILE, Keyring
+from ._keyring import Keyring, KeyringFolder
 
 __all__ = ["KeyStatus", "KeyringStatus", "keyring_status"]
 
@@ -68,17 +68,22 @@ class KeyringStatus:
 
 
 def keyring_status(keyring: Keyring, workspace: Path) -> KeyringStatus:
-    """Read the keyring's metadata (needs no master key)."""
-    folder = keyring.folder.resolve()
-    inside = folder.is_relative_to(Path(workspace).resolve())
+    """Read the keyring's metadata (needs no master key).
+
+    A keyring kept in another storage than a folder (a database) is named by
+    its storage, is never inside ``workspace`` and has no re-encryption plan.
+    """
+    files = keyring.storage.folder if isinstance(keyring.storage, KeyringFolder) else None
+    where = str(files) if files is not None else repr(keyring.storage)
+    inside = files is not None and files.resolve().is_relative_to(Path(workspace).resolve())
     provider = keyring.provider
     master = provider.key_id if provider is not None else None
-    meta_path = keyring.folder / META_FILE
-    if not meta_path.exists():
-        return KeyringStatus(str(keyring.folder), False, None, inside, master, None, False)
-    meta = json.loads(meta_path.read_bytes())
+    raw = keyring.storage.read_meta()
+    if raw is None:
+        return KeyringStatus(where, False, None, inside, master, None, False)
+    meta = json.loads(raw)
     if not isinstance(meta, dict):  # checked before the entries, whose reads would say less
-        raise ValueError(f"{meta_path} holds {type(meta).__name__}, not a JSON object")
+        raise ValueError(f"{keyring.meta_path} holds {type(meta).__name__}, not a JSON object")
     keys = []
     for _, entry in keyring.entries():
         name = (
@@ -101,12 +106,12 @@ def keyring_status(keyring: Keyring, workspace: Path) -> KeyringStatus:
         )
     keys.sort(key=lambda k: (k.kind, k.name))
     return KeyringStatus(
-        folder=str(keyring.folder),
+        folder=where,
         exists=True,
         workspace_id=str(meta.get("workspace_id")),
         inside_workspace=inside,
         master_key_id=master,
         index_key_wrapped_by=meta.get("index_key", {}).get("wrapped_by"),
-        reencrypt_pending=(keyring.folder / REENCRYPT_FILE).exists(),
+        reencrypt_pending=files is not None and (files / REENCRYPT_FILE).exists(),
         keys=keys,
     )

@@ -29,6 +29,7 @@ from pathlib import Path
 from .._base import AGENTS_DIR, GOVERNANCE_DIR, MEMORY_FILE, atomic_write
 from .._crypto import AGENT, FrameKey, Keyring, Plain, RecordSealing
 from .._errors import GovernedMemoryError
+from .._errors import ConfigurationError, GovernedMemoryError, StorageError
 from .._stores import EncryptedAgentStore
 from ._reseal import seal_governance
 
@@ -104,9 +105,10 @@ def rotate_master_key(keyring: Keyring, *, progress: Progress = no_progress) -> 
     with keyring.locked():
         keyring.authenticate_entries()  # a keyring from before entry tags: tag it first
         meta_path = keyring.meta_path
+        # Through the keyring's storage: a folder's keyring.json, or a database's row.
         meta = keyring.read_meta()
         record = meta["index_key"]
-        fresh = keyring.rewrap_record(record, keyring.index_context(), meta_path)
+        fresh = keyring.rewrap_record(record, keyring.index_context(), keyring.meta_path)
         if fresh is None:
             report.already_current += 1
         else:
@@ -140,6 +142,25 @@ def rotate_master_key(keyring: Keyring, *, progress: Progress = no_progress) -> 
 
 def _plan_path(keyring: Keyring) -> Path:
     return keyring.folder / REENCRYPT_FILE
+
+
+def _folder_of(keyring: Keyring) -> Path | None:
+    """The keyring's folder; None for a keyring kept in another storage (a database)."""
+    try:
+        return keyring.folder
+    except StorageError:  # kept in a WrappedKeyStorage of a database
+        return None
+
+
+def refuse_reencrypt(where: str) -> ConfigurationError:
+    """Why ``--reencrypt`` does not run on a database deployment, and what to do instead."""
+    return ConfigurationError(
+        f"keys rotate --reencrypt re-encrypts a file workspace only, and this deployment "
+        f"keeps its keys in {where}; nothing was changed. Run `governed-memory keys rotate` without "
+        "--reencrypt to re-wrap every data key under the new master key (the database keeps "
+        "only wrapped keys), or for fresh data keys copy the deployment to files "
+        "(`governed-memory migrate-storage --to files`), re-encrypt there and copy it back"
+    )
 
 
 def reencrypt(
@@ -255,7 +276,7 @@ def _reencrypt_store(store: EncryptedAgentStore, keyring: Keyring, report: Rotat
 
 
 def rotate(
-    workspace: Path,
+    workspace: Path | None,
     keyring: Keyring,
     *,
     reencrypt_data: bool = False,
@@ -264,10 +285,19 @@ def rotate(
     """Re-wrap every data key under the current master key; with ``reencrypt_data``, also
     re-encrypt all data under fresh data keys. Resumable; see the module docstring.
 
+    ``workspace`` is None for a keyring kept in a database: its keys are
+    re-wrapped, and a re-encryption is refused (:func:`refuse_reencrypt`)
+    before anything changes.
+
     Raises:
         KeyUnavailableError: a key is wrapped under a master key the provider
             does not hold (give the old key).
+        ConfigurationError: ``reencrypt_data`` without a workspace folder.
     """
+    if _folder_of(keyring) is None or workspace is None:
+        if reencrypt_data:
+            raise refuse_reencrypt(repr(keyring.storage))
+        return _rotated(keyring, progress)
     try:
         report = rotate_master_key(keyring, progress=progress)
         if reencrypt_data or _plan_path(keyring).exists():
@@ -278,3 +308,14 @@ def rotate(
         )
         raise
     return report
+
+
+def _rotated(keyring: Keyring, progress: Progress) -> RotationReport:
+    """:func:`rotate_master_key`, its failure audited as :func:`rotate` does."""
+    try:
+        return rotate_master_key(keyring, progress=progress)
+    except GovernedMemoryError as exc:
+        keyring.observer.record(
+            "keys.rotate", agent=None, subject_id=None, outcome="error", error=type(exc).__name__
+        )
+        raise

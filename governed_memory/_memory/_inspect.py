@@ -20,6 +20,11 @@ inside the agent folder, ``AgentStore.subject_stores()``) belong to their
 agent: :func:`list_agents` counts them and adds their records, archives and
 bytes to the agent's totals; :func:`agent_records` lists their records after
 the agent's own, each with its source (``subjects/<p>/MEMORY.md``).
+
+A deployment that keeps its memory in a database has no agent folders: given
+``memory=`` (its :class:`~governed_memory.MemoryBackend`, ``Governance.memory_backend``),
+:func:`list_agents`, :func:`agent_info` and :func:`agent_records` give the same
+views through it, reading only through the stores.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from pathlib import Path
 from .._base import AGENTS_DIR, MEMORY_FILE, resolve_workspace, validate_agent_name
 from .._errors import NotFoundError, StorageError, UnsafePathError
 from .._format import Record, parse_memory, record_ids, record_subjects
+from .._protocols import MemoryBackend
 from .._stores import AgentStore, FileMemoryBackend, PlaintextAgentStore, StoreFactory
 
 __all__ = ["AgentInfo", "StoredRecord", "agent_info", "agent_names", "agent_records", "list_agents"]
@@ -47,11 +53,13 @@ class AgentInfo:
 
     Attributes:
         name: the agent name (the folder name).
-        folder: ``<workspace>/agents/<name>``.
+        folder: ``<workspace>/agents/<name>``; None for an agent kept in a
+            database (:func:`stored_agents`), which has no folder.
         messages: message blocks in the active memories: the agent's own
             MEMORY.md and each subject memory's.
         archives: archive files (one per compaction), the subject memories' included.
-        size_bytes: bytes on disk of the active memories plus every archive.
+        size_bytes: bytes stored of the active memories plus every archive
+            (on disk, or in the database's rows; ciphertext when encrypted).
         last_activity: the newest record's timestamp in an active memory,
             else the newest modification time of a memory or an archive;
             None when the folder holds neither. Naive local time, like the
@@ -61,7 +69,7 @@ class AgentInfo:
     """
 
     name: str
-    folder: Path
+    folder: Path | None
     messages: int
     archives: int
     size_bytes: int
@@ -72,7 +80,7 @@ class AgentInfo:
         """JSON-ready form (paths and times as strings)."""
         return {
             "name": self.name,
-            "folder": str(self.folder),
+            "folder": None if self.folder is None else str(self.folder),
             "messages": self.messages,
             "archives": self.archives,
             "size_bytes": self.size_bytes,
@@ -188,27 +196,32 @@ def _newest_timestamp(records: list[Record]) -> _dt.datetime | None:
 
 
 def _info(name: str, folder: Path, factory: StoreFactory | None) -> AgentInfo:
+    with _open(folder, factory) as agent:
+        return _info_of(agent, folder)
+
+
+def _info_of(agent: AgentStore, folder: Path | None) -> AgentInfo:
+    """:class:`AgentInfo` of the agent whose own store is ``agent``, read through the stores."""
     records: list[Record] = []
     archives = 0
     files = []
-    with _open(folder, factory) as agent:
-        stores = _memories(agent)
-        try:
-            for store in stores:
-                text = store.read_memory()
-                names = store.list_archives()
-                records += parse_memory(text).records if text is not None else []
-                archives += len(names)
-                files += [store.stat(), *(store.stat(a) for a in names)]
-        finally:
-            for store in stores[1:]:
-                store.close()
+    stores = _memories(agent)
+    try:
+        for store in stores:
+            text = store.read_memory()
+            names = store.list_archives()
+            records += parse_memory(text).records if text is not None else []
+            archives += len(names)
+            files += [store.stat(), *(store.stat(a) for a in names)]
+    finally:
+        for store in stores[1:]:
+            store.close()
     present = [f for f in files if f is not None]
     last = _newest_timestamp(records)
     if last is None and present:
         last = _dt.datetime.fromtimestamp(max(f.modified for f in present))
     return AgentInfo(
-        name=name,
+        name=agent.agent,
         folder=folder,
         messages=len(records),
         archives=archives,
@@ -224,7 +237,10 @@ def _memories(agent: AgentStore) -> list[AgentStore]:
 
 
 def list_agents(
-    workspace: PathLike | None = None, *, store_factory: StoreFactory | None = None
+    workspace: PathLike | None = None,
+    *,
+    store_factory: StoreFactory | None = None,
+    memory: MemoryBackend | None = None,
 ) -> list[AgentInfo]:
     """Every agent in ``workspace`` with its message, archive and size counts, sorted by name.
 
@@ -232,24 +248,41 @@ def list_agents(
         workspace: the workspace folder (default: ``$WORKSPACE_DIR``, else
             ``./agent_workspace``). A missing workspace has no agents.
         store_factory: how memory files are read (default: plaintext).
+        memory: list the agents this backend keeps instead
+            (``Governance.memory_backend``, a database's): read through its
+            stores only, sizes as stored, :attr:`AgentInfo.folder` None;
+            ``workspace`` and ``store_factory`` are then not used.
 
     Raises:
         StorageError: a memory file could not be read (e.g. not UTF-8).
     """
+    if memory is not None:
+        found = []
+        for name in memory.agents():
+            with _opened(memory, name) as store:
+                found.append(_info_of(store, None))
+        return found
     agents_dir = _agents_dir(workspace)
     return [_info(name, agents_dir / name, store_factory) for name in agent_names(workspace)]
 
 
 def agent_info(
-    workspace: PathLike | None, agent_name: str, *, store_factory: StoreFactory | None = None
+    workspace: PathLike | None,
+    agent_name: str,
+    *,
+    store_factory: StoreFactory | None = None,
+    memory: MemoryBackend | None = None,
 ) -> AgentInfo:
-    """:class:`AgentInfo` of one agent.
+    """:class:`AgentInfo` of one agent (of ``memory`` when given, as :func:`list_agents`).
 
     Raises:
         InvalidAgentNameError: ``agent_name`` is not a valid folder name.
         NotFoundError: the workspace has no folder for ``agent_name``.
         UnsafePathError: the agent's folder, or a file or folder in it, is a symbolic link.
     """
+    if memory is not None:
+        with _opened(memory, agent_name) as store:
+            return _info_of(store, None)
     folder = _agent_folder(workspace, agent_name)
     return _info(folder.name, folder, store_factory)
 
@@ -261,6 +294,7 @@ def agent_records(
     include_archives: bool = False,
     store_factory: StoreFactory | None = None,
     subject_id: str | None = None,
+    memory: MemoryBackend | None = None,
 ) -> list[StoredRecord]:
     """The records of one agent's memory, oldest first, then each subject memory's.
 
@@ -275,6 +309,7 @@ def agent_records(
         subject_id: only this subject's records: its subject memory's, and
             the records of the agent's own memory that name it (as their
             subject or in a summary's lineage).
+        memory: read the agent from this backend instead (as :func:`list_agents`).
 
     Raises:
         InvalidAgentNameError: ``agent_name`` is not a valid folder name.
@@ -282,24 +317,50 @@ def agent_records(
         UnsafePathError: the agent's folder, or a file or folder in it, is a symbolic link.
         StorageError: a file could not be read.
     """
+    if memory is not None:
+        with _opened(memory, agent_name) as agent:
+            return _records_of(agent, include_archives, subject_id)
     folder = _agent_folder(workspace, agent_name)
-    found: list[StoredRecord] = []
     with _open(folder, store_factory) as agent:
-        subjects = agent.subject_stores()
-        try:
-            if subject_id is not None:
-                mine = _subject_memory(agent, subjects, subject_id)
-                own = _records(agent, include_archives)
-                found += [r for r in own if subject_id in record_subjects(r.record)]
-                if mine is not None:
-                    found += _records(mine, include_archives)
-                return found
-            for store in [agent, *subjects]:
-                found += _records(store, include_archives)
-        finally:
-            for store in subjects:
-                store.close()
+        return _records_of(agent, include_archives, subject_id)
+
+
+def _records_of(
+    agent: AgentStore, include_archives: bool, subject_id: str | None
+) -> list[StoredRecord]:
+    """What :func:`agent_records` returns, read from the agent's own store ``agent``."""
+    found: list[StoredRecord] = []
+    subjects = agent.subject_stores()
+    try:
+        if subject_id is not None:
+            mine = _subject_memory(agent, subjects, subject_id)
+            own = _records(agent, include_archives)
+            found += [r for r in own if subject_id in record_subjects(r.record)]
+            if mine is not None:
+                found += _records(mine, include_archives)
+            return found
+        for store in [agent, *subjects]:
+            found += _records(store, include_archives)
+    finally:
+        for store in subjects:
+            store.close()
     return found
+
+
+@contextmanager
+def _opened(memory: MemoryBackend, agent_name: str) -> Iterator[AgentStore]:
+    """The own store of ``agent_name`` in ``memory`` (NotFoundError when it has none)."""
+    name = validate_agent_name(agent_name)
+    if not memory.has_agent(name):
+        raise NotFoundError(
+            f"agent {name!r} has no memory in {memory!r}; list the agents there with "
+            "`governed-memory agents` (or governed_memory.list_agents(memory=...))"
+        )
+    store = memory.open(name, _read_only_header)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 def _subject_memory(

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .._base import EXPORTS_DIR, ArtefactKind, format_duration
+from .._base import ArtefactKind, format_duration
 from .._policy import AGE_RULES, HOLDABLE, LOCAL_SUMMARIZER, Policy, Rule, age_limit
 from .._policy import is_local_model as _is_local
 from .._records import ErasureScope, HoldSet
@@ -326,11 +326,12 @@ def _tombstone_rows(ctx: SubjectContext, scope: ErasureScope) -> list[dict[str, 
 
 
 def _export_row(ctx: SubjectContext, out: Path, now: _dt.datetime) -> dict[str, Any]:
-    exports = ctx.governance_dir / EXPORTS_DIR
-    inside = Path(out).resolve().parent == exports.resolve()
+    exports = ctx.exports_dir
+    inside = exports is not None and Path(out).resolve().parent == exports.resolve()
     name = f"this export ({Path(out).name})"
     if inside:
         return _by_age(ctx.policy, name, ArtefactKind.EXPORT, None, now)
+    managed = exports if exports is not None else f"the deployment's storage ({ctx.agents_where})"
     return _row(
         name,
         ArtefactKind.EXPORT,
@@ -341,6 +342,6 @@ def _export_row(ctx: SubjectContext, out: Path, now: _dt.datetime) -> dict[str, 
         "not_managed",
         None,
         (),
-        f"written outside {exports}, where exports_max_age does not reach: delete it once "
+        f"written outside {managed}, where exports_max_age does not reach: delete it once "
         "handed over",
     )

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._base import (
     AGENTS_DIR,
+    EXPORTS_DIR,
     GOVERNANCE_DIR,
     Clock,
     SystemClock,
@@ -29,7 +30,7 @@ from .._base import (
 )
 from .._format import render_header
 from .._policy import DEFAULT_POLICY, NullAuditSink, Policy
-from .._protocols import MemoryBackend
+from .._protocols import MemoryBackend, RecordPlace
 from .._records import HoldRegistry, RequestRegister, TombstoneStore, sign_receipt
 from .._stores import (
     AgentFolderStore,
@@ -95,7 +96,8 @@ class SubjectContext:
     """Everything export and erasure use; build it with :func:`subject_context`."""
 
     workspace: Path
-    governance_dir: Path
+    governance_dir: Path | RecordPlace
+    """Where the registries keep their records: the governance folder, or a database's record place."""
     clock: Clock
     policy: Policy
     store_factory: StoreFactory
@@ -112,6 +114,8 @@ class SubjectContext:
     """The audit trail's keyed hash of a (kind, value), e.g. ("agent", "A"); None without an audit key."""
     signing_key: Callable[[], SigningKeyProvider | None] = _no_signing_key
     """The key that signs receipts, asked for when one is written (None: unsigned)."""
+    where: str | None = None
+    """The deployment's storage, for messages (``PostgreSQL at host:port/db``); None: the workspace."""
 
     def check_signing(self, what: str) -> None:
         """Refuse ``what`` before anything is written when its receipt could not be signed.
@@ -143,6 +147,30 @@ class SubjectContext:
     @property
     def agents_dir(self) -> Path:
         return self.workspace / AGENTS_DIR
+
+    @property
+    def exports_dir(self) -> Path | None:
+        """The governance folder's ``exports/``, which retention keeps in check; None on a database.
+
+        A database deployment keeps no governance folder: an export bundle is
+        written where the caller asks, and only its receipt is stored (in the
+        record place).
+        """
+        if isinstance(self.governance_dir, Path):
+            return self.governance_dir / EXPORTS_DIR
+        return None
+
+    @property
+    def agents_where(self) -> str:
+        """Where the agents are, for messages: the ``agents/`` folder, or the database."""
+        if self.on_files or self.where is None:
+            return str(self.agents_dir)
+        return self.where
+
+    def no_agent(self, agent: str) -> str:
+        """The start of the message for an agent that has no memory (a folder in the file backend)."""
+        kind = "folder" if self.on_files else "memory"
+        return f"agent {agent!r} has no {kind} in {self.agents_where}"
 
     @property
     def backend(self) -> MemoryBackend:
@@ -386,4 +414,5 @@ def _from_governance(gov: Governance) -> SubjectContext:
         sealing=gov.sealing,
         # Read when a receipt is signed: opening a Conversation reads no key file.
         signing_key=lambda: gov.signer,
+        where=gov.storage.where,
     )

@@ -245,8 +245,7 @@ def erase(
     refuse_linked_agent(ctx, scope, "erased")
     if scope.agent is not None and not ctx.has_agent(scope.agent):
         raise NotFoundError(
-            f"agent {scope.agent!r} has no folder in {ctx.agents_dir}; check the name "
-            "(governed-memory agents lists them)"
+            f"{ctx.no_agent(scope.agent)}; check the name (governed-memory agents lists them)"
         )
     check_holds(ctx, scope, actor=actor)
     result = _start(ctx, scope, reason=reason, actor=actor, erasure_id=None, progress=progress)

@@ -84,7 +84,8 @@ class ExportResult:
     withheld_summaries: int
     files: dict[str, str]  # name -> sha256
     id: str = ""
-    receipt: Path | None = None
+    receipt: Path | str | None = None
+    """The receipt's file; on a database, how its record place names it (a str)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -198,8 +199,7 @@ def _export(
     refuse_linked_agent(ctx, scope, "exported")
     if scope.agent is not None and not ctx.has_agent(scope.agent):
         raise NotFoundError(
-            f"agent {scope.agent!r} has no folder in {ctx.agents_dir}; check the name "
-            "(governed-memory agents lists them)"
+            f"{ctx.no_agent(scope.agent)}; check the name (governed-memory agents lists them)"
         )
     _check_target(out)
     ctx.check_signing("the export")
@@ -295,8 +295,15 @@ def _export(
         withheld_summaries=withheld,
         files=digests,
         id=export_id,
-        receipt=receipts.folder / f"{export_id}.json",
+        receipt=_receipt_where(ctx, receipts, export_id),
     )
+
+
+def _receipt_where(ctx: SubjectContext, receipts: ExportReceiptStore, export_id: str) -> Path | str:
+    """The receipt's file in the governance folder, or where a database keeps it (a description)."""
+    if isinstance(ctx.governance_dir, Path):
+        return receipts.folder / f"{export_id}.json"
+    return f"export receipt {export_id} in {ctx.agents_where}"
 
 
 def _refuse(ctx: SubjectContext, scope: ErasureScope, unreadable: list[Unfinished]) -> None:

@@ -194,7 +194,7 @@ def _locate(ctx: SubjectContext, record_id: str) -> tuple[str, list[Record]]:
         if copies:
             return name, copies
     raise NotFoundError(
-        f"no record {record_id!r} in {ctx.agents_dir}; take the id from the subject's export "
+        f"no record {record_id!r} in {ctx.agents_where}; take the id from the subject's export "
         "or from `governed-memory rectify --subject S --list` (it may have been erased or purged)"
     )
 

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from ..._base import Clock, SystemClock, memory_md_path, resolve_workspace
 from ..._errors import ConfigurationError, InvalidAgentNameError
 from ..._format import MemoryFile, Record, parse_memory, render_header
-from ..._protocols import ErasureWatch
+from ..._protocols import ErasureWatch, resolve_governance
 from ..._records import HoldRegistry, validate_subject_id
 from ..._stores import (
     ENCRYPTED_MEMORY,
@@ -108,6 +108,9 @@ class SessionMemory:
             return self._store
         gov = self.governance
         if gov is None:
+            # Default mode writes the workspace's files: refused (one line, naming the fix)
+            # when the settings configure a policy or a database, whose storage it would miss.
+            resolve_governance(None, what=f"session {self.agent!r} without governance")
             folder = self._path.parent
             governed = [n for n in (ENCRYPTED_MEMORY, SUBJECTS_DIR) if (folder / n).exists()]
             if governed:

@@ -1,0 +1,145 @@
+"""The inspection, key and demo commands on a PostgreSQL deployment, through the entry point.
+
+Each test runs the CLI with GOVERNED_MEMORY_DATABASE_URL set (the regulated
+policy, its keys from the environment as a host gets them) against a fresh
+database of the test server, and checks that nothing is written under
+WORKSPACE_DIR.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+from sealing_helpers import TEST_MASTER_KEY_B64
+
+from governed_memory import LocalSigningKey, generate_master_key
+from governed_memory._crypto import LocalKeyProvider
+
+
+class Deployment:
+    """The environment of one host of a database deployment, and the CLI run in it."""
+
+    def __init__(self, url: str, tmp_path: Path) -> None:
+        self.url = url
+        self.workspace = tmp_path / "ws"
+        self.env = {
+            "GOVERNED_MEMORY_DATABASE_URL": url,
+            "GOVERNED_MEMORY_AUDIT_KEY": "ab" * 32,
+            "GOVERNED_MEMORY_MASTER_KEY": TEST_MASTER_KEY_B64,
+            "GOVERNED_MEMORY_SIGNING_KEY": LocalSigningKey.generate().to_base64(),
+            "WORKSPACE_DIR": str(self.workspace),
+        }
+
+    def run(self, *args: str, **env: str) -> tuple[int, str, str]:
+        from governed_memory._cli import main
+
+        result = CliRunner().invoke(main, ["--policy", "regulated", *args], env={**self.env, **env})
+        return result.exit_code, result.stdout, result.stderr
+
+    def ok(self, *args: str, **env: str) -> str:
+        code, out, err = self.run(*args, **env)
+        assert code == 0, err
+        return out
+
+    def dump(self) -> str:
+        """Every row of the governed_memory schema as text (what a pg_dump would hold)."""
+        with psycopg.connect(self.url) as conn:
+            tables = conn.execute(
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = 'governed_memory'"
+            ).fetchall()
+            rows = []
+            for (table,) in tables:
+                for row in conn.execute(f'SELECT * FROM governed_memory."{table}"'):
+                    rows.append(" ".join(map(repr, row)))
+        return "\n".join(rows)
+
+
+@pytest.fixture
+def host(pg_url: str, tmp_path: Path) -> Iterator[Deployment]:
+    deployment = Deployment(pg_url, tmp_path)
+    deployment.ok("db", "upgrade")
+    yield deployment
+    assert not deployment.workspace.exists()  # nothing on the local disk
+
+
+def _demo_agent(host: Deployment) -> str:
+    out = host.ok("demo", "--keep")
+    agents = json.loads(host.ok("agents", "--json"))
+    assert len(agents) == 1 and agents[0]["name"] in out
+    return str(agents[0]["name"])
+
+
+def test_the_demo_runs_on_the_database_and_stores_only_ciphertext(host: Deployment) -> None:
+    out = host.ok("demo")
+    assert "PostgreSQL at" in out and "In the database" in out
+    assert "encrypted, as the deployment's policy" in out
+    assert "Dana Reyes" in out and "archive/" in out  # the texts read back through the store
+    assert "was removed from" in out
+    assert json.loads(host.ok("agents", "--json")) == []  # removed at the end
+    name = _demo_agent(host)
+    assert name.startswith("PaymentsAssistant-")
+    dump = host.dump()
+    assert "Dana Reyes" not in dump and "Harbour Lettings" not in dump  # ciphertext only
+
+
+def test_the_demo_on_a_database_without_the_schema_names_the_upgrade(
+    pg_server: object, tmp_path: Path
+) -> None:
+    url = pg_server.url(pg_server.create_database())  # type: ignore[attr-defined]
+    code, out, err = Deployment(url, tmp_path).run("demo")
+    assert code == 1 and "Traceback" not in err
+    line = err.strip()
+    assert "\n" not in line and "governed-memory db upgrade" in line
+    assert "Session 1" not in out  # refused before the cycle starts
+    assert not (tmp_path / "ws").exists()
+
+
+def test_agents_and_show_read_through_the_database(host: Deployment) -> None:
+    name = _demo_agent(host)
+    [info] = json.loads(host.ok("agents", "--json"))
+    assert info["folder"] is None and info["archives"] == 1 and info["messages"] == 1
+    assert info["size_bytes"] > 0 and info["last_activity"]
+    table = host.ok("agents")
+    assert "Agents in PostgreSQL at" in table and name in table
+    shown = json.loads(host.ok("show", name, "--archives", "--json"))
+    contents = [r["content"] for r in shown["records"]]
+    assert shown["folder"] is None and len(contents) == 8
+    assert any("Harbour Lettings" in c for c in contents)
+    assert [r["archived"] for r in shown["records"]] == [True] * 7 + [False]
+    text = host.ok("show", name)
+    assert f"{name} in PostgreSQL at" in text and "1 archive is not shown" in text
+    code, _, err = host.run("show", "Nobody")
+    assert code == 1 and "has no memory in PgMemoryBackend(" in err and "\n" not in err.strip()
+
+
+def test_keys_status_and_rotate_on_the_database(host: Deployment) -> None:
+    _demo_agent(host)  # creates data keys
+    old_id = LocalKeyProvider.from_base64(TEST_MASTER_KEY_B64).key_id
+    status = json.loads(host.ok("keys", "status", "--json"))
+    assert status["exists"] and "wrapped keys only" in status["folder"]
+    assert status["master_key_id"] == old_id and status["keys"]
+    assert set(status["by_master_key"]) == {old_id}
+    new = generate_master_key()
+    new_id = LocalKeyProvider.from_base64(new).key_id
+    rotated = {
+        "GOVERNED_MEMORY_MASTER_KEY": new,
+        "GOVERNED_MEMORY_MASTER_KEY_OLD": TEST_MASTER_KEY_B64,
+    }
+    code, _, err = host.run("keys", "rotate", "--reencrypt", "--json", **rotated)
+    assert code == 1 and "nothing was changed" in err and "\n" not in err.strip()
+    assert json.loads(host.ok("keys", "status", "--json"))["by_master_key"] == {
+        old_id: len(status["keys"]) + 1  # every data key and the index key, still the old key's
+    }
+    report = json.loads(host.ok("keys", "rotate", "--json", **rotated))
+    assert report["rewrapped"] == len(status["keys"]) + 1 and report["from_key_ids"] == [old_id]
+    after = json.loads(host.ok("keys", "status", "--json", GOVERNED_MEMORY_MASTER_KEY=new))
+    assert set(after["by_master_key"]) == {new_id}
+    # The memory still reads under the new key alone.
+    agents = json.loads(host.ok("agents", "--json", GOVERNED_MEMORY_MASTER_KEY=new))
+    assert agents[0]["messages"] == 1
