@@ -197,9 +197,12 @@ class JournalFolder:
 
 
 def write_journal(
-    folder: Path, header: dict[str, Any], items: Iterable[PlanItem]
+    folder: Path | PurgeJournal, header: dict[str, Any], items: Iterable[PlanItem]
 ) -> dict[str, Any]:
     """Write the deletions of ``items`` as the journal; return its footer (the totals).
+
+    ``folder`` is the file backend's purge folder, or a :class:`PurgeJournal`
+    of another backend (a database's), which gets the same header and entries.
 
     Held items are counted in the footer, not journaled. When nothing is to
     be deleted (``footer["end"] == 0``) no file is written at all, so a purge
@@ -231,7 +234,8 @@ def write_journal(
             "held_bytes": held_bytes,
         }
 
-    JournalFolder(folder).write_plan({"v": JOURNAL_FORMAT_VERSION, **header}, lines(), footer)
+    storage = JournalFolder(folder) if isinstance(folder, Path) else folder
+    storage.write_plan({"v": JOURNAL_FORMAT_VERSION, **header}, lines(), footer)
     return footer()
 
 
