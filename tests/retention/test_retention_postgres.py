@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from governed_memory import Conversation, FixedClock, Governance, Policy, Settings
+from governed_memory._format import render_block, render_header
 from governed_memory._postgres import Database, PgLeadership, upgrade_schema
 from governed_memory._retention import PurgeInProgressError, Retention
 
@@ -219,3 +220,132 @@ def test_a_purge_killed_mid_run_resumes_from_the_journal(
     assert report.deleted == {"archives_max_age": 6} and report.failed == 0
     assert [len(ids) for ids in archives(gov).values()] == [1, 1, 1]
     assert retention.pending() is None
+
+
+def test_consent_tombstones_and_audit_segments_are_purged_through_their_storage(
+    url: str, workspace: Path, governances: list[Governance]
+) -> None:
+    """Consent records and tombstones on the record place, segments by the audit storage."""
+    from governed_memory._audit import AuditKey, AuditTrail, verify_storage
+    from governed_memory._postgres import PgAuditStorage
+
+    key = AuditKey(b"k" * 32)
+    clock = FixedClock(dt.datetime(2026, 1, 15, 12, 0))
+    db = Database(url)
+    storage = PgAuditStorage(db, key, clock=clock)
+    trail = AuditTrail(key=key, log=storage, spans=False)
+    policy = Policy.model_validate(
+        {
+            "retention": {
+                "audit_min_age": "30d",
+                "audit_max_age": "60d",
+                "consent_records_max_age": "30d",
+                "tombstones_max_age": "30d",
+            },
+            "audit": {"enabled": True},
+        }
+    )
+    gov = Governance(
+        workspace=workspace,
+        policy=policy,
+        clock=clock,
+        audit=trail,
+        settings=Settings(database_url=url),
+    )
+    governances.append(gov)
+    gov.grant("alice", "persist", actor="app")
+    gov.withdraw("alice", "persist", actor="app")  # both records out of force once old
+    gov.grant("bob", "persist", actor="app")  # bob's grant stays: in force
+    place = gov.records
+    assert not isinstance(place, Path)
+    done = {"v": 1, "state": "complete", "completed_at": "2026-01-15T12:00:00+00:00"}
+    place.write_document("tombstones/t-done.json", json.dumps(done).encode())
+    place.write_document("tombstones/t-pending.json", b'{"v": 1, "state": "pending"}')
+    for month in (2, 3, 4):  # one segment per month: audit-2026-01 .. audit-2026-04
+        clock.set(dt.datetime(2026, month, 15, 12, 0))
+        gov.audit.record("policy.load", agent=None, subject_id=None, outcome="ok")
+    clock.set(dt.datetime(2026, 4, 20, 12, 0))
+    report = Retention(gov).purge()
+    assert report.failed == 0, report.errors
+    assert report.deleted == {
+        "consent_records_max_age": 2,
+        "tombstones_max_age": 1,
+        "audit_max_age": 2,  # January (95 days) and February (64); March, April stay
+    }
+    assert [e.subject for e in gov.consent.history()] == ["bob"]
+    assert place.names("tombstones", ".json") == ["t-pending.json"]
+    assert storage.segment_ids() == ["audit-2026-03.jsonl", "audit-2026-04.jsonl"]
+    assert verify_storage(storage, [key]).ok  # the removal is recorded in the chain
+    assert any(e.event == "audit.purge" for e in storage.entries())
+    storage.close()
+    db.close()
+
+
+def test_the_purge_command_runs_on_the_database(
+    url: str, workspace: Path, governances: list[Governance]
+) -> None:
+    """``governed-memory purge --json`` through the real entry point, the database configured."""
+    from click.testing import CliRunner
+
+    from governed_memory._cli import main
+
+    populate(governance(governances, url, workspace, T0), workspace, agents=1)
+    policy = workspace.parent / "policy.toml"
+    policy.write_text('[retention]\narchives_max_age = "30d"\n')
+    env = {"GOVERNED_MEMORY_DATABASE_URL": url}
+    args = ["--workspace", str(workspace), "--policy", str(policy), "purge", "--json"]
+    result = CliRunner().invoke(main, [*args, "--dry-run"], env=env)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["deleted"] == {"archives_max_age": 3}  # really now: all old
+    result = CliRunner().invoke(main, args, env=env)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["total_deleted"] == 3
+    assert archives(governance(governances, url, workspace, NOW)) == {"agent0": []}
+
+
+def test_idle_memory_is_aged_by_its_last_write_and_deleted_without_its_archives(
+    url: str, workspace: Path, governances: list[Governance]
+) -> None:
+    populate(governance(governances, url, workspace, T0), workspace)
+    # The memory's time is the server's time of its last write (now), not the clock's.
+    later = dt.datetime.now() + 40 * DAY
+    gov = governance(governances, url, workspace, later, idle_memory_max_age="30d")
+    recent = governance(governances, url, workspace, dt.datetime.now(), idle_memory_max_age="30d")
+    assert Retention(recent).purge(dry_run=True).total_deleted == 0  # written just now
+    before = archives(gov)
+    report = Retention(gov).purge()
+    assert report.deleted == {"idle_memory_max_age": 2}
+    assert all(gov.memory_backend.open(a, str).read_memory() is None for a in before)
+    assert archives(gov) == before  # archives are not idle memory
+
+
+def _block(text: str, subject: str | None = None) -> str:
+    return render_block(
+        "Human", "2026-01-01T12:00:00", text, {"subject": subject} if subject else None
+    )
+
+
+def test_subject_memories_are_purged_and_a_subject_hold_keeps_the_subjects_archives(
+    url: str, workspace: Path, governances: list[Governance]
+) -> None:
+    gov = governance(governances, url, workspace, T0)
+    agent = gov.store_factory(
+        workspace / "agents" / "A" / "MEMORY.md", lambda: render_header("c", "x")
+    )
+    agent.append(_block("shared"))
+    agent.compact(_block("shared summary"))
+    for subject in ("alice", "bob"):
+        mine = agent.subject_store(subject)
+        mine.append(_block(f"{subject} says hi", subject))
+        mine.compact(_block(f"{subject} summary", subject))
+    hold = Retention(gov).holds.place(subject="alice", reason="litigation", actor="legal")
+    later = governance(governances, url, workspace, NOW)
+    report = Retention(later).purge()
+    # Agent A's own archive (no subject) and bob's go; alice's is held.
+    assert report.deleted == {"archives_max_age": 2} and report.held == {"archives_max_age": 1}
+    assert agent.list_archives() == []
+    assert agent.subject_store("bob").list_archives() == []
+    assert len(agent.subject_store("alice").list_archives()) == 1
+    Retention(later).holds.release(hold_id=hold.id, reason="settled", actor="legal")
+    assert Retention(later).purge().deleted == {"archives_max_age": 1}
+    assert agent.subject_store("alice").list_archives() == []
