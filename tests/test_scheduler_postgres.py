@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import queue
 import signal
@@ -182,3 +183,25 @@ def test_two_schedulers_in_two_processes_one_leads_and_the_other_takes_over(
             proc.wait()
             if proc.stderr is not None:
                 proc.stderr.close()
+
+
+def test_the_scheduler_status_command_reads_the_database(
+    url: str, tmp_path: Path, governances: list[Governance]
+) -> None:
+    from click.testing import CliRunner
+
+    from governed_memory._cli import main
+
+    gov = governance(governances, url, tmp_path / "ws", T0 + 40 * DAY)
+    PurgeScheduler(gov, tasks=()).run_once()
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[schedule]\npurge_interval = "1d"\n')
+    args = ["--workspace", str(tmp_path / "cli-ws"), "--policy", str(policy)]
+    result = CliRunner().invoke(
+        main, [*args, "scheduler", "status", "--json"], env={"GOVERNED_MEMORY_DATABASE_URL": url}
+    )
+    assert result.exit_code == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert status["schedule"] == "every 1d" and status["leader_pid"] is None
+    assert status["last_success"] is not None  # the run recorded by the other Governance
+    assert not (tmp_path / "cli-ws").exists()
