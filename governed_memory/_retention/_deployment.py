@@ -35,10 +35,10 @@ import functools
 import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._base import ARCHIVE_DIR, TOMBSTONES_DIR, ArtefactKind, classify_archive
-from .._errors import GovernedMemoryError, JournalError
+from .._errors import GovernedMemoryError, JournalError, StorageError
 from .._format import subjects_in_text
 from .._records import ConsentRegistry, HoldSet, TombstoneStore, check_version
 from .._stores import ENCRYPTED_SUFFIX, SUBJECTS_DIR, is_partition_name
@@ -60,6 +60,7 @@ CONSENT_NAME = "consent.jsonl"
 Progress = Callable[[int, int], None]
 
 
+@runtime_checkable
 class _Purgeable(Protocol):
     """What a store offers retention beyond the seam's ``AgentStore`` (PgAgentStore has both)."""
 
@@ -404,12 +405,15 @@ class StoreExecutor:
                     return b"g" * len(batch)
                 store = mine
             with store.lock():
-                return b"".join(
-                    self._one(store, agent, entry, archive_id, holds)
-                    for entry, (_a, _p, archive_id) in zip(batch, targets, strict=True)
-                )
+                outcomes = bytearray()
+                for entry, (_a, _p, archive_id) in zip(batch, targets, strict=True):
+                    try:
+                        outcomes += self._one(store, agent, entry, archive_id, holds)
+                    except GovernedMemoryError:
+                        outcomes += b"e"  # this one only: the others' outcomes stand
+                return bytes(outcomes)
         except GovernedMemoryError:
-            return b"e" * len(batch)
+            return b"e" * len(batch)  # the memory could not be opened or locked
         finally:
             own.close()
 
@@ -430,13 +434,12 @@ class StoreExecutor:
             held = holds.all_subject_holds() if subjects is None else holds.for_subjects(subjects)
         if held:
             return b"h"
-        purgeable: Any = store
-        remover = getattr(
-            purgeable, "delete_memory" if archive_id is None else "delete_archive", None
-        )
-        if remover is None:
-            return b"e"  # a store that cannot delete one archive
-        gone = remover() if archive_id is None else remover(archive_id)
+        if not isinstance(store, _Purgeable):
+            raise StorageError(
+                f"the store {store!r} cannot delete one archive or memory (it has no "
+                "delete_archive/delete_memory); purge this deployment with a backend that does"
+            )
+        gone = store.delete_memory() if archive_id is None else store.delete_archive(archive_id)
         return b"d" if gone else b"g"
 
     # -- records ---------------------------------------------------------------
