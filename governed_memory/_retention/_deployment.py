@@ -34,7 +34,7 @@ import datetime as _dt
 import functools
 import itertools
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._base import ARCHIVE_DIR, TOMBSTONES_DIR, ArtefactKind, classify_archive
@@ -303,15 +303,6 @@ class StoredJournal:
 
     def remove(self) -> None:
         self.storage.remove()
-
-
-def write_stored_journal(
-    storage: PurgeJournal, header: Mapping[str, Any], items: Iterable[Any]
-) -> dict[str, Any]:
-    """Write the deletions of ``items`` (plan items) as the plan; return its footer."""
-    from ._journal import write_journal
-
-    return write_journal(storage, dict(header), items)
 
 
 # -- the executor ----------------------------------------------------------------
