@@ -7,16 +7,19 @@ scheduler run`` runs the same object in the foreground until SIGTERM/SIGINT.
 Guarantees:
 
 * At most one scheduler acts per workspace. Each scheduler tries, every
-  ``leader_retry`` seconds, to take an exclusive ``flock`` on
-  ``<governance>/scheduler/leader.lock`` and keeps it for its lifetime. The
-  kernel drops the lock when the leader's process dies (even by kill -9), so
-  a waiting scheduler takes over within ``leader_retry``. Two schedulers in
-  one process also exclude each other (the lock belongs to an open file).
+  ``leader_retry`` seconds, to take the deployment's leadership
+  ``"scheduler"`` and keeps it for its lifetime: an exclusive ``flock`` on
+  ``<governance>/scheduler/leader.lock``, or on a database a session-level
+  advisory lock (``PgLeadership``), across every host. The kernel (or the
+  server, when the session's socket closes) drops it when the leader's
+  process dies, even by kill -9, so a waiting scheduler takes over within
+  ``leader_retry``. Two schedulers in one process also exclude each other.
 * Runs never overlap (``max_instances=1``) and a backlog of missed fire times
   runs once (``coalesce=True``). A CLI purge at the same time is refused by
   the purge lock, and that run is retried at the next fire time.
 * Catch-up: the time of the last successful run is kept in
-  ``<governance>/scheduler/state.json``. When a scheduler becomes leader and
+  ``<governance>/scheduler/state.json`` (on a database: the record place's
+  document ``scheduler/state.json``, shared by every host). When a scheduler becomes leader and
   the trigger's first fire time after that run is already past (the machine
   was off, no scheduler was running), it purges at once instead of waiting
   for the next fire time. A workspace never purged by a scheduler is purged
@@ -64,6 +67,7 @@ from apscheduler.triggers.interval import (  # type: ignore[import-untyped,unuse
 from ._base import FileLock, LeaderLock, format_duration
 from ._errors import ConfigurationError
 from ._policy import SchedulePolicy
+from ._protocols import RecordPlace
 from ._records import JsonDocument
 from ._retention import PurgeReport, Retention
 
@@ -126,19 +130,26 @@ def _aware(when: _dt.datetime) -> _dt.datetime:
 
 
 class _State:
-    """``state.json``: when the last successful scheduled purge started."""
+    """``scheduler/state.json``: when the last successful scheduled purge started.
 
-    def __init__(self, folder: Path) -> None:
+    ``records`` is the deployment's record folder (the governance folder) or
+    record place (a database's, where every host's scheduler reads it).
+    """
+
+    def __init__(self, records: Path | RecordPlace) -> None:
+        name = f"{SCHEDULER_DIR}/{STATE_FILE}"
         self._document = JsonDocument(
-            folder / STATE_FILE,
+            records / name if isinstance(records, Path) else name,
+            place=None if isinstance(records, Path) else records,
             what="scheduler state",
             version=STATE_FORMAT_VERSION,
-            fix="upgrade, or remove the file (the next start then purges at once)",
+            fix=f"upgrade, or remove the {'file' if isinstance(records, Path) else 'document'} "
+            "(the next start then purges at once)",
         )
 
     @property
-    def path(self) -> Path:
-        return self._document.path
+    def where(self) -> str:
+        return self._document.where
 
     def last_success(self) -> _dt.datetime | None:
         """The start of the last successful scheduled purge; None before the first.
@@ -187,8 +198,7 @@ class PurgeScheduler:
         self.retention = retention or Retention(governance)
         self.tasks = tuple(tasks) if tasks is not None else default_tasks()
         self.leader_retry = leader_retry
-        self.folder = governance.records / SCHEDULER_DIR
-        self._state = _State(self.folder)
+        self._state = _State(governance.records)
         self._zone = zoneinfo.ZoneInfo(governance.policy.schedule.timezone)
         self._scheduler = BackgroundScheduler(timezone=self._zone)
         # The deployment's leadership: every host's scheduler competes for the same one.
@@ -213,7 +223,7 @@ class PurgeScheduler:
                     logger.debug("another scheduler leads %s; retrying", self.governance.workspace)
                     return
             except OSError as exc:
-                logger.error("cannot take the scheduler lock in %s: %s", self.folder, exc)
+                logger.error("cannot take the scheduler lock of %s: %s", self._state.where, exc)
                 return
         try:
             last = self._state.last_success()
@@ -447,8 +457,7 @@ def start_scheduler(governance: Governance, **options: Any) -> PurgeScheduler:
 def schedule_status(governance: Governance) -> dict[str, Any]:
     """The schedule, the last successful run, the next due run and the leader (read-only)."""
     schedule = governance.policy.schedule
-    folder = governance.records / SCHEDULER_DIR
-    last = _State(folder).last_success()
+    last = _State(governance.records).last_success()
     status: dict[str, Any] = {
         "schedule": schedule.purge_cron
         or (
@@ -460,8 +469,7 @@ def schedule_status(governance: Governance) -> dict[str, Any]:
         "last_success": last.isoformat() if last else None,
         "next_due": None,
         "overdue": False,
-        # The pid is in the lock file of the file backend; a database names no pid.
-        "leader_pid": _leader_pid(folder / LEADER_LOCK) if governance.storage.files else None,
+        "leader_pid": _leader_of(governance),
     }
     if schedule.purge_cron or schedule.purge_interval:
         trigger = build_trigger(schedule, start=last)
@@ -471,6 +479,41 @@ def schedule_status(governance: Governance) -> dict[str, Any]:
         status["next_due"] = due.isoformat() if due else None
         status["overdue"] = last is None or (due is not None and due <= now)
     return status
+
+
+def _leader_of(governance: Governance) -> int | None:
+    """The leading scheduler's pid; None when none leads.
+
+    The file backend: the pid the leader wrote into its lock file. A database:
+    the server process of the session holding the advisory lock (``pg_locks``),
+    which ``pg_terminate_backend(pid)`` ends, and the lease with it.
+    """
+    records = governance.records
+    if isinstance(records, Path):
+        return _leader_pid(records / SCHEDULER_DIR / LEADER_LOCK)
+    return _advisory_holder(governance.storage.leadership(SCHEDULER_DIR))
+
+
+_HOLDER = """SELECT pid FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND objsubid = 1
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND classid::bigint = %s AND objid::bigint = %s"""
+
+
+def _advisory_holder(leadership: Leadership) -> int | None:
+    """The server pid of the session holding ``leadership``'s advisory lock (a ``PgLeadership``).
+
+    A bigint advisory key shows in ``pg_locks`` as its high half (``classid``)
+    and low half (``objid``), ``objsubid`` 1. None for a leadership of
+    another kind, or when no session holds it.
+    """
+    key, db = getattr(leadership, "key", None), getattr(leadership, "db", None)
+    if not isinstance(key, int) or db is None:
+        return None
+    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+    with db.transaction("finding the scheduler's leader") as conn:
+        row = conn.execute(_HOLDER, (unsigned >> 32, unsigned & 0xFFFF_FFFF)).fetchone()
+    return None if row is None else int(row[0])
 
 
 def _leader_pid(path: Path) -> int | None:

@@ -477,6 +477,34 @@ class PgAgentStore:
                     "there is no such archive; use one of list_archives()"
                 )
 
+    def delete_archive(self, archive_id: str) -> bool:
+        """Remove one archive (a retention purge); whether there was one.
+
+        Takes the agent's lock like every writer, so it never races a compaction
+        or a rewrite of the archive.
+        """
+        archive_id = self._archive_id(archive_id)
+        with self._tx("deleting an archive") as conn:
+            done = conn.execute(
+                f"DELETE FROM {_T}.memory_archives"
+                " WHERE agent = %(a)s AND partition = %(p)s AND archive_id = %(i)s",
+                {**self._where, "i": archive_id},
+            ).rowcount
+        return done == 1
+
+    def delete_memory(self) -> bool:
+        """Remove the active memory only, keeping the archives (a purge of idle memory).
+
+        What deleting ``MEMORY.md`` is in the file backend: the next append
+        starts a fresh memory. Whether there was one.
+        """
+        with self._tx("deleting the idle memory") as conn:
+            done = conn.execute(
+                f"DELETE FROM {_T}.memories WHERE agent = %(a)s AND partition = %(p)s",
+                self._where,
+            ).rowcount
+        return done == 1
+
     # -- what is stored --------------------------------------------------------------
 
     def stat(self, archive_id: str | None = None) -> StoredInfo | None:

@@ -3,10 +3,13 @@
 ``_state`` (plain values) -> ``_plan`` (pure rules) -> ``_journal`` (the plan
 on disk) -> ``_execute`` (deletions under locks); ``_scan`` reads the disk
 into state and ``_purge`` is the shell that wires them for one workspace.
+``_deployment`` scans and executes through the storage seam instead, for a
+deployment that keeps no files (a database).
 """
 
 from __future__ import annotations
 
+from ._deployment import StoredJournal, StoreExecutor, scan_deployment
 from ._execute import Executor, Tally
 from ._journal import Journal, JournalError
 from ._plan import Plan, PlanItem, Rule, iter_plan, plan
@@ -27,10 +30,13 @@ __all__ = [
     "PurgeReport",
     "Retention",
     "Rule",
+    "StoreExecutor",
+    "StoredJournal",
     "Tally",
     "WorkspaceState",
     "iter_plan",
     "plan",
+    "scan_deployment",
     "scan_workspace",
     "to_local",
 ]

@@ -202,8 +202,12 @@ def write_journal(
     items: Iterable[PlanItem],
     *,
     storage: PurgeJournal | None = None,
+    folder: Path | PurgeJournal, header: dict[str, Any], items: Iterable[PlanItem]
 ) -> dict[str, Any]:
     """Write the deletions of ``items`` as the journal; return its footer (the totals).
+
+    ``folder`` is the file backend's purge folder, or a :class:`PurgeJournal`
+    of another backend (a database's), which gets the same header and entries.
 
     Held items are counted in the footer, not journaled. When nothing is to
     be deleted (``footer["end"] == 0``) no file is written at all, so a purge
@@ -240,6 +244,7 @@ def write_journal(
         if folder is None:
             raise ValueError("write_journal needs the purge folder or a storage= to write to")
         storage = JournalFolder(Path(folder))
+    storage = JournalFolder(folder) if isinstance(folder, Path) else folder
     storage.write_plan({"v": JOURNAL_FORMAT_VERSION, **header}, lines(), footer)
     return footer()
 

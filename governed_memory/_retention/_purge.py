@@ -19,6 +19,13 @@ are measured from the clock's now, never from ``as_of``.
 A purge that finds nothing to delete writes nothing at all (the default
 policy keeps everything forever, and a default workspace stays as the
 reference leaves it).
+
+On a deployment that keeps no files (a database: ``storage.files`` is None)
+the same planner and holds run over what ``_deployment`` scans through the
+storage seam; the plan goes to the storage's :class:`PurgeJournal`
+(``storage.purge_journal("purge")``), the purge lock is the storage's
+:class:`Leadership` ``"purge"`` (one purge at a time across every host), and
+the receipt is a document of the record place (``purge/receipts/<id>.json``).
 """
 
 from __future__ import annotations
@@ -33,8 +40,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._base import FileLock
-from .._errors import PurgeInFutureError, PurgeInProgressError, StorageError
+from .._errors import ConfigurationError, PurgeInFutureError, PurgeInProgressError, StorageError
 from .._records import HoldRegistry, JsonDocument
+from ._deployment import StoredJournal, StoreExecutor, scan_deployment
 from ._execute import Executor, Tally
 from ._journal import Journal, remove_stale_progress, write_journal
 from ._plan import Plan, PlanItem, iter_plan, plan
@@ -44,7 +52,7 @@ from ._state import WorkspaceState
 if TYPE_CHECKING:
     from .._governance import Governance
     from .._policy import Policy
-    from .._protocols import Leadership
+    from .._protocols import AuditStorage, Leadership, PurgeJournal, RecordPlace
 
 __all__ = [
     "PurgeInFutureError",
@@ -202,12 +210,30 @@ class Retention:
         )
 
     @property
+    def on_files(self) -> bool:
+        """Whether the deployment keeps files (the workspace's layout) rather than a database."""
+        return self.governance.storage.files is not None
+
+    @property
     def purge_dir(self) -> Path:
-        """The purge journal's place in the deployment's storage (files: ``<governance>/purge``)."""
-        journal = self.governance.storage.purge_journal(PURGE_DIR)
-        if not isinstance(journal, Path):  # TRIAL2-ONLY: the retention helper replaces this
-            raise NotImplementedError("purges on a database")
+        """The purge journal's folder, ``<governance>/purge`` (the file backend only).
+
+        Raises:
+            ConfigurationError: the deployment keeps no files (see :attr:`journal`).
+        """
+        journal = self.journal
+        if not isinstance(journal, Path):
+            storage = self.governance.storage
+            raise ConfigurationError(
+                f"the deployment stores in {storage.kind} ({storage.where}), which keeps its "
+                "purge journal in the database, not in a folder; use Retention.journal"
+            )
         return journal
+
+    @property
+    def journal(self) -> Path | PurgeJournal:
+        """Where the purge journal is kept: the file backend's folder, or the storage's journal."""
+        return self.governance.storage.purge_journal(PURGE_DIR)
 
     def _hold_event(self, event: str, attrs: Any) -> None:
         self.governance.audit.record(
@@ -221,9 +247,23 @@ class Retention:
             policy_version=self.governance.policy.version,
         )
 
-    def scan(self) -> WorkspaceState:
-        """The workspace as the planner sees it (lazy: read while iterated)."""
+    def scan(self, as_of: _dt.datetime | None = None) -> WorkspaceState:
+        """The workspace as the planner sees it (lazy: read while iterated).
+
+        ``as_of`` (default: now) matters on a database only, whose audit segments
+        are listed when expired at that time (see ``_deployment``).
+        """
         g = self.governance
+        if not self.on_files:
+            return scan_deployment(
+                g.memory_backend,
+                self._place(),
+                audit=self._audit_storage(),
+                retention=g.policy.retention,
+                now=as_of if as_of is not None else g.clock.now(),
+                holds=self.holds.active(),
+                sealing=g.sealing,
+            )
         return scan_workspace(
             g.file_workspace,
             governance_dir=g.governance_dir,
@@ -241,11 +281,24 @@ class Retention:
         """
         real_now = self.governance.clock.now()
         now = to_local(as_of) if as_of is not None else real_now
-        return plan(self.scan(), self.governance.policy, now, floor_now=real_now)
+        return plan(self.scan(now), self.governance.policy, now, floor_now=real_now)
 
-    def pending(self) -> Journal | None:
+    def pending(self) -> Journal | StoredJournal | None:
         """The journal of an interrupted purge, if one waits to be resumed."""
-        return Journal.find(self.purge_dir)
+        journal = self.journal
+        if isinstance(journal, Path):
+            return Journal.find(journal)
+        return StoredJournal.find(journal)
+
+    def _place(self) -> RecordPlace:
+        place = self.governance.records
+        assert not isinstance(place, Path)  # a deployment without files has a record place
+        return place
+
+    def _audit_storage(self) -> AuditStorage | None:
+        """The deployment's audit storage (None when audit is off): what purges segments."""
+        log = getattr(self.governance.audit, "log", None)
+        return log if log is not None and hasattr(log, "expired_segments") else None
 
     def purge(
         self,
@@ -316,6 +369,8 @@ class Retention:
         return report
 
     def _purge(self, now: _dt.datetime, real_now: _dt.datetime, on_progress: Any) -> PurgeReport:
+        if not self.on_files:
+            return self._purge_stored(now, real_now, on_progress)
         g = self.governance
         lock = _PurgeLock(self.purge_dir, g.file_workspace)
         tally = Tally()
@@ -350,6 +405,57 @@ class Retention:
             current = Journal(self.purge_dir) if footer["end"] else None
             if current is not None:
                 self._executor().run(current, tally, on_progress)
+            report = self._report(purge_id, now, tally, resumed, discarded)
+            if current is not None or resumed:
+                self._receipt(report)
+            if current is not None:
+                current.remove()
+        finally:
+            lock.release()
+        return report
+
+    def _purge_stored(
+        self, now: _dt.datetime, real_now: _dt.datetime, on_progress: Any
+    ) -> PurgeReport:
+        """:meth:`_purge` on a deployment without files: the storage's journal and lock."""
+        g = self.governance
+        storage = self.journal
+        assert not isinstance(storage, Path)
+        lock = g.storage.leadership(PURGE_DIR)
+        if not lock.try_acquire():
+            raise PurgeInProgressError(
+                f"another purge is running on the deployment in {g.storage.where} (it holds the "
+                f"lock {PURGE_DIR!r}); wait for it to finish and run again"
+            )
+        tally = Tally()
+        resumed: str | None = None
+        discarded: str | None = None
+        try:
+            executor = StoreExecutor(
+                g.memory_backend, self._place(), self.holds, self._audit_storage(), g.sealing
+            )
+            journal = StoredJournal.find(storage)
+            if journal is not None and _same_policy(journal, g.policy):
+                resumed = str(journal.header.get("id"))
+                executor.run(journal, tally, on_progress)
+                journal.remove()
+            elif journal is not None:
+                discarded = str(journal.header.get("id"))  # planned under another policy
+                journal.remove()
+            purge_id = _new_id(g.clock.now())
+            header = {
+                "id": purge_id,
+                "as_of": now.isoformat(),
+                "policy_id": g.policy.id,
+                "policy_version": g.policy.version,
+            }
+            items = iter_plan(self.scan(now), g.policy.retention, now, floor_now=real_now)
+            footer = write_journal(storage, header, items)
+            tally.held.update(footer["held"])
+            tally.held_bytes += footer["held_bytes"]
+            current = StoredJournal(storage) if footer["end"] else None
+            if current is not None:
+                executor.run(current, tally, on_progress)
             report = self._report(purge_id, now, tally, resumed, discarded)
             if current is not None or resumed:
                 self._receipt(report)
@@ -418,9 +524,16 @@ class Retention:
         )
 
     def _receipt(self, report: PurgeReport) -> None:
-        """Keep the counts (no paths, no content) as proof of the purge."""
+        """Keep the counts (no paths, no content) as proof of the purge.
+
+        A file in the purge folder; on a database, the record place's document
+        ``purge/receipts/<id>.json`` (the same bytes).
+        """
+        name = f"{RECEIPTS_DIR}/{report.purge_id}.json"
+        journal = self.journal
         receipt = JsonDocument(
-            self.purge_dir / RECEIPTS_DIR / f"{report.purge_id}.json",
+            journal / name if isinstance(journal, Path) else f"{PURGE_DIR}/{name}",
+            place=None if isinstance(journal, Path) else self._place(),
             what="purge receipt",
             version=RECEIPT_FORMAT_VERSION,
             encode=_indented,
@@ -432,7 +545,7 @@ def _indented(document: dict[str, Any]) -> str:
     return json.dumps(document, indent=1)  # a receipt is for people to read
 
 
-def _same_policy(journal: Journal, policy: Policy) -> bool:
+def _same_policy(journal: Journal | StoredJournal, policy: Policy) -> bool:
     header = journal.header
     return (header.get("policy_id"), header.get("policy_version")) == (policy.id, policy.version)
 
