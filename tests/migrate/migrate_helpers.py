@@ -1,0 +1,129 @@
+"""Workspaces to migrate, built by real Governance calls, and the two ends over them.
+
+A workspace gets consent granted and withdrawn, a legal hold, an erasure with its
+receipt, an archive after compaction and subject memories (isolation), with the
+audit log on; plaintext or encrypted (the canary ``CANARY-7f3a`` in its memories).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from subjects_helpers import governance
+from subjects_helpers import subject_block as block
+
+from governed_memory import FixedClock, Governance, Keyring
+from governed_memory._audit import AuditKey, AuditLog, audit_log_dir
+from governed_memory._format import render_header
+from governed_memory._migrate import StorageEnd, file_end, pg_end
+from governed_memory._policy._model import DEFAULT_POLICY, Policy
+from governed_memory._records._holds import HoldRegistry
+from governed_memory._retention._journal import JournalFolder
+from governed_memory._stores import FileMemoryBackend, isolate_subjects
+from governed_memory._subjects import erase
+
+AUDIT_KEY_HEX = "11" * 32
+CANARY = "CANARY-7f3a"
+CLOCK = dt.datetime(2026, 11, 30, 10, 0, 0)
+
+
+def build_workspace(workspace: Path, kind: str, monkeypatch: Any) -> Governance:
+    """A workspace with every kind of stored item, written through Governance."""
+    monkeypatch.setenv("GOVERNED_MEMORY_AUDIT_KEY", AUDIT_KEY_HEX)
+    data = DEFAULT_POLICY.model_dump(exclude={"source"}, mode="json")
+    data["audit"] = {"enabled": True}
+    gov = governance(workspace, FixedClock(CLOCK), Policy.model_validate(data), kind=kind)
+    gov.grant("alice", "persist", actor="test")
+    gov.grant("carol", "persist", actor="test")
+    gov.withdraw("carol", "persist", actor="test")
+    store = gov.store_factory(
+        workspace / "agents" / "A" / "MEMORY.md",
+        lambda: render_header("A_conv", "2026-11-30T10:00:00"),
+    )
+    store.append(block(f"alice archived {CANARY}", "alice"))
+    store.append(block(f"a note {CANARY}"))
+    assert store.compact(None) is not None
+    store.append(block(f"alice moved {CANARY}", "alice"))
+    store.append(block("bob one", "bob"))
+    isolate_subjects(store)
+    alice = store.subject_store("alice")
+    alice.compact(block(f"alice summary {CANARY}", "alice", ("alice",)))
+    alice.append(block(f"alice two {CANARY}", "alice"))
+    for s in (store, alice):
+        s.close()
+    HoldRegistry(gov.governance_dir, clock=gov.clock, sealing=gov.sealing).place(
+        subject="dave", reason="case 12", actor="legal"
+    )
+    assert erase(gov, subject="bob").state == "complete"
+    return gov
+
+
+def audit_key() -> AuditKey:
+    return AuditKey.from_text(AUDIT_KEY_HEX)
+
+
+def sibling(workspace: Path, gov: Governance) -> Governance:
+    """A Governance on ``workspace`` with ``gov``'s policy and master key (a destination folder)."""
+    provider = gov.keyring.provider if gov.policy.encryption.enabled else None
+    return Governance(workspace=workspace, policy=gov.policy, clock=gov.clock, key_provider=provider)
+
+
+def files(workspace: Path, gov: Governance, kind: str) -> StorageEnd:
+    """The end of ``workspace``, opened with ``gov``'s stores and keyring."""
+    keys = gov.keyring.storage if kind == "encrypted" else None
+    folder = audit_log_dir(gov.policy, workspace)
+    return file_end(
+        workspace,
+        FileMemoryBackend(workspace, gov.store_factory),
+        keys=keys,
+        audit=AuditLog(folder, audit_key(), workspace=workspace),
+        audit_folder=folder,
+        journal=JournalFolder(gov.governance_dir / "purge"),
+    )
+
+
+def database(db: Any, gov: Governance, kind: str) -> StorageEnd:
+    """The end of ``db``: its stores seal with a keyring over the database's key storage."""
+    from governed_memory._postgres import (
+        PgAuditStorage,
+        PgKeyStorage,
+        PgMemoryBackend,
+        PgPurgeJournal,
+        pg_store_factory,
+    )
+
+    storage = PgKeyStorage(db)
+    keyring = None
+    if kind == "encrypted":
+        ring = Keyring(None, gov.keyring.provider, storage=storage)
+        keyring = lambda: ring  # noqa: E731
+    stores = pg_store_factory(db, keyring=keyring, clock=FixedClock(CLOCK))
+    return pg_end(
+        db,
+        PgMemoryBackend(db, stores),
+        keys=storage,
+        audit=PgAuditStorage(db, audit_key()),
+        journal=PgPurgeJournal(db),
+    )
+
+
+def tree(workspace: Path, *, kind: str) -> dict[str, bytes]:
+    """Every file's bytes under ``workspace``, but what is no stored item.
+
+    Lock files, the audit writers' hint (``audit.tail``), the lineage index (a
+    cache the next walk rebuilds), the migration marker, and, when encrypted,
+    the memories' ciphertext (re-sealed by the destination: compared as text).
+    """
+    out = {}
+    for path in sorted(workspace.rglob("*")):
+        name = path.relative_to(workspace).as_posix()
+        if not path.is_file() or name.endswith((".lock", "audit.tail", ".gm-lineage.json")):
+            continue
+        if name.endswith(".gm-migration.json") or name.endswith("/lock"):
+            continue
+        if kind == "encrypted" and name.endswith(".gmenc"):
+            continue
+        out[name] = path.read_bytes()
+    return out
