@@ -14,6 +14,7 @@ governance folder, the database end reads the two record tables.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +24,13 @@ from .._base import TMP_PREFIX
 from .._records import FolderPlace
 
 if TYPE_CHECKING:
-    from .._protocols import AuditStorage, MemoryBackend, PurgeJournal, RecordPlace
-    from .._protocols import WrappedKeyStorage
+    from .._protocols import (
+        AuditStorage,
+        MemoryBackend,
+        PurgeJournal,
+        RecordPlace,
+        WrappedKeyStorage,
+    )
 
 __all__ = ["MARKER", "RecordNames", "StorageEnd", "file_end", "folder_record_names", "pg_end"]
 
@@ -116,10 +122,9 @@ def file_end(
     folder = Path(workspace) / GOVERNANCE_DIR
     skip = ["keyring"]
     if audit_folder is not None:
-        try:
+        # Kept outside the governance folder: nothing to leave out.
+        with contextlib.suppress(ValueError):
             skip.append(Path(audit_folder).relative_to(folder).as_posix())
-        except ValueError:
-            pass  # kept outside the governance folder: nothing to leave out
     return StorageEnd(
         describe=f"workspace {Path(workspace).resolve()}",
         memory=memory,
@@ -153,7 +158,7 @@ def pg_end(
                 "SELECT name FROM governed_memory.record_documents ORDER BY name"
             ).fetchall()
         return RecordNames(
-            [str(r[0]) for r in logs], [str(r[0]) for r in documents if r[0] != MARKER]
+            sorted(str(r[0]) for r in logs), sorted(str(r[0]) for r in documents if r[0] != MARKER)
         )
 
     return StorageEnd(

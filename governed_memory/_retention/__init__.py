@@ -8,7 +8,7 @@ into state and ``_purge`` is the shell that wires them for one workspace.
 from __future__ import annotations
 
 from ._execute import Executor, Tally
-from ._journal import Journal, JournalError
+from ._journal import Journal, JournalError, JournalFolder
 from ._plan import Plan, PlanItem, Rule, iter_plan, plan
 from ._purge import PurgeInFutureError, PurgeInProgressError, PurgeReport, Retention, to_local
 from ._scan import scan_workspace
@@ -20,6 +20,7 @@ __all__ = [
     "Executor",
     "Journal",
     "JournalError",
+    "JournalFolder",
     "Plan",
     "PlanItem",
     "PurgeInFutureError",

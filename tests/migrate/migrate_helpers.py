@@ -20,7 +20,7 @@ from governed_memory._format import render_header
 from governed_memory._migrate import StorageEnd, file_end, pg_end
 from governed_memory._policy._model import DEFAULT_POLICY, Policy
 from governed_memory._records._holds import HoldRegistry
-from governed_memory._retention._journal import JournalFolder
+from governed_memory._retention import JournalFolder
 from governed_memory._stores import FileMemoryBackend, isolate_subjects
 from governed_memory._subjects import erase
 
@@ -29,12 +29,17 @@ CANARY = "CANARY-7f3a"
 CLOCK = dt.datetime(2026, 11, 30, 10, 0, 0)
 
 
+def policy() -> Policy:
+    """The default policy with the audit log on."""
+    data = DEFAULT_POLICY.model_dump(exclude={"source"}, mode="json")
+    data["audit"] = {"enabled": True}
+    return Policy.model_validate(data)
+
+
 def build_workspace(workspace: Path, kind: str, monkeypatch: Any) -> Governance:
     """A workspace with every kind of stored item, written through Governance."""
     monkeypatch.setenv("GOVERNED_MEMORY_AUDIT_KEY", AUDIT_KEY_HEX)
-    data = DEFAULT_POLICY.model_dump(exclude={"source"}, mode="json")
-    data["audit"] = {"enabled": True}
-    gov = governance(workspace, FixedClock(CLOCK), Policy.model_validate(data), kind=kind)
+    gov = governance(workspace, FixedClock(CLOCK), policy(), kind=kind)
     gov.grant("alice", "persist", actor="test")
     gov.grant("carol", "persist", actor="test")
     gov.withdraw("carol", "persist", actor="test")
@@ -67,7 +72,9 @@ def audit_key() -> AuditKey:
 def sibling(workspace: Path, gov: Governance) -> Governance:
     """A Governance on ``workspace`` with ``gov``'s policy and master key (a destination folder)."""
     provider = gov.keyring.provider if gov.policy.encryption.enabled else None
-    return Governance(workspace=workspace, policy=gov.policy, clock=gov.clock, key_provider=provider)
+    return Governance(
+        workspace=workspace, policy=gov.policy, clock=gov.clock, key_provider=provider
+    )
 
 
 def files(workspace: Path, gov: Governance, kind: str) -> StorageEnd:

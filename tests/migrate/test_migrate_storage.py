@@ -97,7 +97,7 @@ def test_a_tampered_row_is_named_by_the_verification(
             "UPDATE governed_memory.record_lines SET line = line || ' '::bytea "
             "WHERE log = 'consent.jsonl' AND seq = 2"
         )
-    with pytest.raises(StorageError, match="line 2 of record log consent.jsonl differs"):
+    with pytest.raises(StorageError, match=r"line 2 of record log consent\.jsonl differs"):
         migrate_storage(source, there)
 
 
