@@ -11,76 +11,13 @@ keyring, opened with the configured master key.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import click
 
 from .._errors import ConfigurationError
 from ._context import CliContext
 from ._render import emit_json, json_option
 
-if TYPE_CHECKING:
-    from .._governance import Governance
-    from .._migrate import StorageEnd
-
 __all__ = ["commands", "migrate_storage_command"]
-
-
-def _audit_key(cli: CliContext) -> Any:
-    from .._audit import audit_key_from_settings
-
-    return audit_key_from_settings(cli.settings())
-
-
-def _files(cli: CliContext, gov: Governance) -> StorageEnd:
-    from .._audit import AuditLog, audit_log_dir
-    from .._crypto import KeyringFolder
-    from .._migrate import file_end
-    from .._retention import JournalFolder
-    from .._stores import FileMemoryBackend
-
-    workspace = cli.workspace
-    key = _audit_key(cli)
-    folder = audit_log_dir(gov.policy, workspace)
-    return file_end(
-        workspace,
-        FileMemoryBackend(workspace, gov.store_factory),
-        keys=KeyringFolder(gov.governance_dir / "keyring"),
-        audit=AuditLog(folder, key, workspace=workspace) if key is not None else None,
-        audit_folder=folder,
-        journal=JournalFolder(gov.governance_dir / "purge"),
-    )
-
-
-def _database(cli: CliContext, gov: Governance, url: str) -> tuple[StorageEnd, Any]:
-    from .._crypto import Keyring
-    from .._migrate import pg_end
-    from .._postgres import (
-        Database,
-        PgAuditStorage,
-        PgKeyStorage,
-        PgMemoryBackend,
-        PgPurgeJournal,
-        check_schema,
-        pg_store_factory,
-    )
-
-    db = Database(url)
-    check_schema(db)
-    storage = PgKeyStorage(db)
-    keyring = None
-    if gov.policy.encryption.enabled:
-        ring = Keyring(None, gov.keyring.provider, storage=storage)
-        keyring = lambda: ring  # noqa: E731
-    key = _audit_key(cli)
-    end = pg_end(
-        db,
-        PgMemoryBackend(db, pg_store_factory(db, keyring=keyring, clock=gov.clock)),
-        keys=storage,
-        audit=PgAuditStorage(db, key) if key is not None else None,
-        journal=PgPurgeJournal(db),
-    )
-    return end, db
 
 
 @click.command("migrate-storage")
@@ -109,7 +46,10 @@ def migrate_storage_command(
     Resumable: after a crash or kill -9, run the same command again. Every
     item is read back and compared with the source. Stop every host first.
     """
-    from .._migrate import migrate_storage
+    from .._audit import audit_key_from_settings
+    from .._migrate import database_end, migrate_storage, workspace_end
+    from .._postgres import Database
+    from .._retention import JournalFolder
 
     if not database_url:
         configured = getattr(cli.settings(), "database_url", None)
@@ -120,10 +60,12 @@ def migrate_storage_command(
             "URL such as postgresql://app@db.example/governed) or pass --database-url"
         )
     gov = cli.governance()
-    files = _files(cli, gov)
-    database, db = _database(cli, gov, database_url)
-    source, destination = (files, database) if target == "postgres" else (database, files)
+    key = audit_key_from_settings(cli.settings())
+    files = workspace_end(gov, key, JournalFolder(gov.governance_dir / "purge"))
+    db = Database(database_url)
     try:
+        database = database_end(gov, db, key)
+        source, destination = (files, database) if target == "postgres" else (database, files)
         if not yes:
             click.confirm(
                 f"Copy {source.describe} into {destination.describe}? Stop every host first",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ._copy import MigrationReport, Progress, migrate_storage, verify_copy
 from ._ends import MARKER, RecordNames, StorageEnd, file_end, folder_record_names, pg_end
+from ._open import database_end, workspace_end
 
 __all__ = [
     "MARKER",
@@ -18,9 +19,11 @@ __all__ = [
     "Progress",
     "RecordNames",
     "StorageEnd",
+    "database_end",
     "file_end",
     "folder_record_names",
     "migrate_storage",
     "pg_end",
     "verify_copy",
+    "workspace_end",
 ]

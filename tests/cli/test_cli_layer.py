@@ -23,6 +23,14 @@ CLI_MODULES = sorted(CLI_DIR.glob("*.py"))
 # (sub-package, name) -> why a command needs this internal name. _audit and _keys
 # also document theirs "for the CLI" in their interface docstrings (checked below).
 INTERNAL: dict[tuple[str, str], str] = {
+    ("_migrate", "migrate_storage"): "migrate-storage runs the operations layer's migration",
+    ("_migrate", "workspace_end"): "migrate-storage: the workspace's stores, keys and audit log",
+    ("_migrate", "database_end"): "migrate-storage: the database's stores, keys and audit log",
+    ("_postgres", "Database"): "migrate-storage opens the database its URL names, and closes it",
+    ("_retention", "JournalFolder"): (
+        "migrate-storage refuses a workspace whose purge plan is pending (the retention "
+        "layer's journal, a sibling the migration package does not import)"
+    ),
     ("_base", "VERSION"): (
         "--version prints the package's version without importing importlib.metadata and "
         "scanning every installed distribution (CLI start-up, docs/cli.md)"

@@ -14,14 +14,14 @@ from typing import Any
 from subjects_helpers import governance
 from subjects_helpers import subject_block as block
 
-from governed_memory import FixedClock, Governance, Keyring
-from governed_memory._audit import AuditKey, AuditLog, audit_log_dir
+from governed_memory import FixedClock, Governance
+from governed_memory._audit import AuditKey
 from governed_memory._format import render_header
-from governed_memory._migrate import StorageEnd, file_end, pg_end
+from governed_memory._migrate import StorageEnd, database_end, workspace_end
 from governed_memory._policy._model import DEFAULT_POLICY, Policy
 from governed_memory._records._holds import HoldRegistry
 from governed_memory._retention import JournalFolder
-from governed_memory._stores import FileMemoryBackend, isolate_subjects
+from governed_memory._stores import isolate_subjects
 from governed_memory._subjects import erase
 
 AUDIT_KEY_HEX = "11" * 32
@@ -78,42 +78,15 @@ def sibling(workspace: Path, gov: Governance) -> Governance:
 
 
 def files(workspace: Path, gov: Governance, kind: str) -> StorageEnd:
-    """The end of ``workspace``, opened with ``gov``'s stores and keyring."""
-    keys = gov.keyring.storage if kind == "encrypted" else None
-    folder = audit_log_dir(gov.policy, workspace)
-    return file_end(
-        workspace,
-        FileMemoryBackend(workspace, gov.store_factory),
-        keys=keys,
-        audit=AuditLog(folder, audit_key(), workspace=workspace),
-        audit_folder=folder,
-        journal=JournalFolder(gov.governance_dir / "purge"),
-    )
+    """The end of ``workspace`` (``gov``'s), as migrate-storage opens it."""
+    assert gov.workspace == workspace and gov.policy.encryption.enabled == (kind == "encrypted")
+    return workspace_end(gov, audit_key(), JournalFolder(gov.governance_dir / "purge"))
 
 
 def database(db: Any, gov: Governance, kind: str) -> StorageEnd:
-    """The end of ``db``: its stores seal with a keyring over the database's key storage."""
-    from governed_memory._postgres import (
-        PgAuditStorage,
-        PgKeyStorage,
-        PgMemoryBackend,
-        PgPurgeJournal,
-        pg_store_factory,
-    )
-
-    storage = PgKeyStorage(db)
-    keyring = None
-    if kind == "encrypted":
-        ring = Keyring(None, gov.keyring.provider, storage=storage)
-        keyring = lambda: ring  # noqa: E731
-    stores = pg_store_factory(db, keyring=keyring, clock=FixedClock(CLOCK))
-    return pg_end(
-        db,
-        PgMemoryBackend(db, stores),
-        keys=storage,
-        audit=PgAuditStorage(db, audit_key()),
-        journal=PgPurgeJournal(db),
-    )
+    """The end of ``db``, its stores sealing under ``gov``'s master key, as migrate-storage opens it."""
+    assert gov.policy.encryption.enabled == (kind == "encrypted")
+    return database_end(gov, db, audit_key())
 
 
 def tree(workspace: Path, *, kind: str) -> dict[str, bytes]:

@@ -36,7 +36,7 @@ migrate_storage(files(gov.workspace, gov, "plaintext"), database(Database(url), 
 """
 
 
-@pytest.mark.parametrize("step", ["copied record logs", "copied documents", "copied memories"])
+@pytest.mark.parametrize("step", ["copied documents", "copied memories"])
 def test_a_killed_migration_resumes_to_a_complete_verified_copy(
     tmp_path: Path, pg_url: str, step: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

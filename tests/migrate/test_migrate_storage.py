@@ -7,16 +7,17 @@ record, key and audit entry come back the same, and every memory's text.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from migrate_helpers import CANARY, build_workspace, database, files, sibling, tree
+from migrate_helpers import CANARY, audit_key, build_workspace, database, files, sibling, tree
 
 from governed_memory import StorageError
 from governed_memory._audit import verify_storage
-from governed_memory._migrate import migrate_storage
+from governed_memory._migrate import MARKER, migrate_storage
 from governed_memory._postgres import Database, upgrade_schema
 
 
@@ -68,7 +69,7 @@ def test_the_migrated_audit_chain_verifies(
     there = database(db, gov, "encrypted")
     migrate_storage(files(tmp_path / "ws", gov, "encrypted"), there)
     assert there.audit is not None
-    result = verify_storage(there.audit, there.audit.key)
+    result = verify_storage(there.audit, audit_key())
     assert result.ok, result
 
 
@@ -110,3 +111,45 @@ def test_a_destination_holding_other_data_is_refused(
     with pytest.raises(StorageError, match="already holds 1 record"):
         migrate_storage(files(tmp_path / "ws", gov, "plaintext"), there)
     assert there.memory.agents() == []
+
+
+def test_a_pending_purge_plan_is_refused_before_anything_is_copied(
+    tmp_path: Path, db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gov = build_workspace(tmp_path / "ws", "plaintext", monkeypatch)
+    source, there = files(tmp_path / "ws", gov, "plaintext"), database(db, gov, "plaintext")
+    assert source.journal is not None
+    source.journal.write_plan({"v": 1}, iter([["delete", "A"]]), lambda: {"total": 1})
+    with pytest.raises(StorageError, match="a purge plan is pending; finish it first"):
+        migrate_storage(source, there)
+    assert there.memory.agents() == [] and there.record_names().documents == []
+
+
+def test_a_partial_audit_copy_is_continued_without_duplicates(
+    tmp_path: Path, db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a kill between two audit entries leaves it: the first entries copied, the rest not."""
+    gov = build_workspace(tmp_path / "ws", "plaintext", monkeypatch)
+    source, there = files(tmp_path / "ws", gov, "plaintext"), database(db, gov, "plaintext")
+    assert source.audit is not None and there.audit is not None
+    everything = list(source.audit.entries())
+    marker = {"format": "governed_memory.migration", "version": 1, "state": "copying"}
+    there.place.write_document(MARKER, json.dumps({**marker, "source": source.describe}).encode())
+    segment = source.audit.segment_ids()[0]
+    for entry in everything[:3]:
+        there.audit.import_entry(entry, segment)  # type: ignore[attr-defined]
+    report = migrate_storage(source, there)
+    assert report.copied["audit entries"] == len(everything) - 3
+    assert [e.seq for e in there.audit.entries()] == [e.seq for e in everything]
+
+
+def test_a_marker_of_another_source_is_refused(
+    tmp_path: Path, db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gov = build_workspace(tmp_path / "ws", "plaintext", monkeypatch)
+    migrate_storage(files(tmp_path / "ws", gov, "plaintext"), database(db, gov, "plaintext"))
+    other = build_workspace(tmp_path / "other", "plaintext", monkeypatch)
+    with pytest.raises(StorageError, match="holds a migration from"):
+        migrate_storage(
+            files(tmp_path / "other", other, "plaintext"), database(db, other, "plaintext")
+        )
