@@ -565,6 +565,46 @@ class AuditLog:
             self._write_head(head_fd, tail)
             return entry
 
+    def import_entry(self, entry: AuditEntry, segment: str) -> None:
+        """Append ``entry`` exactly as stored elsewhere, in ``segment``, durably, and name it in the head.
+
+        For a migration: the entry keeps its seq, hash, prev and MAC (its line is
+        written byte for byte), so ``audit verify`` and the checkpoints signed
+        before accept the copy. It must come after the newest entry.
+
+        Raises:
+            AuditWriteError: ``segment`` is no segment name, ``entry`` does not
+                follow the newest entry, or the folder cannot be written.
+        """
+        if not _is_segment(segment) or "/" in segment:
+            raise AuditWriteError(
+                f"audit segment {segment!r} cannot be imported into {self._folder}: use a "
+                f"name like {SEGMENT_PREFIX}2026-11{SEGMENT_SUFFIX}"
+            )
+        with self._locked("import into") as head_fd:
+            self._forget_tail()
+            segments = list_segments(self._folder)
+            last = segments[-1].last_entry() if segments else None
+            if last is not None and entry.seq <= last.seq:
+                raise AuditWriteError(
+                    f"audit entry seq {entry.seq} cannot be imported into {self._folder}: the "
+                    f"log already ends at seq {last.seq}; import into an empty log, oldest "
+                    "entry first"
+                )
+            path = self._folder / segment
+            created = not path.exists()
+            fd = open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            try:
+                write_all(fd, entry.line + b"\n")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if created:
+                fsync_dir(self._folder)
+            os.pwrite(head_fd, _encode_head(self._key, entry.seq, entry.hash, segment), 0)
+            os.fsync(head_fd)
+            self._published = max(self._published, entry.seq)
+
     def repair(self) -> list[AuditEntry]:
         """Close off a torn last line and record head discontinuities now.
 

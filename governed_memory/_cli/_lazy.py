@@ -101,6 +101,11 @@ COMMANDS: dict[str, CommandEntry] = {
         "Manage encryption keys: generate a master key, show which key wraps what, rotate "
         "(docs/encryption.md).",
     ),
+    "migrate-storage": CommandEntry(
+        "_migrate",
+        "migrate_storage_command",
+        "Copy the workspace into PostgreSQL (--to postgres) or back into a folder (--to files).",
+    ),
     "policy": CommandEntry(
         "_policy", "policy_group", "Validate and inspect policies (see docs/policies.md)."
     ),

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._base import lazy_attributes
-from ._keyring import AGENT, SUBJECT, DataKey, Keyring, KeySnapshot
+from ._keyring import AGENT, SUBJECT, DataKey, Keyring, KeyringFolder, KeySnapshot
 from ._observer import CryptoObserver, NullObserver
 from ._providers import (
     InMemoryKeyProvider,
@@ -56,6 +56,7 @@ __all__ = [
     "KeyProvider",
     "KeySnapshot",
     "Keyring",
+    "KeyringFolder",
     "KeyringStatus",
     "LocalKeyProvider",
     "LocalSigningKey",

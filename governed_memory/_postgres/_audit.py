@@ -173,6 +173,27 @@ class PgAuditStorage:
             self._settle(chain)
             return self._write(chain, event, dict(attrs_of(chain.last)), self._clock.now())
 
+    def import_entry(self, entry: AuditEntry, segment: str) -> None:
+        """Append ``entry`` exactly as stored elsewhere, in ``segment``, and name it in the head (a migration).
+
+        The entry keeps its seq, hash, prev and MAC, so ``audit verify`` and the
+        checkpoints signed before accept the copy. It must come after the newest
+        entry; nothing is re-sealed.
+
+        Raises:
+            AuditWriteError: ``entry`` does not follow the log's newest entry, or
+                the server refused (nothing was committed).
+        """
+        with self._locked("import into") as chain:
+            if chain.last is not None and entry.seq <= chain.last.seq:
+                raise AuditWriteError(
+                    f"audit entry seq {entry.seq} cannot be imported into {self.where}: the "
+                    f"log already ends at seq {chain.last.seq}; import into an empty log, "
+                    "oldest entry first"
+                )
+            chain.insert(entry, segment, entry.time)
+            chain.write_head(self._key)
+
     def repair(self) -> list[AuditEntry]:
         """Record a key change or a lost end of the log now; the entries written."""
         with self._locked("repair") as chain:

@@ -38,6 +38,14 @@ from .._format import META_OPEN, has_records
 from .._protocols import StoredInfo
 from .._stores import ENCRYPTED_SUFFIX, SUBJECTS_DIR, archive_names, plain_partition_name
 from ._memory_locks import agent_key
+from .._stores import (
+    ENCRYPTED_SUFFIX,
+    SUBJECTS_DIR,
+    archive_names,
+    is_partition_name,
+    plain_partition_name,
+)
+from ._memory_locks import LockSessions, agent_key
 
 if TYPE_CHECKING:
     import psycopg
@@ -159,6 +167,18 @@ class PgAgentStore:
             partition = self.codec.keyring.ref(SUBJECT, subject_id, create=True).hex()
         else:
             partition = plain_partition_name(subject_id)
+        return self._open(partition)
+
+    def partition_store(self, partition: str) -> PgAgentStore:
+        """The subject memory named ``partition`` (as :attr:`partition` gave it), creating nothing.
+
+        For a migration, which knows a subject memory by its stored name only.
+        """
+        if self._partition is not None or not is_partition_name(partition):
+            raise StorageError(
+                f"partition_store({partition!r}) refused: ask the agent's own store for a "
+                "name of 32 hex digits, as a subject store's partition gives it"
+            )
         return self._open(partition)
 
     def _open(self, partition: str) -> PgAgentStore:
@@ -504,6 +524,24 @@ class PgAgentStore:
                 self._where,
             ).rowcount
         return done == 1
+    def import_archive(self, archive_id: str, text: str) -> None:
+        """Store ``text`` as archive ``archive_id``, created or replaced in one transaction (a migration).
+
+        Keeps the id the source gave it, so a receipt citing :meth:`source` stays
+        true; an encrypted store seals it under the keyring's keys as :meth:`rewrite_archive` does.
+        """
+        archive_id = self._archive_id(archive_id)
+        if self._encrypted:
+            data = self.codec.encode_text(KIND_ARCHIVE, self.source(archive_id), text)
+        else:
+            data = text.encode("utf-8")
+        with self._tx("importing an archive") as conn:
+            conn.execute(
+                f"INSERT INTO {_T}.memory_archives (agent, partition, archive_id, data)"
+                " VALUES (%(a)s, %(p)s, %(i)s, %(d)s) ON CONFLICT (agent, partition, archive_id)"
+                " DO UPDATE SET data = EXCLUDED.data, written_at = now()",
+                {**self._where, "i": archive_id, "d": data},
+            )
 
     # -- what is stored --------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ._deployment import StoredJournal, StoreExecutor, scan_deployment
 from ._execute import Executor, Tally
-from ._journal import Journal, JournalError
+from ._journal import Journal, JournalError, JournalFolder
 from ._plan import Plan, PlanItem, Rule, iter_plan, plan
 from ._purge import PurgeInFutureError, PurgeInProgressError, PurgeReport, Retention, to_local
 from ._scan import scan_workspace
@@ -23,6 +23,7 @@ __all__ = [
     "Executor",
     "Journal",
     "JournalError",
+    "JournalFolder",
     "Plan",
     "PlanItem",
     "PurgeInFutureError",

@@ -225,6 +225,18 @@ class AgentFolderStore:
         """A store of the same kind on ``<agent>/subjects/<partition>/`` (creates nothing)."""
         raise NotImplementedError
 
+    def partition_store(self, partition: str) -> Self:
+        """The subject memory named ``partition`` (a folder name :attr:`partition` gave), creating nothing.
+
+        For a migration, which knows a subject memory by its stored name only.
+        """
+        if self._partition is not None or not is_partition_name(partition):
+            raise StorageError(
+                f"partition_store({partition!r}) refused: ask the agent's own store for a "
+                "name of 32 hex digits, as a subject store's partition gives it"
+            )
+        return self._open_partition(partition)
+
     def subject_store(self, subject_id: str) -> Self:
         if self._partition is not None:
             raise StorageError(
@@ -647,6 +659,21 @@ class AgentFolderStore:
     def rewrite_archive(self, archive_id: str, text: str) -> None:
         target = self.archive_file(archive_id)
         self._rewrite(target, lambda: self._encode(target.name, text))
+
+    def import_archive(self, archive_id: str, text: str) -> None:
+        """Store ``text`` as archive ``archive_id``, created or replaced atomically (a migration).
+
+        Keeps the id the source gave it, so a receipt citing :meth:`source` stays
+        true; an encrypted store seals it as :meth:`compact` would.
+        """
+        target = self.archive_file(archive_id)
+        try:
+            with self._lock.held():
+                self.write_file(target, self._encode(target.name, text))
+        except GovernedMemoryError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"import of {target} failed, file left unchanged: {exc}") from exc
 
     def _rewrite(
         self, target: Path, encode: Callable[[], bytes], after: Callable[[], None] | None = None
