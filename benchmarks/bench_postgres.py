@@ -350,6 +350,7 @@ class Results:
     rates: dict[tuple[str, bool, str, int], list[float]] = field(default_factory=dict)
     latencies: dict[tuple[str, bool, str, int], list[int]] = field(default_factory=dict)
     written: dict[str, int] = field(default_factory=dict)
+    growth: dict[str, int] = field(default_factory=dict)  # database bytes, by target
 
     def add(self, key: tuple[str, bool, str, int], reply: dict[str, Any]) -> None:
         self.rates.setdefault(key, []).append(reply["ops"] / reply["seconds"])
@@ -402,6 +403,151 @@ def ratio(a: float | None, b: float | None) -> str:
     return "n/a" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
 
 
+@dataclass
+class Run:
+    """One run's workers, what is not available and why, and the databases' sizes."""
+
+    targets: list[Target]
+    server: PgServer
+    scratch: Path
+    began: float = field(default_factory=time.monotonic)
+    workers: dict[str, Worker] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    baseline: dict[str, int] = field(default_factory=dict)
+
+    def note(self, what: str) -> None:
+        print(f"  {what} ({time.monotonic() - self.began:.0f} s)", file=sys.stderr, flush=True)
+
+    def prepare(self, lg_python: Path | None) -> None:
+        """Start every target's worker, warm it, and set aside those that do not work."""
+        for target in self.targets:
+            home = self.scratch / target.key
+            home.mkdir()
+            if target.database:
+                self.server.sql(f'CREATE DATABASE "{target.database}" TEMPLATE template0')
+            python = Path(sys.executable) if target.ours else lg_python
+            assert python is not None
+            worker = Worker(target, python, home, worker_env(target, home, self.server))
+            worker.start()
+            self.workers[target.key] = worker
+            why = None
+            if target.backend == "postgres":
+                why = prepare_ours(worker)
+            elif target.backend == "langgraph":
+                why = worker.ask({"setup": {}}).get("error")
+                worker.ask({"warm": {"tag": "warm"}})
+            else:
+                worker.ask({"warm": {"tag": "warm"}})
+            if why:
+                self.unavailable[target.key] = why
+                worker.stop()
+                del self.workers[target.key]
+            elif target.database:
+                self.baseline[target.key] = database_bytes(self.server, target.database)
+            self.note(f"{target.label}: {'not available: ' + why if why else 'ready'}")
+
+    def measure(self, rounds: int, modes: list[str], counts: list[int], messages: int) -> Results:
+        """Every cell, ``rounds`` times, targets alternating in an order rotated each round."""
+        results = Results()
+        live = [t for t in self.targets if t.key in self.workers]
+        cell_no = 0
+        for round_no in range(rounds):
+            shift = round_no % max(1, len(live))
+            order = live[shift:] + live[:shift]
+            for one_agent, mode, writers, target in (
+                (one_agent, mode, writers, target)
+                for one_agent in (False, True)
+                for mode in modes
+                for writers in counts
+                for target in order
+                if not one_agent or (writers > 1 and target.ours)
+            ):
+                cell_no += 1
+                spec = {
+                    "tag": f"c{cell_no}",
+                    "mode": mode,
+                    "writers": writers,
+                    "messages": messages,
+                    "one_agent": one_agent,
+                }
+                reply = self.workers[target.key].ask({"cell": spec})
+                if "error" in reply:
+                    sys.exit(
+                        f"bench_postgres: {target.label} {spec} failed: {reply['error']}\n"
+                        f"{reply.get('trace', '')}"
+                    )
+                results.add((target.key, one_agent, mode, writers), reply)
+                warm = writers * target.per_call
+                results.written[target.key] = (
+                    results.written.get(target.key, 0) + reply["ops"] + warm
+                )
+            self.note(f"round {round_no + 1}/{rounds} done")
+        results.growth = {
+            t.key: database_bytes(self.server, t.database) - self.baseline[t.key]
+            for t in live
+            if t.database
+        }
+        return results
+
+    def close(self) -> None:
+        for worker in self.workers.values():
+            worker.stop()
+
+
+def header(
+    run: Run,
+    messages: int,
+    rounds: int,
+    disk: tuple[float, float],
+    files: tuple[float, float] | None,
+) -> str:
+    versions: dict[str, str] = {}
+    for worker in run.workers.values():
+        versions.update(worker.versions)
+    lg = ", ".join(f"{n} {v}" for n, v in versions.items() if n.startswith("lang"))
+    return (
+        f"Appends of ~400-byte messages, {messages} per writer, writers as threads and "
+        "processes\n"
+        f"{platform.python_implementation()} {platform.python_version()} on "
+        f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs; "
+        f"{server_facts(run.server)}\n"
+        f"append+fdatasync of 400 bytes where the server's WAL is: {disk[0]:.2f} ms median, "
+        f"{disk[1]:.2f} ms p99"
+        + (f"; in --dir (the files rows): {files[0]:.2f} / {files[1]:.2f} ms\n" if files else "\n")
+        + f"governed_memory {versions.get('governed-memory', '?')}, psycopg "
+        f"{versions.get('psycopg', '?')}; {lg or 'LangGraph not run'}\n"
+        f"{rounds} rounds, targets alternating (order rotated each round); msg/s median "
+        "(min-max); latency per call over all rounds (LangGraph invoke: per turn of 2 "
+        "messages)\n"
+    )
+
+
+def ratios(results: Results, counts: list[int], modes: list[str]) -> str:
+    pairs = [
+        ("pg plain/LG invoke", "pg-plain", "langgraph-invoke", None),
+        ("pg enc/LG invoke", "pg-regulated", "langgraph-invoke", None),
+        ("pg plain/LG put", "pg-plain", "langgraph-put", None),
+        ("pg enc/LG put", "pg-regulated", "langgraph-put", None),
+        (f"pg plain/{counts[0]} writer", "pg-plain", "pg-plain", counts[0]),
+        (f"pg enc/{counts[0]} writer", "pg-regulated", "pg-regulated", counts[0]),
+        ("files enc/plain", "files-regulated", "files-plain", None),
+        ("pg enc/plain", "pg-regulated", "pg-plain", None),
+    ]
+    rows = [
+        [mode, str(writers)]
+        + [
+            ratio(
+                results.median((a, False, mode, writers)),
+                results.median((b, False, mode, over or writers)),
+            )
+            for _, a, b, over in pairs
+        ]
+        for mode in modes
+        for writers in counts
+    ]
+    return table(["mode", "writers", *(p[0] for p in pairs)], rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -423,185 +569,41 @@ def main(argv: list[str] | None = None) -> int:
     lg_python = install_langgraph(args.langgraph_venv) if any(not t.ours for t in targets) else None
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-postgres-", dir=args.dir))
-    server: PgServer | None = None
-    workers: dict[str, Worker] = {}
-    unavailable: dict[str, str] = {}
-    results = Results()
-    baseline: dict[str, int] = {}
-    began = time.monotonic()
-
-    def note(what: str) -> None:
-        print(f"  {what} ({time.monotonic() - began:.0f} s)", file=sys.stderr, flush=True)
-
+    server = start_server()
+    run = Run(targets, server, scratch)
     try:
-        server = start_server()
-        note("server started")
+        run.note("server started")
         disk = fdatasync_ms(server.root)
-        scratch_disk = fdatasync_ms(scratch) if args.dir else None
-        for target in targets:
-            home = scratch / target.key
-            home.mkdir()
-            if target.database:
-                server.sql(f'CREATE DATABASE "{target.database}" TEMPLATE template0')
-            python = Path(sys.executable) if target.ours else lg_python
-            assert python is not None
-            worker = Worker(target, python, home, worker_env(target, home, server))
-            worker.start()
-            workers[target.key] = worker
-            why = None
-            if target.backend == "postgres":
-                why = prepare_ours(worker)
-            elif target.backend == "langgraph":
-                why = worker.ask({"setup": {}}).get("error")
-                worker.ask({"warm": {"tag": "warm"}})
-            else:
-                worker.ask({"warm": {"tag": "warm"}})
-            if why:
-                unavailable[target.key] = why
-                worker.stop()
-                del workers[target.key]
-            elif target.database:
-                baseline[target.key] = database_bytes(server, target.database)
-            note(f"{target.label}: {'not available' if why else 'ready'}")
-
-        versions = {}
-        for worker in workers.values():
-            versions.update(worker.versions)
-        lg = ", ".join(
-            f"{n} {versions[n]}" for n in LANGGRAPH_REQUIREMENTS if n in versions and "lang" in n
-        )
-        print(
-            f"Appends of ~400-byte messages, {messages} per writer, writers as threads and "
-            "processes\n"
-            f"{platform.python_implementation()} {platform.python_version()} on "
-            f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs; "
-            f"{server_facts(server)}\n"
-            f"append+fdatasync of 400 bytes where the server's WAL is: {disk[0]:.2f} ms median, "
-            f"{disk[1]:.2f} ms p99"
-            + (
-                f"; in --dir: {scratch_disk[0]:.2f} / {scratch_disk[1]:.2f} ms"
-                if scratch_disk
-                else ""
-            )
-            + f"\ngoverned_memory {versions.get('governed-memory', '?')}; "
-            f"{lg or 'LangGraph not run'}; psycopg {versions.get('psycopg', '?')}\n"
-            f"{args.rounds} rounds, targets alternating (order rotated each round); msg/s "
-            "median (min-max); latency per call over all rounds (LangGraph invoke: per "
-            "turn of 2 messages)\n",
-            flush=True,
-        )
-
-        live = [t for t in targets if t.key in workers]
-        cell_no = 0
-        spent: dict[str, float] = {}
-        for round_no in range(args.rounds):
-            shift = round_no % max(1, len(live))
-            order = live[shift:] + live[:shift]
-            for one_agent in (False, True):
-                for mode in modes:
-                    for writers in counts:
-                        if one_agent and writers == 1:
-                            continue
-                        for target in order:
-                            if one_agent and not target.ours:
-                                continue
-                            cell_no += 1
-                            spec = {
-                                "tag": f"c{cell_no}",
-                                "mode": mode,
-                                "writers": writers,
-                                "messages": messages,
-                                "one_agent": one_agent,
-                            }
-                            asked = time.monotonic()
-                            reply = workers[target.key].ask({"cell": spec})
-                            spent[target.key] = spent.get(target.key, 0.0) + (
-                                time.monotonic() - asked
-                            )
-                            if "error" in reply:
-                                sys.exit(
-                                    f"bench_postgres: {target.label} {spec} failed: "
-                                    f"{reply['error']}\n{reply.get('trace', '')}"
-                                )
-                            results.add((target.key, one_agent, mode, writers), reply)
-                            warm = writers * target.per_call
-                            results.written[target.key] = (
-                                results.written.get(target.key, 0) + reply["ops"] + warm
-                            )
-            note(
-                f"round {round_no + 1}/{args.rounds} done; seconds so far per target: "
-                + ", ".join(f"{k} {v:.0f}" for k, v in spent.items())
-            )
-        sizes = {
-            t.key: database_bytes(server, t.database) - baseline[t.key] for t in live if t.database
-        }
+        files = fdatasync_ms(scratch) if args.dir else None
+        run.prepare(lg_python)
+        print(header(run, messages, args.rounds, disk, files), flush=True)
+        results = run.measure(args.rounds, modes, counts, messages)
     finally:
-        for worker in workers.values():
-            worker.stop()
-        if server is not None:
-            server.cleanup()
+        run.close()
+        server.cleanup()
         shutil.rmtree(scratch, ignore_errors=True)
 
     print("Each writer its own agent (LangGraph: its own thread)")
-    print(throughput_table(results, targets, counts, modes, False, unavailable))
+    print(throughput_table(results, targets, counts, modes, False, run.unavailable))
     print()
-    if any(t.ours for t in targets) and any(w > 1 for w in counts):
+    ours = [t for t in targets if t.ours]
+    if ours and any(w > 1 for w in counts):
         print("Several writers on ONE agent (and customer)")
-        ours = [t for t in targets if t.ours]
-        print(throughput_table(results, ours, counts, modes, True, unavailable))
+        print(throughput_table(results, ours, counts, modes, True, run.unavailable))
         print()
-
-    def med(key: str, mode: str, writers: int, one_agent: bool = False) -> float | None:
-        return results.median((key, one_agent, mode, writers))
-
-    rows = []
-    for mode in modes:
-        for writers in counts:
-            rows.append(
-                [
-                    mode,
-                    str(writers),
-                    ratio(med("pg-plain", mode, writers), med("langgraph-invoke", mode, writers)),
-                    ratio(
-                        med("pg-regulated", mode, writers), med("langgraph-invoke", mode, writers)
-                    ),
-                    ratio(med("pg-plain", mode, writers), med("langgraph-put", mode, writers)),
-                    ratio(med("pg-regulated", mode, writers), med("langgraph-put", mode, writers)),
-                    ratio(med("pg-plain", mode, writers), med("pg-plain", mode, counts[0])),
-                    ratio(med("pg-regulated", mode, writers), med("pg-regulated", mode, counts[0])),
-                    ratio(med("files-regulated", mode, writers), med("files-plain", mode, writers)),
-                    ratio(med("pg-regulated", mode, writers), med("pg-plain", mode, writers)),
-                ]
-            )
     print("Ratios of median msg/s (own agents)")
-    print(
-        table(
-            [
-                "mode",
-                "writers",
-                "pg plain/LG invoke",
-                "pg enc/LG invoke",
-                "pg plain/LG put",
-                "pg enc/LG put",
-                f"pg plain/{counts[0]} writer",
-                f"pg enc/{counts[0]} writer",
-                "files enc/plain",
-                "pg enc/plain",
-            ],
-            rows,
-        )
-    )
+    print(ratios(results, counts, modes))
     print()
-    if sizes:
+    if results.growth:
         print(
             "Database growth per message written: "
             + ", ".join(
                 f"{BY_KEY[k].label} {size / max(1, results.written.get(k, 1)):,.0f} bytes"
-                for k, size in sizes.items()
+                for k, size in results.growth.items()
             )
         )
         print()
-    for line in summary(results, counts, modes, unavailable):
+    for line in summary(results, counts, modes, run.unavailable):
         print(line)
     return 0
 
