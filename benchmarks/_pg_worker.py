@@ -358,7 +358,10 @@ def cell(spec: dict[str, Any]) -> dict[str, Any]:
         worker.join()
     errors = [d["error"] for d in done if "error" in d]
     if errors:
-        raise RuntimeError(errors[0])
+        # The writer that failed first, not those its abort of the barrier stopped.
+        root = [e for e in errors if "BrokenBarrierError" not in e] or errors
+        lines = [ln for ln in root[0].splitlines() if ln.strip()]
+        return {"error": lines[-1].strip(), "trace": root[0]}
     return {
         "ops": sum(d["ops"] for d in done),
         "seconds": max(d["end"] for d in done) - min(d["begin"] for d in done),
