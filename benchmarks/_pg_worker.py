@@ -326,7 +326,7 @@ def _run(n: int, make: Callable[[int], Writer], count: int, barrier: Any, out: A
         out.put({"ops": count, "begin": begin, "end": end, "latencies": latencies})
     except Exception:
         barrier.abort()
-        out.put({"error": traceback.format_exc(limit=4)})
+        out.put({"error": traceback.format_exc()})
 
 
 def cell(spec: dict[str, Any]) -> dict[str, Any]:
