@@ -28,7 +28,6 @@ from pathlib import Path
 
 from .._base import AGENTS_DIR, GOVERNANCE_DIR, MEMORY_FILE, atomic_write
 from .._crypto import AGENT, FrameKey, Keyring, Plain, RecordSealing
-from .._errors import GovernedMemoryError
 from .._errors import ConfigurationError, GovernedMemoryError, StorageError
 from .._stores import EncryptedAgentStore
 from ._reseal import seal_governance
@@ -104,7 +103,6 @@ def rotate_master_key(keyring: Keyring, *, progress: Progress = no_progress) -> 
     old: set[str] = set()
     with keyring.locked():
         keyring.authenticate_entries()  # a keyring from before entry tags: tag it first
-        meta_path = keyring.meta_path
         # Through the keyring's storage: a folder's keyring.json, or a database's row.
         meta = keyring.read_meta()
         record = meta["index_key"]

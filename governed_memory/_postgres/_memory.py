@@ -36,8 +36,6 @@ from .._crypto import KIND_ARCHIVE, KIND_MEMORY, SUBJECT, AgentCodec, split_segm
 from .._errors import ConfigurationError, StorageError
 from .._format import META_OPEN, has_records
 from .._protocols import StoredInfo
-from .._stores import ENCRYPTED_SUFFIX, SUBJECTS_DIR, archive_names, plain_partition_name
-from ._memory_locks import agent_key
 from .._stores import (
     ENCRYPTED_SUFFIX,
     SUBJECTS_DIR,
@@ -45,7 +43,7 @@ from .._stores import (
     is_partition_name,
     plain_partition_name,
 )
-from ._memory_locks import LockSessions, agent_key
+from ._memory_locks import agent_key
 
 if TYPE_CHECKING:
     import psycopg
@@ -524,6 +522,7 @@ class PgAgentStore:
                 self._where,
             ).rowcount
         return done == 1
+
     def import_archive(self, archive_id: str, text: str) -> None:
         """Store ``text`` as archive ``archive_id``, created or replaced in one transaction (a migration).
 

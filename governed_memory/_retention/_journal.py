@@ -197,12 +197,11 @@ class JournalFolder:
 
 
 def write_journal(
-    folder: Path | None,
+    folder: Path | PurgeJournal | None,
     header: dict[str, Any],
     items: Iterable[PlanItem],
     *,
     storage: PurgeJournal | None = None,
-    folder: Path | PurgeJournal, header: dict[str, Any], items: Iterable[PlanItem]
 ) -> dict[str, Any]:
     """Write the deletions of ``items`` as the journal; return its footer (the totals).
 
@@ -243,8 +242,7 @@ def write_journal(
     if storage is None:
         if folder is None:
             raise ValueError("write_journal needs the purge folder or a storage= to write to")
-        storage = JournalFolder(Path(folder))
-    storage = JournalFolder(folder) if isinstance(folder, Path) else folder
+        storage = JournalFolder(folder) if isinstance(folder, Path) else folder
     storage.write_plan({"v": JOURNAL_FORMAT_VERSION, **header}, lines(), footer)
     return footer()
 

@@ -37,14 +37,16 @@ INTERNAL: dict[tuple[str, str], str] = {
     ("_governance", "storage_backend"): (
         "db upgrade and db status: which backend the settings and [storage] choose, validated"
     ),
-    ("_postgres", "Database"): "db upgrade and db status connect to the configured server",
+    (
+        "_postgres",
+        "Database",
+    ): "db upgrade and db status connect to the configured server; migrate-storage opens it",
     ("_postgres", "upgrade_schema"): "db upgrade applies the schema's migrations",
     ("_postgres", "schema_version"): "db status prints the database's schema version",
     ("_postgres", "SCHEMA_VERSION"): "db status prints this release's schema version",
     ("_migrate", "migrate_storage"): "migrate-storage runs the operations layer's migration",
     ("_migrate", "workspace_end"): "migrate-storage: the workspace's stores, keys and audit log",
     ("_migrate", "database_end"): "migrate-storage: the database's stores, keys and audit log",
-    ("_postgres", "Database"): "migrate-storage opens the database its URL names, and closes it",
     ("_retention", "JournalFolder"): (
         "migrate-storage refuses a workspace whose purge plan is pending (the retention "
         "layer's journal, a sibling the migration package does not import)"
