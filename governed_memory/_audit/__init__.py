@@ -50,6 +50,7 @@ from ._log import (
     Period,
     SegmentInfo,
     rekey_endorsement,
+    segments_to_purge,
 )
 from ._trail import (
     AuditTrail,
@@ -104,6 +105,7 @@ __all__ = [
     "read_checkpoint",
     "rekey_endorsement",
     "seal",
+    "segments_to_purge",
     "tail_entries",
     "validate_event",
     "verify_log",

@@ -933,24 +933,7 @@ class AuditLog:
             tail = self._current(head_fd)
             segments = list_segments(self._folder)
             order = [s.name for s in segments]
-            unknown = [n for n in wanted if n not in order]
-            if unknown:
-                raise NotFoundError(
-                    f"{unknown} are not segments of the audit log in {self._folder}; "
-                    f"its segments are {order}"
-                )
-            if order[-1] in wanted:
-                raise ConfigurationError(
-                    f"segment {order[-1]} is the newest and holds the head of the chain; it is "
-                    "never purged. Purge older segments only"
-                )
-            chosen = order[: max(order.index(n) for n in wanted) + 1]
-            skipped = [n for n in chosen if n not in wanted]
-            if skipped:
-                raise ConfigurationError(
-                    f"purging {wanted} would leave older segments {skipped} before a gap; purge "
-                    "segments oldest first (include those too)"
-                )
+            chosen = segments_to_purge(order, wanted, where=str(self._folder))
             last_entry = _last_entry(self._folder / chosen[-1])
             if last_entry is None:
                 raise AuditWriteError(
@@ -1142,3 +1125,32 @@ def _last_entry(path: Path) -> AuditEntry | None:
 
 if TYPE_CHECKING:
     _conforms: type[AuditStorage] = AuditLog  # the file backend of the audit storage seam
+
+
+def segments_to_purge(order: list[str], wanted: list[str], *, where: str) -> list[str]:
+    """The oldest segments up to the last of ``wanted``, refused unless they are exactly ``wanted``.
+
+    ``order`` is the log's segments, oldest first. Shared by every audit storage.
+
+    Raises:
+        NotFoundError: a name is not a segment of the log.
+        ConfigurationError: the newest segment is named, or older ones would be left before a gap.
+    """
+    unknown = [n for n in wanted if n not in order]
+    if unknown:
+        raise NotFoundError(
+            f"{unknown} are not segments of the audit log in {where}; its segments are {order}"
+        )
+    if order[-1] in wanted:
+        raise ConfigurationError(
+            f"segment {order[-1]} is the newest and holds the head of the chain; it is "
+            "never purged. Purge older segments only"
+        )
+    chosen = order[: max(order.index(n) for n in wanted) + 1]
+    skipped = [n for n in chosen if n not in wanted]
+    if skipped:
+        raise ConfigurationError(
+            f"purging {wanted} would leave older segments {skipped} before a gap; purge "
+            "segments oldest first (include those too)"
+        )
+    return chosen

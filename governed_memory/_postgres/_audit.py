@@ -43,6 +43,7 @@ from .._audit import (
     parse_entry,
     rekey_endorsement,
     seal,
+    segments_to_purge,
 )
 from .._base import Clock, SystemClock
 from .._errors import (
@@ -319,24 +320,7 @@ class PgAuditStorage:
             return []
         with self._locked("purge segments of") as chain:
             order = [name for name, _newest in chain.segments()]
-            unknown = [n for n in wanted if n not in order]
-            if unknown:
-                raise NotFoundError(
-                    f"{unknown} are not segments of the audit log in {self.where}; its "
-                    f"segments are {order}"
-                )
-            if order[-1] in wanted:
-                raise ConfigurationError(
-                    f"segment {order[-1]} is the newest and holds the head of the chain; it is "
-                    "never purged. Purge older segments only"
-                )
-            chosen = order[: max(order.index(n) for n in wanted) + 1]
-            skipped = [n for n in chosen if n not in wanted]
-            if skipped:
-                raise ConfigurationError(
-                    f"purging {wanted} would leave older segments {skipped} before a gap; purge "
-                    "segments oldest first (include those too)"
-                )
+            chosen = segments_to_purge(order, wanted, where=self.where)
             self._settle(chain)
             last = chain.last_of(chosen[-1])
             self._write(
