@@ -209,6 +209,7 @@ def _report_table(report: PurgeReport) -> None:
         )
     if report.purge_id:
         lines.append(f"purge id: {report.purge_id}")
+    lines += [f"not purged: {note}" for note in report.notes]
     click.echo("\n".join(lines))
 
 

@@ -24,8 +24,10 @@ Artefacts are named as the file backend names them (``agents/<a>/archive/
 history_<ts>.md``, ``consent.jsonl#<id>``, ``tombstones/<id>.json``,
 ``audit/<segment>``), so plans and receipts read the same on both. The
 ``ident`` of a stored artefact is ``(0, stored time in microseconds)``.
-Exports are files an operator wrote somewhere; a database deployment keeps
-none, so none is scanned.
+Exports are folders an operator wrote somewhere (``export --out``): a
+database deployment keeps none, so none is scanned; ``exports_max_age`` is
+applied by naming the overdue ones from their receipts (``_exports``,
+``PurgeReport.unmanaged_exports``), for the operator to delete.
 """
 
 from __future__ import annotations

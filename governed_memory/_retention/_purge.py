@@ -39,11 +39,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._base import FileLock
+from .._base import EXPORTS_DIR, FileLock
 from .._errors import ConfigurationError, PurgeInFutureError, PurgeInProgressError, StorageError
 from .._records import HoldRegistry, JsonDocument
 from ._deployment import StoredJournal, StoreExecutor, scan_deployment
 from ._execute import Executor, Tally
+from ._exports import UnmanagedExport, unmanaged_exports
 from ._journal import Journal, remove_stale_progress, write_journal
 from ._plan import Plan, PlanItem, iter_plan, plan
 from ._scan import scan_workspace
@@ -91,6 +92,10 @@ class PurgeReport:
     again after planning, ``failed`` could not be deleted (``errors`` says
     which). ``resumed`` is the id of an interrupted purge finished first;
     ``discarded`` the id of one dropped because the policy changed since.
+    ``unmanaged_exports`` are export folders past ``exports_max_age`` that no
+    purge can delete (written outside the managed exports folder, or on a
+    database deployment, on some host's disk; see ``_exports``): the
+    operator deletes them. The receipt keeps their number, not their paths.
     """
 
     purge_id: str | None
@@ -109,6 +114,7 @@ class PurgeReport:
     resumed: str | None = None
     discarded: str | None = None
     pending_journal: int = 0
+    unmanaged_exports: tuple[UnmanagedExport, ...] = ()
     plan: Plan | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -140,7 +146,13 @@ class PurgeReport:
             "resumed": self.resumed,
             "discarded": self.discarded,
             "pending_journal_entries": self.pending_journal,
+            "unmanaged_exports": [e.to_dict() for e in self.unmanaged_exports],
         }
+
+    @property
+    def notes(self) -> list[str]:
+        """What the operator must do by hand: one line per unmanaged export past its age."""
+        return [e.note for e in self.unmanaged_exports]
 
 
 class _PurgeLock:
@@ -493,7 +505,31 @@ class Retention:
             held=dict(held),
             held_bytes=sum(i.artefact.size for i in result.held),
             pending_journal=0 if pending is None else pending.total - len(pending.outcomes()),
+            unmanaged_exports=self.unmanaged_exports(now),
             plan=result,
+        )
+
+    def unmanaged_exports(self, as_of: _dt.datetime | None = None) -> tuple[UnmanagedExport, ...]:
+        """Export folders on this host past ``exports_max_age`` at ``as_of`` that no purge deletes.
+
+        Those written outside ``<governance>/exports/``; on a database
+        deployment, every export (it keeps no export folder). See ``_exports``.
+        """
+        g = self.governance
+        now = to_local(as_of) if as_of is not None else g.clock.now()
+        managed = g.governance_dir / EXPORTS_DIR if self.on_files else None
+        reach = (
+            str(managed)
+            if managed is not None
+            else f"the deployment's storage ({g.storage.where}), which keeps no export folder"
+        )
+        return unmanaged_exports(
+            g.records,
+            managed=managed,
+            reach=reach,
+            max_age=g.policy.retention.exports_max_age,
+            now=now,
+            sealing=g.sealing,
         )
 
     def _report(
@@ -521,6 +557,7 @@ class Retention:
             errors=tuple(tally.errors),
             resumed=resumed,
             discarded=discarded,
+            unmanaged_exports=self.unmanaged_exports(now),
         )
 
     def _receipt(self, report: PurgeReport) -> None:
@@ -538,7 +575,9 @@ class Retention:
             version=RECEIPT_FORMAT_VERSION,
             encode=_indented,
         )
-        receipt.write({**report.to_dict(), "finished": self.governance.clock.now().isoformat()})
+        body = report.to_dict()
+        body["unmanaged_exports"] = len(report.unmanaged_exports)  # their paths may name a person
+        receipt.write({**body, "finished": self.governance.clock.now().isoformat()})
 
 
 def _indented(document: dict[str, Any]) -> str:

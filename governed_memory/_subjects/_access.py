@@ -343,5 +343,5 @@ def _export_row(ctx: SubjectContext, out: Path, now: _dt.datetime) -> dict[str, 
         None,
         (),
         f"written outside {managed}, where exports_max_age does not reach: delete it once "
-        "handed over",
+        "handed over (a purge on this host names it once it is past exports_max_age)",
     )
