@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from governed_memory import (
@@ -25,14 +23,6 @@ from governed_memory._cli import main
 T0 = dt.datetime.now().replace(microsecond=0)  # exports folders age by their mtime: real time
 DAY = dt.timedelta(days=1)
 POLICY = {"retention": {"exports_max_age": "7d"}, "consent": {"required_for": []}}
-
-
-@pytest.fixture
-def governances() -> Iterator[list[Governance]]:
-    made: list[Governance] = []
-    yield made
-    for gov in made:
-        gov.storage.close()
 
 
 def _governance(

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,14 +32,6 @@ def url(pg_url: str) -> str:
     finally:
         db.close()
     return pg_url
-
-
-@pytest.fixture
-def governances() -> Iterator[list[Governance]]:
-    made: list[Governance] = []
-    yield made
-    for gov in made:
-        gov.storage.close()
 
 
 def governance(
