@@ -4,6 +4,7 @@ Modules, one concept each:
 
 * ``_jsonl``       an append-only JSON Lines log (locked, fsynced, torn-tail safe, cached)
 * ``_document``    one JSON document replaced atomically
+* ``_placed``      what both share: a name in a place, the writers' lock, the sealing
 * ``_place``       where the records live: the governance folder (``FolderPlace``);
                    a registry given a ``RecordPlace`` instead keeps them there
 * ``_version``     the one format-version check

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +25,7 @@ from .._base import atomic_write
 from .._crypto import RecordSealing, open_file, seal_file
 from .._errors import DatabaseError, GovernedMemoryError, StorageError
 from ._place import FolderPlace
+from ._placed import Placed
 from ._version import check_version
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def replace_file(path: Path, data: bytes, what: str) -> None:
         ) from exc
 
 
-class JsonDocument:
+class JsonDocument(Placed):
     """A versioned JSON document in one file (or, with ``place``, one document of a place).
 
     Args:
@@ -100,32 +100,21 @@ class JsonDocument:
         context: str = "",
         fix: str | None = None,
     ) -> None:
-        if place is None:
-            path = Path(path)
-            place, path = FolderPlace(path.parent), path.name
-        self.place: RecordPlace = place
-        self.name = str(path)
-        self.where = place.describe(self.name)
-        """How messages name the document (the file place: its path)."""
-        self.what = what
+        super().__init__(
+            path,
+            what=what,
+            place=place,
+            lock=lock,
+            sealing=sealing,
+            purpose=purpose,
+            context=context,
+        )
         self.version = version
-        self.lock = lock
-        self.sealing = sealing
-        self.purpose = purpose
-        self.context = context or Path(self.name).name
         self._encode = encode
         self._fix = fix
         self._mutex = threading.Lock()
-        self._local = threading.local()  # .under: the token of this thread's held lock
         self._ident: Any = None
         self._cached: dict[str, Any] | None = None
-
-    @property
-    def path(self) -> Path:
-        """The file (the file place only; messages use :attr:`where`)."""
-        if not isinstance(self.place, FolderPlace):
-            raise StorageError(f"{self.what} {self.where} is not kept in a file")
-        return self.place.path(self.name)
 
     @property
     def per_line(self) -> bool:
@@ -168,25 +157,6 @@ class JsonDocument:
                 f"{self.what} {self.where} is not valid JSON ({exc}); it is damaged"
             ) from exc
         return check_version(document, self.version, f"{self.what} {self.where}", fix=self._fix)
-
-    def locked(self) -> AbstractContextManager[None]:
-        """Hold the writers' lock for a block (nothing when the owner serialises writers)."""
-        return self._held()
-
-    @contextmanager
-    def _held(self) -> Iterator[None]:
-        if self.lock is None:
-            yield
-            return
-        with self.lock.held() as token:
-            self._local.under = token  # this document's calls in the block run under the lock
-            try:
-                yield
-            finally:
-                self._local.under = None
-
-    def _under(self) -> Any:
-        return getattr(self._local, "under", None)
 
     def write(self, body: Mapping[str, Any]) -> None:
         """Replace the document by ``body`` (with ``"v"`` first), without taking the lock.

@@ -38,14 +38,13 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._crypto import RecordSealing, open_record, seal_record
 from .._errors import DatabaseError, GovernedMemoryError, StorageError
 from ._chain import Chain, Run, is_note, link_of, merge_runs
-from ._place import FolderPlace
+from ._placed import Placed
 from ._version import check_version
 
 if TYPE_CHECKING:
@@ -62,7 +61,7 @@ def encode_line(record: Mapping[str, Any]) -> bytes:
     return _ENCODE(record).encode("utf-8")
 
 
-class JsonlLog(Generic[Record]):
+class JsonlLog(Placed, Generic[Record]):
     """An append-only log of records, shared by every process on a workspace.
 
     Args:
@@ -100,20 +99,17 @@ class JsonlLog(Generic[Record]):
         legacy: int | None = None,
         repair: str = "restore it from a backup",
     ) -> None:
-        if place is None:
-            path = Path(path)
-            place, path = FolderPlace(path.parent), path.name
-        self.place: RecordPlace = place
-        self.name = str(path)
-        self.where = place.describe(self.name)
-        """How messages name the log (the file place: its path)."""
+        super().__init__(
+            path,
+            what=what,
+            place=place,
+            lock=lock,
+            sealing=sealing,
+            purpose=purpose,
+            context=context,
+        )
         self._where_path = Path(self.where)
-        self.what = what
-        self.lock = lock
         self.version = version
-        self.sealing = sealing
-        self.purpose = purpose
-        self.context = context or Path(self.name).name
         self._load = load
         self.chained = chained
         self.legacy = legacy
@@ -121,18 +117,10 @@ class JsonlLog(Generic[Record]):
         self._chain = Chain()  # where the records read so far leave the chain
         self._lines = 0  # complete lines read so far (for messages)
         self._mutex = threading.RLock()
-        self._local = threading.local()  # .under: the token of this thread's held lock
         self._records: list[Record] = []
         self._mark: Any = None
         self.generation = 0
         """Counts the times the log was found replaced and read again in full."""
-
-    @property
-    def path(self) -> Path:
-        """The log file (the file place only; messages use :attr:`where`)."""
-        if not isinstance(self.place, FolderPlace):
-            raise StorageError(f"{self.what} {self.where} is not kept in a file")
-        return self.place.path(self.name)
 
     @property
     def per_line(self) -> bool:
@@ -261,25 +249,6 @@ class JsonlLog(Generic[Record]):
             raise StorageError(f"cannot read {self.what} {self.where}: {exc}") from exc
 
     # -- writing -------------------------------------------------------
-
-    def locked(self) -> AbstractContextManager[None]:
-        """Hold the writers' lock for a block (nothing when the owner serialises writers)."""
-        return self._held()
-
-    @contextmanager
-    def _held(self) -> Iterator[None]:
-        if self.lock is None:
-            yield
-            return
-        with self.lock.held() as token:
-            self._local.under = token  # this log's calls in the block run under the lock
-            try:
-                yield
-            finally:
-                self._local.under = None
-
-    def _under(self) -> Any:
-        return getattr(self._local, "under", None)
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Append ``record`` (with ``"v"`` when versioned) durably: fsynced before returning.
