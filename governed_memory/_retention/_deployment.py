@@ -45,7 +45,7 @@ from .._format import subjects_in_text
 from .._records import ConsentRegistry, HoldSet, TombstoneStore, check_version
 from .._stores import ENCRYPTED_SUFFIX, SUBJECTS_DIR, is_partition_name
 from ._journal import _KINDS, _RULES, JOURNAL_FORMAT_VERSION, Entry
-from ._scan import local_time, subject_memories
+from ._scan import consent_artefacts, local_time, naive_time, subject_memories
 from ._state import AgentState, Artefact, WorkspaceState
 
 if TYPE_CHECKING:
@@ -177,11 +177,6 @@ def _memory(store: AgentStore, name: str, partition: str | None, read: bool) -> 
     return AgentState(name, tuple(memory), tuple(archives), partition)
 
 
-def _naive(iso: str) -> _dt.datetime:
-    when = _dt.datetime.fromisoformat(iso)
-    return when.astimezone().replace(tzinfo=None) if when.tzinfo is not None else when
-
-
 def _tombstones(place: RecordPlace, sealing: RecordSealing | None) -> Iterator[Artefact]:
     store = TombstoneStore(place, sealing=sealing)
     for erasure_id in store.ids():
@@ -193,7 +188,7 @@ def _tombstones(place: RecordPlace, sealing: RecordSealing | None) -> Iterator[A
         try:
             data = store.document(erasure_id)
             if isinstance(data, dict) and data.get("state") == "complete":
-                completed = _naive(str(data["completed_at"]))
+                completed = naive_time(str(data["completed_at"]))
         except (GovernedMemoryError, ValueError, KeyError, TypeError):
             completed = None  # unreadable: kept, never guessed
         when = completed or _dt.datetime.max  # a pending one is current: never aged
@@ -208,30 +203,7 @@ def _tombstones(place: RecordPlace, sealing: RecordSealing | None) -> Iterator[A
 
 
 def _consent(place: RecordPlace, sealing: RecordSealing | None) -> Iterator[Artefact]:
-    """Consent records, ``consent.jsonl#<record id>``; the latest grant of a pair is current."""
-    records = ConsentRegistry(place, sealing=sealing).records()
-    latest: dict[tuple[str, str], int] = {}
-    for number, record in enumerate(records):
-        if record.event is not None:
-            latest[(record.event.subject, record.event.purpose)] = number
-    for number, record in enumerate(records):
-        event = record.event
-        if event is None:
-            continue
-        try:
-            at = _naive(event.at)
-        except ValueError:
-            continue  # an unreadable record is never deleted
-        in_force = latest[(event.subject, event.purpose)] == number and event.granted
-        yield Artefact(
-            ArtefactKind.CONSENT,
-            f"{CONSENT_NAME}#{record.id}",
-            record.size,
-            at,
-            at,
-            subjects=frozenset({event.subject}),
-            current=in_force,
-        )
+    return consent_artefacts(ConsentRegistry(place, sealing=sealing), CONSENT_NAME)
 
 
 def _audit(
@@ -252,7 +224,7 @@ def _audit(
         if not entries:
             continue
         last = entries[-1].to_dict()
-        when = _naive(str(last["ts"]))
+        when = naive_time(str(last["ts"]))
         size = sum(len(json.dumps(e.to_dict())) + 1 for e in entries)
         yield Artefact(ArtefactKind.AUDIT, AUDIT_PREFIX + name, size, when, when)
 

@@ -69,7 +69,9 @@ if TYPE_CHECKING:
 __all__ = [
     "agent_store",
     "artefact_subjects",
+    "consent_artefacts",
     "local_time",
+    "naive_time",
     "scan_workspace",
     "subject_memories",
 ]
@@ -80,7 +82,7 @@ def local_time(epoch: float) -> _dt.datetime:
     return _dt.datetime.fromtimestamp(epoch)
 
 
-def _naive(iso: str) -> _dt.datetime:
+def naive_time(iso: str) -> _dt.datetime:
     """An ISO time from a record, as naive local time."""
     when = _dt.datetime.fromisoformat(iso)
     return when.astimezone().replace(tzinfo=None) if when.tzinfo is not None else when
@@ -357,7 +359,7 @@ def _tombstones(
         try:
             data = store.document(entry.name[: -len(".json")])
             if isinstance(data, dict) and data.get("state") == "complete":
-                completed = _naive(str(data["completed_at"]))
+                completed = naive_time(str(data["completed_at"]))
         except (OSError, ValueError, KeyError, TypeError):
             completed = None  # unreadable: kept, never guessed
         yield Artefact(
@@ -374,24 +376,28 @@ def _tombstones(
 def _consent(
     workspace: Path, governance: Path, sealing: RecordSealing | None
 ) -> Iterator[Artefact]:
-    """Consent records, named ``<log>#<record id>``; the latest grant of a pair is current.
+    registry = ConsentRegistry(governance, sealing=sealing)
+    return consent_artefacts(registry, _rel(workspace, registry.path))
+
+
+def consent_artefacts(registry: ConsentRegistry, base: str) -> Iterator[Artefact]:
+    """The registry's consent records, named ``<base>#<record id>``; the latest grant of a pair is current.
 
     Read through the registry (:meth:`ConsentRegistry.records`): a record it
     cannot read (damaged, sealed and unopenable) is never offered for deletion.
+    Aged by the time recorded in the record, on every backend.
     """
-    registry = ConsentRegistry(governance, sealing=sealing)
     records = registry.records()
     latest: dict[tuple[str, str], int] = {}
     for number, record in enumerate(records):
         if record.event is not None:
             latest[(record.event.subject, record.event.purpose)] = number
-    base = _rel(workspace, registry.path)
     for number, record in enumerate(records):
         event = record.event
         if event is None:
             continue
         try:
-            at = _naive(event.at)
+            at = naive_time(event.at)
         except ValueError:
             continue  # an unreadable record is never deleted
         in_force = latest[(event.subject, event.purpose)] == number and event.granted
