@@ -17,6 +17,7 @@ import tempfile
 import textwrap
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -387,16 +388,117 @@ def _step(console: Console, number: int, title: str, note: str) -> None:
     console.print(Text(note, style="dim"))
 
 
-def _run_demo(
+@dataclass(frozen=True)
+class _DemoSite:
+    """What the demo says and shows where the storages differ; the cycle itself is one.
+
+    ``steps`` are the (title, note) of the four steps; ``show`` prints what
+    is kept once the cycle ran (step 4), from the store and its archive ids.
+    """
+
+    intro: list[Text]
+    steps: tuple[tuple[str, str], tuple[str, str], tuple[str, str], tuple[str, str]]
+    size_column: str
+    show: Callable[[Console, AgentStore, list[str]], None]
+
+
+def _run_cycle(
     console: Console,
+    site: _DemoSite,
+    agent: str,
+    path: Path,
+    governance: Governance | None,
+    finish: Callable[[AgentStore], None] | None = None,
+) -> None:
+    """The demo's memory cycle for ``agent`` (named by ``path``), on whatever storage it has.
+
+    Session 1 writes through, compaction archives and summarizes, session 2
+    preloads, then ``site.show`` prints what is kept; ``finish`` (removing the
+    agent) runs last, even when a step failed.
+    """
+    console.print(Panel(Group(*site.intro), title="governed-memory demo", expand=False))
+    conversation = Conversation(
+        name=f"{agent}_id_{uuid.uuid4().hex}_conversation",
+        system_prompt=DEMO_SYSTEM_PROMPT,
+        time_enabled=True,
+        memory_md_path=path,
+        governance=governance,
+    )
+    store = conversation.store
+    assert store is not None  # a memory_md_path always has a store
+    written, compacted, resumed_step, kept = site.steps
+    try:
+        # 1. Session one: every add() is stored before it returns.
+        _step(console, 1, *written)
+        turns = Table(show_header=True, expand=False)
+        turns.add_column("role")
+        turns.add_column("message")
+        turns.add_column(site.size_column, justify="right")
+        for role, content in DEMO_TURNS:
+            conversation.add(role, content)
+            info = store.stat()
+            turns.add_row(
+                Text(role), Text(_short(content)), Text(human_size(info.size if info else 0))
+            )
+        console.print(turns)
+
+        # 2. Compaction: archive, then replace the memory by a header + the summary.
+        _step(console, 2, *compacted)
+        tokens_before = conversation.token_count
+        summary = _demo_summary(conversation)
+        conversation.compact(summary)
+        archived = store.list_archives()
+        for archive_id in archived:
+            console.print(Text(f"archived  {store.source(archive_id)}"))
+        body = summary.split("\n\n", 1)[-1]  # without the compressor's prefix
+        console.print(Text(f"summary   {_short(body, 68)}"))
+        console.print(
+            Text(
+                f"tokens    {tokens_before} -> {conversation.token_count} (counted offline, tiktoken)"
+            )
+        )
+
+        # 3. Session two: a new Conversation preloads the memory.
+        resumed = Conversation(
+            name=f"{agent}_id_{uuid.uuid4().hex}_conversation",
+            system_prompt=DEMO_SYSTEM_PROMPT,
+            time_enabled=True,
+            memory_md_path=path,
+            governance=governance,
+        )
+        _step(console, 3, *resumed_step)
+        preload = resumed.conversation_history[-1]
+        index = len(resumed.conversation_history) - 1
+        console.print(
+            Panel(
+                Text(str(preload["content"])),
+                title=f"conversation_history[{index}]  role={preload['role']}",
+                title_align="left",
+            )
+        )
+        resumed.memory_md_path = None
+
+        # 4. What is kept, as the store keeps it.
+        _step(console, 4, *kept)
+        site.show(console, store, archived)
+    finally:
+        try:
+            if finish is not None:
+                finish(store)
+        finally:
+            conversation.memory_md_path = None  # closes the store
+
+
+def _file_site(
     workspace: Path,
+    path: Path,
     temporary: bool,
     policy_given: bool,
     governance: Governance | None,
-) -> None:
-    path = memory_md_path(DEMO_AGENT, workspace)
+) -> _DemoSite:
+    """The demo on a workspace's folders: MEMORY.md, archive/, the files on disk."""
     where = "temporary, removed at the end" if temporary else "kept after the demo"
-    lines = [
+    intro = [
         Text(f"Workspace  {workspace}"),
         Text(f"           ({where})"),
         Text(f"Agent      {DEMO_AGENT}"),
@@ -404,112 +506,53 @@ def _run_demo(
         Text("Network    none: no model calls, nothing leaves this machine"),
     ]
     if policy_given:
-        lines.append(Text("Note       --policy is not applied: the demo shows the default mode"))
+        intro.append(Text("Note       --policy is not applied: the demo shows the default mode"))
     if governance is not None:
-        lines.append(
+        intro.append(
             Text("Note       the configured policy is not applied: the demo shows the default mode")
         )
-    console.print(
-        Panel(
-            Group(*lines),
-            title="governed-memory demo",
-            expand=False,
-        )
-    )
 
-    # 1. Session one: every add() is written through before it returns.
-    conversation = Conversation(
-        name=f"{DEMO_AGENT}_id_{uuid.uuid4().hex}_conversation",
-        system_prompt=DEMO_SYSTEM_PROMPT,
-        time_enabled=True,
-        memory_md_path=path,
-        governance=governance,
-    )
-    _step(
-        console,
-        1,
-        "Session 1: messages are written through to MEMORY.md",
-        "Each add() appends one block under the agent folder's lock before it returns. "
-        "The system prompt stays in memory only.",
-    )
-    turns = Table(show_header=True, expand=False)
-    turns.add_column("role")
-    turns.add_column("message")
-    turns.add_column("MEMORY.md size", justify="right")
-    for role, content in DEMO_TURNS:
-        conversation.add(role, content)
-        turns.add_row(Text(role), Text(_short(content)), Text(human_size(path.stat().st_size)))
-    console.print(turns)
-
-    # 2. Compaction: archive, then replace MEMORY.md by a header + the summary.
-    _step(
-        console,
-        2,
-        "Compaction: the history becomes a summary, the raw log is archived",
-        "The offline local/extractive summarizer condenses the turns (no model, no network). "
-        "compact() first writes the old MEMORY.md to archive/ (fsynced), then atomically "
-        "replaces MEMORY.md with a fresh header and the summary.",
-    )
-    tokens_before = conversation.token_count
-    summary = _demo_summary(conversation)
-    conversation.compact(summary)
-    store = conversation.store
-    # The files the store named: its sources lie in the agent folder, beside MEMORY.md.
-    archived = [store.source(a) for a in store.list_archives()] if store is not None else []
-    for source in archived:
-        console.print(Text(f"archived  {source}"))
-    body = summary.split("\n\n", 1)[-1]  # without the compressor's prefix
-    console.print(Text(f"summary   {_short(body, 68)}"))
-    console.print(
-        Text(f"tokens    {tokens_before} -> {conversation.token_count} (counted offline, tiktoken)")
-    )
-    conversation.memory_md_path = None  # release the descriptors of session 1
-
-    # 3. Session two: a new Conversation preloads the memory.
-    resumed = Conversation(
-        name=f"{DEMO_AGENT}_id_{uuid.uuid4().hex}_conversation",
-        system_prompt=DEMO_SYSTEM_PROMPT,
-        time_enabled=True,
-        memory_md_path=path,
-        governance=governance,
-    )
-    _step(
-        console,
-        3,
-        "Session 2: a restarted agent preloads its memory",
-        "A new Conversation with the same memory_md_path injects MEMORY.md as one System "
-        "message after the system prompt; it is never written back.",
-    )
-    preload = resumed.conversation_history[-1]
-    index = len(resumed.conversation_history) - 1
-    console.print(
-        Panel(
-            Text(str(preload["content"])),
-            title=f"conversation_history[{index}]  role={preload['role']}",
-            title_align="left",
-        )
-    )
-    resumed.memory_md_path = None
-
-    # 4. What is on disk.
-    _step(
-        console,
-        4,
-        "On disk",
-        "Folders are created 0700 and files 0600 whatever the umask; the reference "
-        "leaves them world-readable.",
-    )
-    # The agents' folder and the files are the ones the store named, not paths built here.
-    console.print(_tree(workspace, path.parent.parent))
-    for file in [*(path.parent / source for source in archived), path]:
-        console.print(
-            Panel(
-                # Exactly the file's text; only the trailing blank lines are dropped.
-                Text(file.read_text(encoding="utf-8").rstrip("\n")),
-                title=str(file.relative_to(workspace)),
-                title_align="left",
+    def show(console: Console, store: AgentStore, archived: list[str]) -> None:
+        # The agents' folder and the files are the ones the store named, not paths built here.
+        console.print(_tree(workspace, path.parent.parent))
+        for file in [*(path.parent / store.source(a) for a in archived), path]:
+            console.print(
+                Panel(
+                    # Exactly the file's text; only the trailing blank lines are dropped.
+                    Text(file.read_text(encoding="utf-8").rstrip("\n")),
+                    title=str(file.relative_to(workspace)),
+                    title_align="left",
+                )
             )
-        )
+
+    return _DemoSite(
+        intro=intro,
+        steps=(
+            (
+                "Session 1: messages are written through to MEMORY.md",
+                "Each add() appends one block under the agent folder's lock before it returns. "
+                "The system prompt stays in memory only.",
+            ),
+            (
+                "Compaction: the history becomes a summary, the raw log is archived",
+                "The offline local/extractive summarizer condenses the turns (no model, no "
+                "network). compact() first writes the old MEMORY.md to archive/ (fsynced), then "
+                "atomically replaces MEMORY.md with a fresh header and the summary.",
+            ),
+            (
+                "Session 2: a restarted agent preloads its memory",
+                "A new Conversation with the same memory_md_path injects MEMORY.md as one System "
+                "message after the system prompt; it is never written back.",
+            ),
+            (
+                "On disk",
+                "Folders are created 0700 and files 0600 whatever the umask; the reference "
+                "leaves them world-readable.",
+            ),
+        ),
+        size_column="MEMORY.md size",
+        show=show,
+    )
 
 
 def _stored_table(store: AgentStore, archived: list[str]) -> Table:
@@ -527,124 +570,82 @@ def _stored_table(store: AgentStore, archived: list[str]) -> Table:
     return table
 
 
-def _run_database_demo(console: Console, governance: Governance, keep: bool) -> str:
-    """The demo's memory cycle on the deployment's database; the agent's name.
+def _show_stored(console: Console, store: AgentStore, archived: list[str]) -> None:
+    """Step 4 on a database: the rows' sizes, and their texts read back through the store."""
+    console.print(_stored_table(store, archived))
+    texts = [(store.source(a), store.read_archive(a)) for a in archived]
+    texts.append((store.source(), store.read_memory() or ""))
+    for source, text in texts:
+        console.print(Panel(Text(text.rstrip("\n")), title=source, title_align="left"))
 
-    The same cycle as :func:`_run_demo`, under the built-in default policy,
-    for a fresh agent whose memory lives in the database; what is shown in
-    the end is what the store keeps there (read back through it). Nothing is
-    written to the local disk. The schema must exist already: the first
-    statement refuses a database without it, naming ``governed-memory db
-    upgrade`` (schema changes are the admin's, with the owner's role).
-    """
+
+def _database_site(governance: Governance, agent: str, keep: bool) -> _DemoSite:
+    """The demo on the deployment's database: rows, transactions, any host."""
     where = governance.storage.where
-    governance.memory_backend.agents()  # connects and checks the schema before anything is shown
-    agent = f"{DEMO_AGENT}-{uuid.uuid4().hex[:8]}"
-    path = memory_md_path(agent, governance.workspace)  # names the agent; nothing is kept there
     kept = "kept after the demo" if keep else "removed at the end (--keep keeps it)"
     mode = (
         "encrypted, as the deployment's policy (only ciphertext in the database)"
         if governance.policy.encryption.enabled
         else "plaintext"
     )
-    lines = [
+    intro = [
         Text(f"Storage    {where}"),
         Text(f"Agent      {agent} ({kept})"),
         Text(f"Mode       default policy: {mode}"),
         Text("Network    only the database: no model calls"),
         Text("Note       the configured policy is not applied: the demo shows the default mode"),
     ]
-    console.print(Panel(Group(*lines), title="governed-memory demo", expand=False))
-    conversation = Conversation(
-        name=f"{agent}_conversation",
-        system_prompt=DEMO_SYSTEM_PROMPT,
-        time_enabled=True,
-        memory_md_path=path,
-        governance=governance,
+    return _DemoSite(
+        intro=intro,
+        steps=(
+            (
+                "Session 1: messages are committed to the database",
+                "Each add() appends one block in a transaction under the agent's advisory lock; "
+                "it returns once the transaction has committed. The system prompt stays in "
+                "memory only.",
+            ),
+            (
+                "Compaction: the history becomes a summary, the raw log is archived",
+                "The offline local/extractive summarizer condenses the turns. compact() archives "
+                "the memory and replaces it with a fresh header and the summary in one "
+                "transaction.",
+            ),
+            (
+                "Session 2: a restarted agent (on any host) preloads its memory",
+                "A new Conversation of the same agent, on any host with the same database URL, "
+                "injects the stored memory as one System message after the system prompt.",
+            ),
+            (
+                "In the database",
+                f"Rows of the governed_memory schema in {where} (sizes as stored), their texts "
+                "read back through the store; nothing of the agent's memory is on this disk.",
+            ),
+        ),
+        size_column="stored size",
+        show=_show_stored,
     )
-    store = conversation.store
-    assert store is not None  # a memory_md_path always has a store
-    try:
-        _step(
-            console,
-            1,
-            "Session 1: messages are committed to the database",
-            "Each add() appends one block in a transaction under the agent's advisory lock; "
-            "it returns once the transaction has committed. The system prompt stays in memory only.",
-        )
-        turns = Table(show_header=True, expand=False)
-        turns.add_column("role")
-        turns.add_column("message")
-        turns.add_column("stored size", justify="right")
-        for role, content in DEMO_TURNS:
-            conversation.add(role, content)
-            info = store.stat()
-            turns.add_row(
-                Text(role), Text(_short(content)), Text(human_size(info.size if info else 0))
-            )
-        console.print(turns)
-        _step(
-            console,
-            2,
-            "Compaction: the history becomes a summary, the raw log is archived",
-            "The offline local/extractive summarizer condenses the turns. compact() archives "
-            "the memory and replaces it with a fresh header and the summary in one transaction.",
-        )
-        tokens_before = conversation.token_count
-        summary = _demo_summary(conversation)
-        conversation.compact(summary)
-        archived = store.list_archives()
-        for archive_id in archived:
-            console.print(Text(f"archived  {store.source(archive_id)}"))
-        body = summary.split("\n\n", 1)[-1]
-        console.print(Text(f"summary   {_short(body, 68)}"))
-        console.print(
-            Text(
-                f"tokens    {tokens_before} -> {conversation.token_count} (counted offline, tiktoken)"
-            )
-        )
-        resumed = Conversation(
-            name=f"{agent}_conversation",
-            system_prompt=DEMO_SYSTEM_PROMPT,
-            time_enabled=True,
-            memory_md_path=path,
-            governance=governance,
-        )
-        _step(
-            console,
-            3,
-            "Session 2: a restarted agent (on any host) preloads its memory",
-            "A new Conversation of the same agent, on any host with the same database URL, "
-            "injects the stored memory as one System message after the system prompt.",
-        )
-        preload = resumed.conversation_history[-1]
-        index = len(resumed.conversation_history) - 1
-        console.print(
-            Panel(
-                Text(str(preload["content"])),
-                title=f"conversation_history[{index}]  role={preload['role']}",
-                title_align="left",
-            )
-        )
-        resumed.memory_md_path = None
-        _step(
-            console,
-            4,
-            "In the database",
-            f"Rows of the governed_memory schema in {where} (sizes as stored), their texts "
-            "read back through the store; nothing of the agent's memory is on this disk.",
-        )
-        console.print(_stored_table(store, archived))
-        texts = [(store.source(a), store.read_archive(a)) for a in archived]
-        texts.append((store.source(), store.read_memory() or ""))
-        for source, text in texts:
-            console.print(Panel(Text(text.rstrip("\n")), title=source, title_align="left"))
-    finally:
-        conversation.memory_md_path = None
+
+
+def _run_database_demo(console: Console, governance: Governance, keep: bool) -> str:
+    """The demo's memory cycle on the deployment's database; the agent's name.
+
+    The cycle of the file demo, under the built-in default policy, for a fresh
+    agent whose memory lives in the database; what is shown in the end is
+    what the store keeps there (read back through it). Nothing is written to
+    the local disk. The schema must exist already: the first statement
+    refuses a database without it, naming ``governed-memory db upgrade``
+    (schema changes are the admin's, with the owner's role).
+    """
+    governance.memory_backend.agents()  # connects and checks the schema before anything is shown
+    agent = f"{DEMO_AGENT}-{uuid.uuid4().hex[:8]}"
+    path = memory_md_path(agent, governance.workspace)  # names the agent; nothing is kept there
+
+    def remove(store: AgentStore) -> None:
         if not keep:
             with store.lock():
                 store.delete()
-        store.close()
+
+    _run_cycle(console, _database_site(governance, agent, keep), agent, path, governance, remove)
     return agent
 
 
@@ -687,13 +688,10 @@ def demo(cli: CliContext, keep: bool) -> None:
         else cli.workspace.absolute()
     )
     try:
-        _run_demo(
-            console,
-            workspace,
-            temporary,
-            cli.policy_arg is not None,
-            cli.demo_governance(workspace),
-        )
+        governance = cli.demo_governance(workspace)
+        path = memory_md_path(DEMO_AGENT, workspace)
+        site = _file_site(workspace, path, temporary, cli.policy_arg is not None, governance)
+        _run_cycle(console, site, DEMO_AGENT, path, governance)
     finally:
         if temporary:
             shutil.rmtree(workspace, ignore_errors=True)
