@@ -147,6 +147,7 @@ def test_the_documented_grants_suffice_for_a_governed_life_cycle_and_keep_the_au
         gov.storage.close()
     assert _cli(app, "audit", "verify").startswith("OK: ")
     assert "was removed from" in _cli(app, "demo")
+    _cli(app, "scheduler", "status")  # the page's monitoring commands run as the role too
 
     for statement, refusal in (
         ("UPDATE governed_memory.audit_entries SET event = 'x'", "permission denied"),
