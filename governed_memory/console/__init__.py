@@ -1,0 +1,1 @@
+"""governed_memory.console: the privacy office's console in the browser (issue 17)."""
