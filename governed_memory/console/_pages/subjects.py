@@ -208,7 +208,12 @@ def _until(form: FormData) -> str:
 
 def _erase(gov: gm.Governance, subject: str, who: Principal, form: FormData) -> str:
     _confirmed(subject, form)
-    receipt = gm.erase(gov, subject=subject, reason=form_text(form, "reason"), actor=who.actor)
+    receipt = gm.erase(
+        gm.acting_as(gov, who.actor),
+        subject=subject,
+        reason=form_text(form, "reason"),
+        actor=who.actor,
+    )
     return f"erased: receipt {receipt.id} ({receipt.state}, {receipt.records} records)"
 
 
