@@ -37,6 +37,7 @@ __all__ = ["AuthPages", "routes"]
 
 _COOKIE_FLAGS: dict[str, Any] = {"path": "/", "secure": True, "httponly": True}
 _NO_STORE = {"Cache-Control": "no-store"}
+_MAX_NAME = 200
 
 
 class AuthPages:
@@ -143,7 +144,8 @@ async def login_form(request: Request) -> Response:
 async def login_post(request: Request) -> Response:
     context, pages = _context(request)
     async with request.form() as form:
-        username = str(form.get("username") or "").strip()
+        # No account name is longer than 64; the cap bounds what a client puts in the limiter.
+        username = str(form.get("username") or "").strip()[:_MAX_NAME]
         password = str(form.get("password") or "")
         token = form.get("csrf_token")
         target = safe_next(str(form.get("next") or "/"))
