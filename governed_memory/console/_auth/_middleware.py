@@ -22,6 +22,8 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
+import governed_memory as gm
+
 from ._accounts import Account, AccountsFileError
 from ._csrf import CsrfRefusal, check_form
 from ._sessions import COOKIE
@@ -106,7 +108,7 @@ class AuthMiddleware:
             who = session.principal
             self.context.audit(
                 request,
-                "console.csrf",
+                gm.AuditEvent.CONSOLE_CSRF,
                 "denied",
                 who.actor,
                 source=who.source,

@@ -16,6 +16,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
+import governed_memory as gm
+
 from ._csrf import (
     LOGIN_COOKIE,
     CsrfRefusal,
@@ -119,7 +121,7 @@ def _signed_in(
 ) -> Response:
     """Start the session and send the browser on (a same-site page, so Strict cookies follow)."""
     session_id, _ = context.sessions.create(who, credential=credential)
-    context.audit(request, "console.login", "ok", who.actor, source=who.source)
+    context.audit(request, gm.AuditEvent.CONSOLE_LOGIN, "ok", who.actor, source=who.source)
     # A meta refresh instead of a redirect: after an OIDC callback (a cross-site navigation)
     # a redirect would still be cross-site and the browser would hold back the Strict cookie.
     page = (
@@ -164,7 +166,12 @@ async def login_post(request: Request) -> Response:
     wait = context.limiter.attempt([f"user:{username.casefold()}", f"ip:{ip}"])
     if wait is not None:
         context.audit(
-            request, "console.login", "denied", actor, source="local", reason_code="rate_limited"
+            request,
+            gm.AuditEvent.CONSOLE_LOGIN,
+            "denied",
+            actor,
+            source="local",
+            reason_code="rate_limited",
         )
         return pages.login(
             request,
@@ -179,7 +186,12 @@ async def login_post(request: Request) -> Response:
     account = await _authenticate(context, username, password)
     if account is None:
         context.audit(
-            request, "console.login", "denied", actor, source="local", reason_code="bad_credentials"
+            request,
+            gm.AuditEvent.CONSOLE_LOGIN,
+            "denied",
+            actor,
+            source="local",
+            reason_code="bad_credentials",
         )
         return pages.login(
             request,
@@ -235,7 +247,7 @@ async def oidc_callback(request: Request) -> Response:
     if flow is None:
         context.audit(
             request,
-            "console.login",
+            gm.AuditEvent.CONSOLE_LOGIN,
             "denied",
             "oidc:unknown",
             source=context.oidc.source,
@@ -253,7 +265,7 @@ async def oidc_callback(request: Request) -> Response:
     except OidcRefusal as refusal:
         context.audit(
             request,
-            "console.login",
+            gm.AuditEvent.CONSOLE_LOGIN,
             "denied",
             f"oidc:{refusal.who or 'unknown'}",
             source=context.oidc.source,
@@ -271,7 +283,7 @@ async def logout(request: Request) -> Response:
     context, _ = _context(request)
     who = context.sessions.revoke(request.cookies.get(COOKIE))
     if who is not None:
-        context.audit(request, "console.logout", "ok", who.actor, source=who.source)
+        context.audit(request, gm.AuditEvent.CONSOLE_LOGOUT, "ok", who.actor, source=who.source)
     response = RedirectResponse("/login", status_code=303, headers=_NO_STORE)
     response.delete_cookie(COOKIE, path="/", secure=True, httponly=True, samesite="strict")
     return response
