@@ -48,6 +48,8 @@ def safe_next(path: str | None) -> str:
         return "/"
     if any(c in path for c in "\r\n\\") or "://" in path:
         return "/"
+    if path.split("?")[0].rstrip("/") in {"/logout", "/login", "/auth/callback"}:
+        return "/"  # nowhere to come back to
     return path
 
 

@@ -7,10 +7,12 @@ sink with the actor (``console:<name>`` / ``oidc:<name>``) as a keyed hash.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -18,6 +20,7 @@ from starlette.templating import Jinja2Templates
 
 import governed_memory as gm
 
+from ._accounts import Account, AccountsFileError
 from ._csrf import (
     LOGIN_COOKIE,
     CsrfRefusal,
@@ -40,6 +43,7 @@ __all__ = ["AuthPages", "routes"]
 _COOKIE_FLAGS: dict[str, Any] = {"path": "/", "secure": True, "httponly": True}
 _NO_STORE = {"Cache-Control": "no-store"}
 _MAX_NAME = 200
+logger = logging.getLogger("governed_memory.console")
 
 
 class AuthPages:
@@ -183,7 +187,17 @@ async def login_post(request: Request) -> Response:
             ),
             headers={"Retry-After": str(wait)},
         )
-    account = await _authenticate(context, username, password)
+    try:
+        account = await _authenticate(context, username, password)
+    except AccountsFileError as exc:
+        # The file's path and mode are for the administrator's log, not the visitor's page.
+        logger.error("console: local sign-in refused: %s", exc)
+        return pages.refuse(
+            request,
+            503,
+            "local sign-in is unavailable because the accounts file is unsafe or unreadable; "
+            "an administrator must fix it (the console's log names the problem)",
+        )
     if account is None:
         context.audit(
             request,
@@ -203,9 +217,7 @@ async def login_post(request: Request) -> Response:
     return _signed_in(request, context, account.principal(), account, target)
 
 
-async def _authenticate(context: AuthContext, username: str, password: str) -> Any:
-    from starlette.concurrency import run_in_threadpool
-
+async def _authenticate(context: AuthContext, username: str, password: str) -> Account | None:
     assert context.accounts is not None
     # Argon2 takes tens of milliseconds of CPU: off the event loop.
     return await run_in_threadpool(context.accounts.authenticate, username, password)
