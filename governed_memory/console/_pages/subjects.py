@@ -29,7 +29,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 import governed_memory as gm
@@ -302,7 +302,19 @@ async def export(request: Request, subject: str) -> Response:
     )
 
 
+async def find_subject(request: Request) -> Response:
+    """``GET /subjects?subject=ID``: the subject's page (the frame's look-up form)."""
+    _auth.require(request, *READERS)
+    subject = request.query_params.get("subject", "").strip()
+    if not subject:
+        raise gm.ConfigurationError(
+            "no subject id given; type the data subject's id (as the request register shows it)"
+        )
+    return RedirectResponse(PREFIX + quote(subject, safe=""), status_code=303)
+
+
 routes = [
+    Route("/subjects", find_subject, methods=["GET"]),
     Route("/subjects/{rest:path}", subject_page, methods=["GET"]),
     Route("/subjects/{rest:path}", subject_action, methods=["POST"]),
 ]
