@@ -161,3 +161,12 @@ def test_the_frame_finds_a_subjects_page_by_id(cweb_user: Callable[[str], User])
     found = admin.get("/subjects?subject=" + quote("a/b c", safe=""))
     assert found.status_code == 303 and found.headers["location"] == "/subjects/a%2Fb%20c"
     assert admin.get(found.headers["location"]).status_code == 200
+
+
+def test_an_address_that_is_not_utf8_is_the_one_line_error(
+    cweb_user: Callable[[str], User],
+) -> None:
+    page = cweb_user("olivia").get("/subjects/%ff%fe")
+    assert page.status_code == 400 and 'data-page="error"' in page.text
+    [(kind, text)] = flash(page.text)
+    assert kind == "error" and "not percent-encoded UTF-8" in text

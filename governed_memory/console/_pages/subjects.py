@@ -56,13 +56,20 @@ def subject_of(request: Request) -> tuple[str, str | None]:
 
     Raises:
         HTTPException: 404 for any other shape of path.
+        ConfigurationError: the encoded id is not UTF-8.
     """
     raw = request.scope.get("raw_path") or request.scope["path"].encode()
     path = raw.decode("latin-1").split("?", 1)[0]
     parts = path[len(PREFIX) :].split("/") if path.startswith(PREFIX) else []
     if not 1 <= len(parts) <= 2 or not parts[0]:
         raise _not_found()
-    subject = unquote(parts[0], errors="strict")
+    try:
+        subject = unquote(parts[0], errors="strict")
+    except UnicodeDecodeError:
+        raise gm.ConfigurationError(
+            f"the subject id in the address ({parts[0][:60]}) is not percent-encoded UTF-8; "
+            "open the subject from the request register or the look-up form"
+        ) from None
     return subject, parts[1] if len(parts) == 2 else None
 
 
