@@ -51,7 +51,7 @@ from .._records import (
     Tombstone,
     TombstoneStore,
 )
-from ._context import SubjectContext, subject_context
+from ._context import SubjectContext, acting_as, subject_context
 from ._erasure import (
     blocking_holds,
     cancel_scheduled_erasure,
@@ -86,6 +86,8 @@ from ._requests import (
     settle,
     standing,
     standings,
+    stored_receipt,
+    subject_receipts,
     verify_request,
 )
 from ._unfinished import PendingErasure, Unfinished
@@ -110,6 +112,7 @@ __all__ = [
     "Tombstone",
     "TombstoneStore",
     "Unfinished",
+    "acting_as",
     "blocking_holds",
     "cancel_scheduled_erasure",
     "close_request",
@@ -136,7 +139,9 @@ __all__ = [
     "settle",
     "standing",
     "standings",
+    "stored_receipt",
     "subject_context",
+    "subject_receipts",
     "subject_records",
     "verify_request",
 ]
