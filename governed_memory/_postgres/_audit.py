@@ -66,6 +66,21 @@ __all__ = ["PgAuditStorage"]
 
 _ENTRIES = "governed_memory.audit_entries"
 _HEAD = "governed_memory.audit_head"
+# The newest entry and the head row, both possibly absent, in one row.
+_END = f"""
+    SELECT e.seq, e.segment, e.line, h.seq, h.hash, h.segment, h.mac
+    FROM (SELECT 1) AS one
+    LEFT JOIN (SELECT seq, segment, line FROM {_ENTRIES} ORDER BY seq DESC LIMIT 1) AS e ON true
+    LEFT JOIN {_HEAD} AS h ON true"""
+# The entries sealed since the last write, then the head naming the newest, in one statement.
+_WRITE = f"""
+    WITH added AS (
+        INSERT INTO {_ENTRIES} (seq, segment, ts, event, line)
+        SELECT * FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[], %s::text[], %s::bytea[])
+    )
+    INSERT INTO {_HEAD} (id, seq, hash, segment, mac) VALUES (true, %s, %s, %s, %s)
+    ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash,
+        segment = EXCLUDED.segment, mac = EXCLUDED.mac"""
 
 
 class PgAuditStorage:
@@ -131,9 +146,10 @@ class PgAuditStorage:
         """The chain's end under the log's advisory lock, in one transaction."""
         psycopg = _psycopg()
         try:
-            with self._db.transaction(f"{what} the audit log") as conn:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
-                yield _Chain.read(conn, self._key)
+            with self._db.transaction(f"{what} the audit log", lock=self._lock_key) as conn:
+                chain = _Chain.read(conn, self._key)
+                yield chain
+                chain.flush()
         except DatabaseError as exc:
             raise AuditWriteError(self._failure(what, exc)) from exc
         except psycopg.Error as exc:
@@ -355,8 +371,11 @@ class PgAuditStorage:
     def _read(self, doing: str, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         psycopg = _psycopg()
         try:
-            with self._db.transaction(f"reading the audit log ({doing})") as conn:
-                return conn.execute(sql, params).fetchall()
+            rows: list[Any] = self._db.read(
+                f"reading the audit log ({doing})",
+                lambda conn: conn.execute(sql, params).fetchall(),
+            )
+            return rows
         except psycopg.Error as exc:
             raise translate(exc, where=self._db.where, doing=f"reading {doing}") from None
 
@@ -435,27 +454,28 @@ class _Chain:
         self.head = head
         self._seq = last.seq if last else 0
         self._prev = last.hash if last else GENESIS
+        self._pending: list[tuple[int, str, _dt.datetime, str, bytes]] = []
 
     @classmethod
     def read(cls, conn: psycopg.Connection[Any], key: AuditKey) -> _Chain:
-        row = conn.execute(
-            f"SELECT seq, segment, line FROM {_ENTRIES} ORDER BY seq DESC LIMIT 1"
-        ).fetchone()
+        """The newest entry and the head row, in one statement (one round trip)."""
+        row = conn.execute(_END).fetchone()
+        assert row is not None  # a SELECT without FROM returns its row
+        seq, segment_name, line, head_seq, head_hash, head_segment, head_mac = row
         last: AuditEntry | None = None
         segment: str | None = None
-        if row is not None:
-            segment = str(row[1])
+        if seq is not None:
+            segment = str(segment_name)
             try:
-                last = parse_entry(bytes(row[2]))
+                last = parse_entry(bytes(line))
             except EntryFormatError as exc:
                 raise AuditWriteError(
-                    f"the newest audit entry (row seq {row[0]}) is not readable ({exc}); run "
+                    f"the newest audit entry (row seq {seq}) is not readable ({exc}); run "
                     "`governed-memory audit verify` and restore the table from a backup"
                 ) from None
-        head_row = conn.execute(f"SELECT seq, hash, segment, mac FROM {_HEAD}").fetchone()
         head = None
-        if head_row is not None:
-            head = Head(int(head_row[0]), str(head_row[1]), str(head_row[2]), str(head_row[3]))
+        if head_seq is not None:
+            head = Head(int(head_seq), str(head_hash), str(head_segment), str(head_mac))
         return cls(conn, last, segment, head)
 
     @property
@@ -467,23 +487,33 @@ class _Chain:
         return self._prev
 
     def insert(self, entry: AuditEntry, segment: str, when: _dt.datetime) -> None:
-        self.conn.execute(
-            f"INSERT INTO {_ENTRIES} (seq, segment, ts, event, line) VALUES (%s, %s, %s, %s, %s)",
-            (entry.seq, segment, entry.time, entry.event, entry.line),
-        )
+        """Add ``entry`` to the chain; written with the head by the next :meth:`write_head`."""
+        self._pending.append((entry.seq, segment, entry.time, entry.event, entry.line))
         self.last, self.segment = entry, segment
         self._seq, self._prev = entry.seq, entry.hash
 
     def write_head(self, key: AuditKey) -> None:
+        """Insert the entries added since the last call and point the head at the newest.
+
+        One statement for both, so an append costs one round trip to write.
+        """
         assert self.last is not None and self.segment is not None
         body = Head(self.last.seq, self.last.hash, self.segment, "").body()
         mac = key.mac(b"head\x00" + body)
+        pending, self._pending = self._pending, []
+        columns = [list(column) for column in zip(*pending, strict=True)] if pending else [[]] * 5
         self.conn.execute(
-            f"INSERT INTO {_HEAD} (id, seq, hash, segment, mac) VALUES (true, %s, %s, %s, %s) "
-            "ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash, "
-            "segment = EXCLUDED.segment, mac = EXCLUDED.mac",
-            (self.last.seq, self.last.hash, self.segment, mac),
+            _WRITE,
+            (*columns, self.last.seq, self.last.hash, self.segment, mac),
         )
+
+    def flush(self) -> None:
+        """Check that nothing added is left unwritten when the transaction commits."""
+        if self._pending:  # every insert is followed by write_head: a bug otherwise
+            raise AuditWriteError(
+                f"{len(self._pending)} audit entries were sealed but not written; the "
+                "transaction is rolled back (report this as a bug)"
+            )
 
     def segments(self) -> list[tuple[str, _dt.datetime]]:
         rows = self.conn.execute(

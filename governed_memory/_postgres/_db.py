@@ -5,14 +5,27 @@ connections from its pool (psycopg_pool) for one transaction at a time:
 
 * :meth:`Database.transaction` yields a connection inside a transaction that
   commits when the block ends and rolls back when it raises; a call that
-  returns after it has committed (an append is acknowledged only then).
+  returns after it has committed (an append is acknowledged only then). With
+  ``lock=``, the transaction-scoped advisory lock is taken by the statement that
+  begins it (one round trip for both).
+* :meth:`Database.read` yields a connection for statements that only read, each
+  its own snapshot: one round trip a statement, no BEGIN / COMMIT.
 * :meth:`Database.dedicated` yields a connection of its own, outside the pool,
   for what lives as long as a session does (a session-level advisory lock:
   leadership).
 
+No thread ever waits on the pool while it holds one of its connections (the
+pool would run dry with as many threads as connections, each waiting for its
+second): inside a transaction, :meth:`Database.read` runs on the connection the
+thread holds (:meth:`Database.held`), and a nested :meth:`Database.transaction`,
+which must commit on its own, opens a connection outside the pool.
+
 A refused or lost connection becomes a :class:`~governed_memory.DatabaseError`
 naming the server (``host:port/database``, never the password) and the fix;
-``retryable`` says whether the same call may succeed later.
+``retryable`` says whether the same call may succeed later. A connection found
+dead before the transaction began (a server restarted since it was pooled) is
+replaced once, transparently; one lost while committing leaves the outcome
+unknown, and the error says so.
 """
 
 from __future__ import annotations
@@ -20,8 +33,8 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import DatabaseError
 
@@ -29,7 +42,29 @@ if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
 
-__all__ = ["Database", "advisory_key"]
+__all__ = ["Binding", "Database", "advisory_key"]
+
+T = TypeVar("T")
+_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE, without importing psycopg here
+
+
+def _begin(lock: int | None) -> str:
+    """The statement that begins a transaction (and takes the advisory lock ``lock``: an int)."""
+    return "BEGIN" if lock is None else f"BEGIN; SELECT pg_advisory_xact_lock({int(lock)})"
+
+
+class Binding:
+    """The connection a thread holds in an open transaction, and what may be kept for its length.
+
+    ``memo`` holds what a reader may reuse until the transaction ends (the
+    keyring's change counter, read once under an agent's lock).
+    """
+
+    __slots__ = ("conn", "memo")
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self.memo: dict[object, Any] = {}
 
 
 def advisory_key(namespace: str, name: str) -> int:
@@ -78,6 +113,7 @@ class Database:
         self._connect_timeout = connect_timeout
         self._pool: ConnectionPool[Any] | None = None
         self._lock = threading.Lock()
+        self._local = threading.local()  # .binding: the connection this thread holds
 
     # -- naming the server --------------------------------------------------
 
@@ -133,6 +169,9 @@ class Database:
                         self._verify(first, self.where)
                 finally:
                     first.close()
+                # Autocommit: a read is one statement, and a transaction's BEGIN goes
+                # with its first statement. No check on checkout (a round trip per
+                # call): a connection found dead by its first statement is replaced.
                 self._pool = psycopg_pool.ConnectionPool(
                     self._url,
                     min_size=self._min_size,
@@ -140,8 +179,8 @@ class Database:
                     kwargs={
                         "application_name": self._application_name,
                         "connect_timeout": max(1, round(self._connect_timeout)),
+                        "autocommit": True,
                     },
-                    check=psycopg_pool.ConnectionPool.check_connection,
                     open=False,
                     timeout=self._connect_timeout,
                 )
@@ -160,23 +199,147 @@ class Database:
         except psycopg.Error as exc:
             raise self._error(exc, "connecting") from None
 
-    @contextmanager
-    def transaction(self, doing: str = "a query") -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection inside one transaction: committed at the end, rolled back on error.
+    def held(self) -> Binding | None:
+        """The connection this thread holds in an open transaction of this database, if any."""
+        binding: Binding | None = getattr(self._local, "binding", None)
+        return binding
 
-        Raises:
-            DatabaseError: the server refused the connection or lost it; the
-                transaction did not commit.
-        """
+    @contextmanager
+    def bound(self, conn: psycopg.Connection[Any]) -> Iterator[Binding]:
+        """Make ``conn`` (inside a transaction) this thread's :meth:`held` connection for the block."""
+        outer = self.held()
+        binding = self._local.binding = Binding(conn)
+        try:
+            yield binding
+        finally:
+            self._local.binding = outer
+
+    @contextmanager
+    def _checkout(self, doing: str) -> Iterator[psycopg.Connection[Any]]:
         psycopg, psycopg_pool = _import_psycopg()
         pool = self._open_pool()
         try:
-            with pool.connection() as conn, conn.transaction():
-                yield conn
+            conn = pool.getconn()
         except psycopg_pool.PoolTimeout as exc:
             raise self._diagnose(exc, doing) from None
+        try:
+            yield conn
+        finally:
+            if not conn.closed and conn.info.transaction_status != _IDLE:
+                with suppress(psycopg.Error):  # a broken connection is discarded by the pool
+                    conn.execute("ROLLBACK")
+            pool.putconn(conn)
+
+    def _recheck(self) -> None:
+        """After a connection was found dead: test the pooled ones, replacing the dead (a restart)."""
+        pool = self._pool
+        if pool is not None:
+            pool.check()
+
+    @contextmanager
+    def _opened(
+        self, doing: str, first: Callable[[psycopg.Connection[Any]], Any]
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection on which ``first`` (the opening statement) ran.
+
+        A connection the server dropped while it sat in the pool (a restart)
+        fails that statement without having done anything: it is replaced once.
+        """
+        psycopg, _ = _import_psycopg()
+        for attempt in (1, 2):
+            with self._checkout(doing) as conn:
+                try:
+                    first(conn)
+                except psycopg.OperationalError as exc:
+                    if attempt == 2 or not (conn.closed or conn.broken):
+                        raise self._error(exc, doing) from None
+                    self._recheck()
+                    continue
+                yield conn
+                return
+
+    def read(self, doing: str, call: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """``call(conn)``, which only reads: each statement runs on its own, in one round trip.
+
+        Inside a transaction of this thread, on that transaction's connection.
+        Elsewhere on a pooled one; a connection the server dropped while pooled
+        is replaced and ``call`` run again (once: it changed nothing).
+
+        Raises:
+            DatabaseError: the server refused the connection or lost it.
+        """
+        binding = self.held()
+        if binding is not None:
+            return call(binding.conn)
+        psycopg, _ = _import_psycopg()
+        for attempt in (1, 2):
+            with self._checkout(doing) as conn:
+                try:
+                    return call(conn)
+                except psycopg.OperationalError as exc:
+                    if attempt == 2 or not (conn.closed or conn.broken):
+                        raise self._error(exc, doing) from None
+            self._recheck()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextmanager
+    def transaction(
+        self, doing: str = "a query", *, lock: int | None = None
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection inside one transaction: committed at the end, rolled back on error.
+
+        ``lock``: the transaction-scoped advisory lock taken first, by the
+        statement that begins the transaction. Inside another transaction of
+        this thread, a connection outside the pool (this one commits on its own).
+
+        Raises:
+            DatabaseError: the server refused the connection or lost it. Lost
+                before the commit, the transaction did not commit (``retryable``);
+                lost while committing, the outcome is unknown (not ``retryable``:
+                check before repeating the call).
+        """
+        begin = _begin(lock)
+        if self.held() is not None:
+            with self.dedicated(doing) as conn, self.transaction_on(conn, doing, lock=lock):
+                yield conn
+            return
+        with (
+            self._opened(doing, lambda conn: conn.execute(begin)) as conn,
+            self.transaction_on(conn, doing, lock=lock, begun=True),
+        ):
+            yield conn
+
+    @contextmanager
+    def transaction_on(
+        self,
+        conn: psycopg.Connection[Any],
+        doing: str,
+        *,
+        lock: int | None = None,
+        begun: bool = False,
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """:meth:`transaction` on ``conn``, an autocommit connection of the caller's.
+
+        ``begun``: the caller ran the BEGIN (and the lock) already.
+        """
+        psycopg, _ = _import_psycopg()
+        try:
+            if not begun:
+                conn.execute(_begin(lock))
+            with self.bound(conn):
+                try:
+                    yield conn
+                except BaseException:
+                    if not conn.closed:
+                        with suppress(psycopg.Error):
+                            conn.execute("ROLLBACK")
+                    raise
         except psycopg.OperationalError as exc:
             raise self._error(exc, doing) from None
+        try:
+            conn.execute("COMMIT")
+        except psycopg.OperationalError as exc:
+            raise translate(exc, where=self.where, doing=doing, committing=True) from None
 
     @contextmanager
     def dedicated(self, doing: str = "a session") -> Iterator[psycopg.Connection[Any]]:
@@ -199,8 +362,16 @@ class Database:
         return f"Database({self.where!r})"
 
 
-def translate(exc: BaseException, *, where: str, doing: str) -> DatabaseError:
-    """A one-line :class:`DatabaseError` for a psycopg error: what failed, on which server, the fix."""
+def translate(
+    exc: BaseException, *, where: str, doing: str, committing: bool = False
+) -> DatabaseError:
+    """A one-line :class:`DatabaseError` for a psycopg error: what failed, on which server, the fix.
+
+    ``committing``: ``exc`` came from the ``COMMIT`` itself. A connection lost then
+    leaves the outcome unknown (the server may have committed before the loss),
+    so the error says so and is not ``retryable``: repeating the call could
+    repeat what it did. Lost at any other moment, the transaction did not commit.
+    """
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     lowered = str(exc).lower()
     if "password authentication failed" in lowered or "no password supplied" in lowered:
@@ -212,6 +383,12 @@ def translate(exc: BaseException, *, where: str, doing: str) -> DatabaseError:
         return DatabaseError(
             f"PostgreSQL at {where} has no such database ({text}); create it "
             "(createdb) or fix the database name in GOVERNED_MEMORY_DATABASE_URL"
+        )
+    if committing and _lost(exc):
+        return DatabaseError(
+            f"PostgreSQL at {where} lost the connection while committing ({doing}): {text}; "
+            "the outcome of the last statement is unknown (it may have committed): check "
+            "what is stored before retrying the call"
         )
     if (
         "connection refused" in lowered
@@ -231,3 +408,15 @@ def translate(exc: BaseException, *, where: str, doing: str) -> DatabaseError:
         "retry the call",
         retryable=True,
     )
+
+
+def _lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says the connection is gone (as opposed to a refused statement)."""
+    psycopg, _ = _import_psycopg()
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    # A statement the server refused carries its SQLSTATE; a lost connection none,
+    # or class 57P (the server ended the session: shutdown, pg_terminate_backend)
+    # or 08 (connection exception).
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith(("57P", "08"))
