@@ -17,6 +17,10 @@ transaction:
 5. seal the entry with the file log's :func:`~governed_memory._audit.seal`,
    insert it, rewrite the head, commit. The entry is acknowledged only then.
 
+The threads of one process append in batches (``_batching``): the entries
+queued while a batch is written are sealed in order and written with one head
+update and one commit, each acknowledged after that commit.
+
 Entries are stored as their canonical line, byte for byte the file log's, so
 :func:`~governed_memory._audit.verify_storage` checks them with the same code.
 There is no torn entry to repair: a transaction commits whole or not at all.
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._audit import (
@@ -53,6 +57,7 @@ from .._errors import (
     EntryFormatError,
     NotFoundError,
 )
+from ._batching import Batcher, Request
 from ._db import advisory_key, translate
 
 if TYPE_CHECKING:
@@ -60,10 +65,14 @@ if TYPE_CHECKING:
 
     from .._audit import AuditKeyLike
     from .._protocols import AuditStorage
-    from ._db import Database
+    from ._db import Binding, Database
 
 __all__ = ["PgAuditStorage"]
 
+# An append: (event, its attributes or the function making them from the newest entry, time).
+_Item = tuple[
+    str, "dict[str, Any] | Callable[[AuditEntry | None], Mapping[str, Any]]", "_dt.datetime | None"
+]
 _ENTRIES = "governed_memory.audit_entries"
 _HEAD = "governed_memory.audit_head"
 # The newest entry and the head row, both possibly absent, in one row.
@@ -120,6 +129,7 @@ class PgAuditStorage:
                 f"audit segment period {period!r} is unknown; use 'month' or 'day'"
             ) from None
         self._lock_key = advisory_key("audit", "log")
+        self._batcher: Batcher[_Item, AuditEntry] = Batcher(self._write_batch)
 
     @property
     def key(self) -> AuditKey:
@@ -146,8 +156,12 @@ class PgAuditStorage:
         """The chain's end under the log's advisory lock, in one transaction."""
         psycopg = _psycopg()
         try:
-            with self._db.transaction(f"{what} the audit log", lock=self._lock_key) as conn:
-                chain = _Chain.read(conn, self._key)
+            with self._db.transaction(
+                f"{what} the audit log", lock=self._lock_key, opening=_END
+            ) as conn:
+                binding = self._db.held()
+                assert binding is not None  # (this transaction's)
+                chain = _Chain.read(conn, binding.opened, binding)
                 yield chain
                 chain.flush()
         except DatabaseError as exc:
@@ -168,16 +182,16 @@ class PgAuditStorage:
     ) -> AuditEntry:
         """Seal and append one entry; it is committed when this returns.
 
+        Concurrent appends of this process's threads share one transaction
+        (``_batching``): each still returns only after that transaction committed.
+
         Raises:
             AuditWriteError: the entry could not be written (nothing was committed).
         """
         from .._audit import validate_event
 
         validate_event(event)
-        when = at if at is not None else self._clock.now()
-        with self._locked("append to") as chain:
-            self._settle(chain)
-            return self._write(chain, event, dict(attrs), when)
+        return self._batcher.submit((event, dict(attrs), at))
 
     def append_after(
         self, event: str, attrs_of: Callable[[AuditEntry | None], Mapping[str, Any]]
@@ -186,9 +200,26 @@ class PgAuditStorage:
         from .._audit import validate_event
 
         validate_event(event)
+        return self._batcher.submit((event, attrs_of, None))
+
+    def _write_batch(self, batch: Sequence[Request[_Item, AuditEntry]]) -> None:
+        """Seal and write ``batch`` in one transaction under the log's lock, the head once."""
         with self._locked("append to") as chain:
             self._settle(chain)
-            return self._write(chain, event, dict(attrs_of(chain.last)), self._clock.now())
+            for request in batch:
+                event, attrs, at = request.item
+                if callable(attrs):
+                    try:
+                        made = dict(attrs(chain.last))
+                    except Exception as exc:  # this request's own failure: the others go on
+                        request.error = exc
+                        continue
+                else:
+                    made = attrs
+                when = at if at is not None else self._clock.now()
+                request.result = self._write(chain, event, made, when, head=False)
+            if chain.pending:
+                chain.write_head(self._key, last=True)
 
     def import_entry(self, entry: AuditEntry, segment: str) -> None:
         """Append ``entry`` exactly as stored elsewhere, in ``segment``, and name it in the head (a migration).
@@ -267,6 +298,7 @@ class PgAuditStorage:
         *,
         seq: int | None = None,
         stay: bool = False,
+        head: bool = True,
     ) -> AuditEntry:
         """Seal and insert one entry (and the anchor of a new segment first); update the head.
 
@@ -295,7 +327,8 @@ class PgAuditStorage:
         )
         # Behind the clock (a segment of a later period exists): stay in the newest.
         chain.insert(entry, chain.segment or segment, when)
-        chain.write_head(self._key)
+        if head:  # (else the caller writes it, after more entries)
+            chain.write_head(self._key)
         return entry
 
     # -- retention ---------------------------------------------------------------
@@ -447,8 +480,10 @@ class _Chain:
         last: AuditEntry | None,
         segment: str | None,
         head: Head | None,
+        binding: Binding,
     ) -> None:
         self.conn = conn
+        self._binding = binding
         self.last = last
         self.segment = segment
         self.head = head
@@ -457,10 +492,10 @@ class _Chain:
         self._pending: list[tuple[int, str, _dt.datetime, str, bytes]] = []
 
     @classmethod
-    def read(cls, conn: psycopg.Connection[Any], key: AuditKey) -> _Chain:
-        """The newest entry and the head row, in one statement (one round trip)."""
-        row = conn.execute(_END).fetchone()
-        assert row is not None  # a SELECT without FROM returns its row
+    def read(cls, conn: psycopg.Connection[Any], rows: list[Any], binding: Binding) -> _Chain:
+        """The chain's end from ``rows``, what ``_END`` read when the transaction began."""
+        assert len(rows) == 1  # a SELECT without FROM returns its row
+        row = rows[0]
         seq, segment_name, line, head_seq, head_hash, head_segment, head_mac = row
         last: AuditEntry | None = None
         segment: str | None = None
@@ -476,7 +511,7 @@ class _Chain:
         head = None
         if head_seq is not None:
             head = Head(int(head_seq), str(head_hash), str(head_segment), str(head_mac))
-        return cls(conn, last, segment, head)
+        return cls(conn, last, segment, head, binding)
 
     @property
     def next_seq(self) -> int:
@@ -492,20 +527,27 @@ class _Chain:
         self.last, self.segment = entry, segment
         self._seq, self._prev = entry.seq, entry.hash
 
-    def write_head(self, key: AuditKey) -> None:
+    def write_head(self, key: AuditKey, *, last: bool = False) -> None:
         """Insert the entries added since the last call and point the head at the newest.
 
-        One statement for both, so an append costs one round trip to write.
+        One statement for both; ``last``: the transaction's last statement, sent
+        with its COMMIT (one round trip for the append's writes and commit).
         """
         assert self.last is not None and self.segment is not None
         body = Head(self.last.seq, self.last.hash, self.segment, "").body()
         mac = key.mac(b"head\x00" + body)
         pending, self._pending = self._pending, []
         columns = [list(column) for column in zip(*pending, strict=True)] if pending else [[]] * 5
-        self.conn.execute(
-            _WRITE,
-            (*columns, self.last.seq, self.last.hash, self.segment, mac),
-        )
+        params = (*columns, self.last.seq, self.last.hash, self.segment, mac)
+        if last:
+            self._binding.defer(_WRITE, params)
+        else:
+            self.conn.execute(_WRITE, params)
+
+    @property
+    def pending(self) -> bool:
+        """Whether entries were added since the last :meth:`write_head`."""
+        return bool(self._pending)
 
     def flush(self) -> None:
         """Check that nothing added is left unwritten when the transaction commits."""

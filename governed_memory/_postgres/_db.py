@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -45,7 +46,17 @@ if TYPE_CHECKING:
 __all__ = ["Binding", "Database", "advisory_key"]
 
 T = TypeVar("T")
+_ACTIVE = 1  # psycopg.pq.TransactionStatus.ACTIVE: a statement in progress (a COPY)
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE, without importing psycopg here
+
+
+def _close_in(pid: int, conn: psycopg.Connection[Any]) -> None:
+    """Close ``conn`` if this is the process that opened it (a forked child's copy is left alone:
+    closing it would end the parent's session)."""
+    import os
+
+    if os.getpid() == pid and not conn.closed:
+        conn.close()
 
 
 def _begin(lock: int | None) -> str:
@@ -53,18 +64,41 @@ def _begin(lock: int | None) -> str:
     return "BEGIN" if lock is None else f"BEGIN; SELECT pg_advisory_xact_lock({int(lock)})"
 
 
+def _open(conn: psycopg.Connection[Any], lock: int | None, opening: str | None) -> list[Any] | None:
+    """Begin a transaction on ``conn`` (its lock, its opening query); the opening query's rows."""
+    begin = _begin(lock)
+    if opening is None:
+        conn.execute(begin)
+        return None
+    cursor = conn.execute(f"{begin}; {opening}")
+    while cursor.nextset():
+        pass
+    return cursor.fetchall()
+
+
 class Binding:
     """The connection a thread holds in an open transaction, and what may be kept for its length.
 
     ``memo`` holds what a reader may reuse until the transaction ends (the
-    keyring's change counter, read once under an agent's lock).
+    keyring's change counter, read once under an agent's lock); ``opened`` the
+    rows of the query the transaction was opened with.
     """
 
-    __slots__ = ("conn", "memo")
+    __slots__ = ("conn", "deferred", "memo", "opened")
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
         self.memo: dict[object, Any] = {}
+        self.opened: list[Any] = []
+        self.deferred: list[tuple[str, Any]] = []
+
+    def defer(self, sql: str, params: Any) -> None:
+        """Send the write ``sql`` with the ``COMMIT`` (one round trip for both).
+
+        For the last statement of a transaction, whose result nobody reads: the
+        transaction's own later statements would not see what it writes.
+        """
+        self.deferred.append((sql, params))
 
 
 def advisory_key(namespace: str, name: str) -> int:
@@ -114,6 +148,8 @@ class Database:
         self._pool: ConnectionPool[Any] | None = None
         self._lock = threading.Lock()
         self._local = threading.local()  # .binding: the connection this thread holds
+        self._aside: tuple[int, psycopg.Connection[Any]] | None = None  # (pid, connection)
+        self._aside_mutex = threading.Lock()
 
     # -- naming the server --------------------------------------------------
 
@@ -258,19 +294,27 @@ class Database:
                 yield conn
                 return
 
-    def read(self, doing: str, call: Callable[[psycopg.Connection[Any]], T]) -> T:
+    def read(
+        self, doing: str, call: Callable[[psycopg.Connection[Any]], T], *, aside: bool = False
+    ) -> T:
         """``call(conn)``, which only reads: each statement runs on its own, in one round trip.
 
-        Inside a transaction of this thread, on that transaction's connection.
-        Elsewhere on a pooled one; a connection the server dropped while pooled
-        is replaced and ``call`` run again (once: it changed nothing).
+        Inside a transaction of this thread, on that transaction's connection
+        (unless it is busy with a statement that consumes what ``call`` is part
+        of, a COPY fed by a generator: then on :meth:`aside`'s). Elsewhere on a
+        pooled one (``aside``: on :meth:`aside`'s); a connection the server dropped
+        while pooled is replaced and ``call`` run again (once: it changed nothing).
 
         Raises:
             DatabaseError: the server refused the connection or lost it.
         """
         binding = self.held()
         if binding is not None:
-            return call(binding.conn)
+            if binding.conn.info.transaction_status != _ACTIVE:
+                return call(binding.conn)
+            aside = True
+        if aside:
+            return self.aside(doing, call, again=True)
         psycopg, _ = _import_psycopg()
         for attempt in (1, 2):
             with self._checkout(doing) as conn:
@@ -282,15 +326,51 @@ class Database:
             self._recheck()
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def aside(self, doing: str, call: Callable[[psycopg.Connection[Any]], T], *, again: bool) -> T:
+        """``call(conn)`` on this database's one connection aside the pool, one call at a time.
+
+        For a caller that may hold a lock of its own process while it waits
+        (the keyring's mutex): waiting on the pool then could wait for ever for
+        connections held by threads waiting on that lock. ``again``: ``call`` only
+        reads, so it runs once more on a new connection when the server dropped
+        the old one (a restart). ``conn`` is in autocommit.
+        """
+        import os
+
+        psycopg, _ = _import_psycopg()
+        with self._aside_mutex:
+            for attempt in (1, 2):
+                own = self._aside
+                if own is None or own[0] != os.getpid() or own[1].closed:
+                    # One inherited from a parent process is left alone, not closed:
+                    # closing it would end the parent's session.
+                    conn = self.connect()
+                    conn.autocommit = True
+                    own = self._aside = (os.getpid(), conn)
+                    # Closed with this object when nobody called close() (as a pool is).
+                    weakref.finalize(self, _close_in, os.getpid(), conn)
+                try:
+                    return call(own[1])
+                except psycopg.OperationalError as exc:
+                    if not own[1].broken:
+                        raise
+                    own[1].close()
+                    self._aside = None
+                    if not again or attempt == 2:
+                        raise self._error(exc, doing) from None
+            raise AssertionError("unreachable")  # pragma: no cover
+
     @contextmanager
     def transaction(
-        self, doing: str = "a query", *, lock: int | None = None
+        self, doing: str = "a query", *, lock: int | None = None, opening: str | None = None
     ) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection inside one transaction: committed at the end, rolled back on error.
 
         ``lock``: the transaction-scoped advisory lock taken first, by the
-        statement that begins the transaction. Inside another transaction of
-        this thread, a connection outside the pool (this one commits on its own).
+        statement that begins the transaction. ``opening``: a query without
+        parameters sent with that statement (one round trip for all three); its
+        rows are :attr:`Binding.opened`. Inside another transaction of this
+        thread, a connection outside the pool (this one commits on its own).
 
         Raises:
             DatabaseError: the server refused the connection or lost it. Lost
@@ -298,14 +378,17 @@ class Database:
                 lost while committing, the outcome is unknown (not ``retryable``:
                 check before repeating the call).
         """
-        begin = _begin(lock)
         if self.held() is not None:
-            with self.dedicated(doing) as conn, self.transaction_on(conn, doing, lock=lock):
+            with (
+                self.dedicated(doing) as conn,
+                self.transaction_on(conn, doing, lock=lock, opening=opening),
+            ):
                 yield conn
             return
+        opened: list[list[Any] | None] = []
         with (
-            self._opened(doing, lambda conn: conn.execute(begin)) as conn,
-            self.transaction_on(conn, doing, lock=lock, begun=True),
+            self._opened(doing, lambda conn: opened.append(_open(conn, lock, opening))) as conn,
+            self.transaction_on(conn, doing, begun=opened[-1] if opening else True),
         ):
             yield conn
 
@@ -316,17 +399,23 @@ class Database:
         doing: str,
         *,
         lock: int | None = None,
-        begun: bool = False,
+        opening: str | None = None,
+        begun: bool | list[Any] | None = False,
     ) -> Iterator[psycopg.Connection[Any]]:
         """:meth:`transaction` on ``conn``, an autocommit connection of the caller's.
 
-        ``begun``: the caller ran the BEGIN (and the lock) already.
+        ``begun``: the caller ran the BEGIN (and the lock) already; the opening
+        query's rows when it ran one.
+
+        The statements deferred with :meth:`Binding.defer` are sent with the
+        ``COMMIT`` (a pipeline: one round trip).
         """
         psycopg, _ = _import_psycopg()
         try:
-            if not begun:
-                conn.execute(_begin(lock))
-            with self.bound(conn):
+            opened = _open(conn, lock, opening) if begun is False else begun
+            with self.bound(conn) as binding:
+                if isinstance(opened, list):
+                    binding.opened = opened
                 try:
                     yield conn
                 except BaseException:
@@ -337,9 +426,20 @@ class Database:
         except psycopg.OperationalError as exc:
             raise self._error(exc, doing) from None
         try:
-            conn.execute("COMMIT")
+            if binding.deferred:
+                with conn.pipeline():
+                    for sql, params in binding.deferred:
+                        conn.execute(sql, params)
+                    conn.execute("COMMIT")
+            else:
+                conn.execute("COMMIT")
         except psycopg.OperationalError as exc:
             raise translate(exc, where=self.where, doing=doing, committing=True) from None
+        except BaseException:
+            if not conn.closed and conn.info.transaction_status != _IDLE:
+                with suppress(psycopg.Error):  # a deferred statement failed: COMMIT was skipped
+                    conn.execute("ROLLBACK")
+            raise
 
     @contextmanager
     def dedicated(self, doing: str = "a session") -> Iterator[psycopg.Connection[Any]]:
@@ -357,6 +457,10 @@ class Database:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
+        with self._aside_mutex:
+            aside, self._aside = self._aside, None
+        if aside is not None:
+            _close_in(*aside)
 
     def __repr__(self) -> str:
         return f"Database({self.where!r})"

@@ -20,6 +20,11 @@ keyring folder holds.
   that connection, under the lock its transaction holds, and a write (a key
   created by the first write of an agent or subject) commits on a connection
   outside the pool (:meth:`Database.transaction` nested).
+* Outside a transaction and the lock, the storage's calls run on the database's
+  connection aside the pool (:meth:`Database.aside`), one call at a time. The keyring holds its own mutex
+  while it reads an entry, and a thread inside an agent's transaction (holding a
+  pooled connection) may wait for that mutex: a reader waiting on the pool while
+  it held the mutex could wait for ever for connections held by such threads.
 * Entries are cached per process, each with the counter value read before it:
   an entry is read again once the counter moved (every change of an entry
   advances it; an entry is never cached as absent). Inside a transaction the
@@ -104,7 +109,7 @@ class PgKeyStorage:
             conn = self._locked_conn()
             if conn is not None:
                 return call(conn)
-            return self.db.read(doing, call)
+            return self.db.read(doing, call, aside=True)
         except psycopg.Error as exc:
             raise failed(self.db, doing, exc) from None
 
@@ -117,7 +122,14 @@ class PgKeyStorage:
             if conn is not None:
                 with self.db.transaction_on(conn, doing) as held:
                     return call(held)
-            return run(self.db, doing, call)
+            if self.db.held() is not None:
+                return run(self.db, doing, call)  # nested: outside the pool, committed on its own
+
+            def write(own: psycopg.Connection[Any]) -> T:
+                with self.db.transaction_on(own, doing) as held:
+                    return call(held)
+
+            return self.db.aside(doing, write, again=False)
         except psycopg.Error as exc:
             raise failed(self.db, doing, exc) from None
         finally:

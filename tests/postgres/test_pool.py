@@ -148,3 +148,40 @@ def test_one_writer_works_on_a_pool_of_one_connection(
     assert "after the shred" in (own.read_memory() or "")
     assert verify_storage(audit, audit.key).ok
     assert nesting["max"] == 1
+
+
+def test_readers_and_writers_of_one_agent_on_a_small_pool_never_starve(
+    small_pool: Any,
+) -> None:
+    """Readers decrypt outside a transaction (holding the keyring's mutex) while writers queue on one agent.
+
+    Writers waiting for the agent's lock hold every pooled connection; the lock's
+    holder waits for the keyring's mutex; a reader holding that mutex must not
+    then wait on the pool.
+    """
+    db = small_pool(2)
+    stores, _audit, _ring = _deployment(db)
+    stores.open("one", lambda: HEADER).append(_block("first", "S-0"))
+    threads, messages = 8, 6
+    barrier = threading.Barrier(threads)
+    errors: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        store = stores.open("one", lambda: HEADER)
+        try:
+            barrier.wait()
+            for i in range(messages):
+                store.append(_block(f"writer {n} message {i}", f"S-{n}-{i}"))
+                store.read_memory()
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join(120)
+    assert errors == []
+    text = stores.open("one", lambda: HEADER).read_memory() or ""
+    stored = {r.content for r in parse_memory(text).records}
+    assert {f"writer {n} message {i}" for n in range(threads) for i in range(messages)} <= stored
