@@ -131,7 +131,9 @@ class DatabaseError(StorageError):
 
     The message names the server (host, port, database; never the password) and the fix.
     ``retryable`` is True when the same call may succeed later (the server restarting, a
-    connection dropped): the transaction was rolled back, so retrying repeats nothing.
+    connection dropped before the commit): the transaction was rolled back, so retrying
+    repeats nothing. A connection lost while committing leaves the outcome unknown: the
+    error says so and is not ``retryable`` (check what is stored before repeating the call).
     """
 
     def __init__(self, message: str, *, retryable: bool = False) -> None:

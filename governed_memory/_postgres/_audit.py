@@ -17,6 +17,10 @@ transaction:
 5. seal the entry with the file log's :func:`~governed_memory._audit.seal`,
    insert it, rewrite the head, commit. The entry is acknowledged only then.
 
+The threads of one process append in batches (``_batching``): the entries
+queued while a batch is written are sealed in order and written with one head
+update and one commit, each acknowledged after that commit.
+
 Entries are stored as their canonical line, byte for byte the file log's, so
 :func:`~governed_memory._audit.verify_storage` checks them with the same code.
 There is no torn entry to repair: a transaction commits whole or not at all.
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._audit import (
@@ -53,6 +57,7 @@ from .._errors import (
     EntryFormatError,
     NotFoundError,
 )
+from ._batching import Batcher, Request
 from ._db import advisory_key, translate
 
 if TYPE_CHECKING:
@@ -60,12 +65,31 @@ if TYPE_CHECKING:
 
     from .._audit import AuditKeyLike
     from .._protocols import AuditStorage
-    from ._db import Database
+    from ._db import Binding, Database
 
 __all__ = ["PgAuditStorage"]
 
+# An append: (event, its attributes or the function making them from the newest entry, time).
+_Item = tuple[
+    str, "dict[str, Any] | Callable[[AuditEntry | None], Mapping[str, Any]]", "_dt.datetime | None"
+]
 _ENTRIES = "governed_memory.audit_entries"
 _HEAD = "governed_memory.audit_head"
+# The newest entry and the head row, both possibly absent, in one row.
+_END = f"""
+    SELECT e.seq, e.segment, e.line, h.seq, h.hash, h.segment, h.mac
+    FROM (SELECT 1) AS one
+    LEFT JOIN (SELECT seq, segment, line FROM {_ENTRIES} ORDER BY seq DESC LIMIT 1) AS e ON true
+    LEFT JOIN {_HEAD} AS h ON true"""
+# The entries sealed since the last write, then the head naming the newest, in one statement.
+_WRITE = f"""
+    WITH added AS (
+        INSERT INTO {_ENTRIES} (seq, segment, ts, event, line)
+        SELECT * FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[], %s::text[], %s::bytea[])
+    )
+    INSERT INTO {_HEAD} (id, seq, hash, segment, mac) VALUES (true, %s, %s, %s, %s)
+    ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash,
+        segment = EXCLUDED.segment, mac = EXCLUDED.mac"""
 
 
 class PgAuditStorage:
@@ -105,6 +129,7 @@ class PgAuditStorage:
                 f"audit segment period {period!r} is unknown; use 'month' or 'day'"
             ) from None
         self._lock_key = advisory_key("audit", "log")
+        self._batcher: Batcher[_Item, AuditEntry] = Batcher(self._write_batch)
 
     @property
     def key(self) -> AuditKey:
@@ -131,9 +156,14 @@ class PgAuditStorage:
         """The chain's end under the log's advisory lock, in one transaction."""
         psycopg = _psycopg()
         try:
-            with self._db.transaction(f"{what} the audit log") as conn:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
-                yield _Chain.read(conn, self._key)
+            with self._db.transaction(
+                f"{what} the audit log", lock=self._lock_key, opening=_END
+            ) as conn:
+                binding = self._db.held()
+                assert binding is not None  # (this transaction's)
+                chain = _Chain.read(conn, binding.opened, binding)
+                yield chain
+                chain.flush()
         except DatabaseError as exc:
             raise AuditWriteError(self._failure(what, exc)) from exc
         except psycopg.Error as exc:
@@ -152,16 +182,16 @@ class PgAuditStorage:
     ) -> AuditEntry:
         """Seal and append one entry; it is committed when this returns.
 
+        Concurrent appends of this process's threads share one transaction
+        (``_batching``): each still returns only after that transaction committed.
+
         Raises:
             AuditWriteError: the entry could not be written (nothing was committed).
         """
         from .._audit import validate_event
 
         validate_event(event)
-        when = at if at is not None else self._clock.now()
-        with self._locked("append to") as chain:
-            self._settle(chain)
-            return self._write(chain, event, dict(attrs), when)
+        return self._batcher.submit((event, dict(attrs), at))
 
     def append_after(
         self, event: str, attrs_of: Callable[[AuditEntry | None], Mapping[str, Any]]
@@ -170,9 +200,26 @@ class PgAuditStorage:
         from .._audit import validate_event
 
         validate_event(event)
+        return self._batcher.submit((event, attrs_of, None))
+
+    def _write_batch(self, batch: Sequence[Request[_Item, AuditEntry]]) -> None:
+        """Seal and write ``batch`` in one transaction under the log's lock, the head once."""
         with self._locked("append to") as chain:
             self._settle(chain)
-            return self._write(chain, event, dict(attrs_of(chain.last)), self._clock.now())
+            for request in batch:
+                event, attrs, at = request.item
+                if callable(attrs):
+                    try:
+                        made = dict(attrs(chain.last))
+                    except Exception as exc:  # this request's own failure: the others go on
+                        request.error = exc
+                        continue
+                else:
+                    made = attrs
+                when = at if at is not None else self._clock.now()
+                request.result = self._write(chain, event, made, when, head=False)
+            if chain.pending:
+                chain.write_head(self._key, last=True)
 
     def import_entry(self, entry: AuditEntry, segment: str) -> None:
         """Append ``entry`` exactly as stored elsewhere, in ``segment``, and name it in the head (a migration).
@@ -251,6 +298,7 @@ class PgAuditStorage:
         *,
         seq: int | None = None,
         stay: bool = False,
+        head: bool = True,
     ) -> AuditEntry:
         """Seal and insert one entry (and the anchor of a new segment first); update the head.
 
@@ -279,7 +327,8 @@ class PgAuditStorage:
         )
         # Behind the clock (a segment of a later period exists): stay in the newest.
         chain.insert(entry, chain.segment or segment, when)
-        chain.write_head(self._key)
+        if head:  # (else the caller writes it, after more entries)
+            chain.write_head(self._key)
         return entry
 
     # -- retention ---------------------------------------------------------------
@@ -355,8 +404,11 @@ class PgAuditStorage:
     def _read(self, doing: str, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         psycopg = _psycopg()
         try:
-            with self._db.transaction(f"reading the audit log ({doing})") as conn:
-                return conn.execute(sql, params).fetchall()
+            rows: list[Any] = self._db.read(
+                f"reading the audit log ({doing})",
+                lambda conn: conn.execute(sql, params).fetchall(),
+            )
+            return rows
         except psycopg.Error as exc:
             raise translate(exc, where=self._db.where, doing=f"reading {doing}") from None
 
@@ -428,35 +480,38 @@ class _Chain:
         last: AuditEntry | None,
         segment: str | None,
         head: Head | None,
+        binding: Binding,
     ) -> None:
         self.conn = conn
+        self._binding = binding
         self.last = last
         self.segment = segment
         self.head = head
         self._seq = last.seq if last else 0
         self._prev = last.hash if last else GENESIS
+        self._pending: list[tuple[int, str, _dt.datetime, str, bytes]] = []
 
     @classmethod
-    def read(cls, conn: psycopg.Connection[Any], key: AuditKey) -> _Chain:
-        row = conn.execute(
-            f"SELECT seq, segment, line FROM {_ENTRIES} ORDER BY seq DESC LIMIT 1"
-        ).fetchone()
+    def read(cls, conn: psycopg.Connection[Any], rows: list[Any], binding: Binding) -> _Chain:
+        """The chain's end from ``rows``, what ``_END`` read when the transaction began."""
+        assert len(rows) == 1  # a SELECT without FROM returns its row
+        row = rows[0]
+        seq, segment_name, line, head_seq, head_hash, head_segment, head_mac = row
         last: AuditEntry | None = None
         segment: str | None = None
-        if row is not None:
-            segment = str(row[1])
+        if seq is not None:
+            segment = str(segment_name)
             try:
-                last = parse_entry(bytes(row[2]))
+                last = parse_entry(bytes(line))
             except EntryFormatError as exc:
                 raise AuditWriteError(
-                    f"the newest audit entry (row seq {row[0]}) is not readable ({exc}); run "
+                    f"the newest audit entry (row seq {seq}) is not readable ({exc}); run "
                     "`governed-memory audit verify` and restore the table from a backup"
                 ) from None
-        head_row = conn.execute(f"SELECT seq, hash, segment, mac FROM {_HEAD}").fetchone()
         head = None
-        if head_row is not None:
-            head = Head(int(head_row[0]), str(head_row[1]), str(head_row[2]), str(head_row[3]))
-        return cls(conn, last, segment, head)
+        if head_seq is not None:
+            head = Head(int(head_seq), str(head_hash), str(head_segment), str(head_mac))
+        return cls(conn, last, segment, head, binding)
 
     @property
     def next_seq(self) -> int:
@@ -467,23 +522,40 @@ class _Chain:
         return self._prev
 
     def insert(self, entry: AuditEntry, segment: str, when: _dt.datetime) -> None:
-        self.conn.execute(
-            f"INSERT INTO {_ENTRIES} (seq, segment, ts, event, line) VALUES (%s, %s, %s, %s, %s)",
-            (entry.seq, segment, entry.time, entry.event, entry.line),
-        )
+        """Add ``entry`` to the chain; written with the head by the next :meth:`write_head`."""
+        self._pending.append((entry.seq, segment, entry.time, entry.event, entry.line))
         self.last, self.segment = entry, segment
         self._seq, self._prev = entry.seq, entry.hash
 
-    def write_head(self, key: AuditKey) -> None:
+    def write_head(self, key: AuditKey, *, last: bool = False) -> None:
+        """Insert the entries added since the last call and point the head at the newest.
+
+        One statement for both; ``last``: the transaction's last statement, sent
+        with its COMMIT (one round trip for the append's writes and commit).
+        """
         assert self.last is not None and self.segment is not None
         body = Head(self.last.seq, self.last.hash, self.segment, "").body()
         mac = key.mac(b"head\x00" + body)
-        self.conn.execute(
-            f"INSERT INTO {_HEAD} (id, seq, hash, segment, mac) VALUES (true, %s, %s, %s, %s) "
-            "ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash, "
-            "segment = EXCLUDED.segment, mac = EXCLUDED.mac",
-            (self.last.seq, self.last.hash, self.segment, mac),
-        )
+        pending, self._pending = self._pending, []
+        columns = [list(column) for column in zip(*pending, strict=True)] if pending else [[]] * 5
+        params = (*columns, self.last.seq, self.last.hash, self.segment, mac)
+        if last:
+            self._binding.defer(_WRITE, params)
+        else:
+            self.conn.execute(_WRITE, params)
+
+    @property
+    def pending(self) -> bool:
+        """Whether entries were added since the last :meth:`write_head`."""
+        return bool(self._pending)
+
+    def flush(self) -> None:
+        """Check that nothing added is left unwritten when the transaction commits."""
+        if self._pending:  # every insert is followed by write_head: a bug otherwise
+            raise AuditWriteError(
+                f"{len(self._pending)} audit entries were sealed but not written; the "
+                "transaction is rolled back (report this as a bug)"
+            )
 
     def segments(self) -> list[tuple[str, _dt.datetime]]:
         rows = self.conn.execute(

@@ -5,23 +5,37 @@ connections from its pool (psycopg_pool) for one transaction at a time:
 
 * :meth:`Database.transaction` yields a connection inside a transaction that
   commits when the block ends and rolls back when it raises; a call that
-  returns after it has committed (an append is acknowledged only then).
+  returns after it has committed (an append is acknowledged only then). With
+  ``lock=``, the transaction-scoped advisory lock is taken by the statement that
+  begins it (one round trip for both).
+* :meth:`Database.read` yields a connection for statements that only read, each
+  its own snapshot: one round trip a statement, no BEGIN / COMMIT.
 * :meth:`Database.dedicated` yields a connection of its own, outside the pool,
   for what lives as long as a session does (a session-level advisory lock:
   leadership).
 
+No thread ever waits on the pool while it holds one of its connections (the
+pool would run dry with as many threads as connections, each waiting for its
+second): inside a transaction, :meth:`Database.read` runs on the connection the
+thread holds (:meth:`Database.held`), and a nested :meth:`Database.transaction`,
+which must commit on its own, opens a connection outside the pool.
+
 A refused or lost connection becomes a :class:`~governed_memory.DatabaseError`
 naming the server (``host:port/database``, never the password) and the fix;
-``retryable`` says whether the same call may succeed later.
+``retryable`` says whether the same call may succeed later. A connection found
+dead before the transaction began (a server restarted since it was pooled) is
+replaced once, transparently; one lost while committing leaves the outcome
+unknown, and the error says so.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import DatabaseError
 
@@ -29,7 +43,62 @@ if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
 
-__all__ = ["Database", "advisory_key"]
+__all__ = ["Binding", "Database", "advisory_key"]
+
+T = TypeVar("T")
+_ACTIVE = 1  # psycopg.pq.TransactionStatus.ACTIVE: a statement in progress (a COPY)
+_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE, without importing psycopg here
+
+
+def _close_in(pid: int, conn: psycopg.Connection[Any]) -> None:
+    """Close ``conn`` if this is the process that opened it (a forked child's copy is left alone:
+    closing it would end the parent's session)."""
+    import os
+
+    if os.getpid() == pid and not conn.closed:
+        conn.close()
+
+
+def _begin(lock: int | None) -> str:
+    """The statement that begins a transaction (and takes the advisory lock ``lock``: an int)."""
+    return "BEGIN" if lock is None else f"BEGIN; SELECT pg_advisory_xact_lock({int(lock)})"
+
+
+def _open(conn: psycopg.Connection[Any], lock: int | None, opening: str | None) -> list[Any] | None:
+    """Begin a transaction on ``conn`` (its lock, its opening query); the opening query's rows."""
+    begin = _begin(lock)
+    if opening is None:
+        conn.execute(begin)
+        return None
+    cursor = conn.execute(f"{begin}; {opening}")
+    while cursor.nextset():
+        pass
+    return cursor.fetchall()
+
+
+class Binding:
+    """The connection a thread holds in an open transaction, and what may be kept for its length.
+
+    ``memo`` holds what a reader may reuse until the transaction ends (the
+    keyring's change counter, read once under an agent's lock); ``opened`` the
+    rows of the query the transaction was opened with.
+    """
+
+    __slots__ = ("conn", "deferred", "memo", "opened")
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self.memo: dict[object, Any] = {}
+        self.opened: list[Any] = []
+        self.deferred: list[tuple[str, Any]] = []
+
+    def defer(self, sql: str, params: Any) -> None:
+        """Send the write ``sql`` with the ``COMMIT`` (one round trip for both).
+
+        For the last statement of a transaction, whose result nobody reads: the
+        transaction's own later statements would not see what it writes.
+        """
+        self.deferred.append((sql, params))
 
 
 def advisory_key(namespace: str, name: str) -> int:
@@ -78,6 +147,9 @@ class Database:
         self._connect_timeout = connect_timeout
         self._pool: ConnectionPool[Any] | None = None
         self._lock = threading.Lock()
+        self._local = threading.local()  # .binding: the connection this thread holds
+        self._aside: tuple[int, psycopg.Connection[Any]] | None = None  # (pid, connection)
+        self._aside_mutex = threading.Lock()
 
     # -- naming the server --------------------------------------------------
 
@@ -133,6 +205,9 @@ class Database:
                         self._verify(first, self.where)
                 finally:
                     first.close()
+                # Autocommit: a read is one statement, and a transaction's BEGIN goes
+                # with its first statement. No check on checkout (a round trip per
+                # call): a connection found dead by its first statement is replaced.
                 self._pool = psycopg_pool.ConnectionPool(
                     self._url,
                     min_size=self._min_size,
@@ -140,8 +215,8 @@ class Database:
                     kwargs={
                         "application_name": self._application_name,
                         "connect_timeout": max(1, round(self._connect_timeout)),
+                        "autocommit": True,
                     },
-                    check=psycopg_pool.ConnectionPool.check_connection,
                     open=False,
                     timeout=self._connect_timeout,
                 )
@@ -160,23 +235,211 @@ class Database:
         except psycopg.Error as exc:
             raise self._error(exc, "connecting") from None
 
-    @contextmanager
-    def transaction(self, doing: str = "a query") -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection inside one transaction: committed at the end, rolled back on error.
+    def held(self) -> Binding | None:
+        """The connection this thread holds in an open transaction of this database, if any."""
+        binding: Binding | None = getattr(self._local, "binding", None)
+        return binding
 
-        Raises:
-            DatabaseError: the server refused the connection or lost it; the
-                transaction did not commit.
-        """
+    @contextmanager
+    def bound(self, conn: psycopg.Connection[Any]) -> Iterator[Binding]:
+        """Make ``conn`` (inside a transaction) this thread's :meth:`held` connection for the block."""
+        outer = self.held()
+        binding = self._local.binding = Binding(conn)
+        try:
+            yield binding
+        finally:
+            self._local.binding = outer
+
+    @contextmanager
+    def _checkout(self, doing: str) -> Iterator[psycopg.Connection[Any]]:
         psycopg, psycopg_pool = _import_psycopg()
         pool = self._open_pool()
         try:
-            with pool.connection() as conn, conn.transaction():
-                yield conn
+            conn = pool.getconn()
         except psycopg_pool.PoolTimeout as exc:
             raise self._diagnose(exc, doing) from None
+        try:
+            yield conn
+        finally:
+            if not conn.closed and conn.info.transaction_status != _IDLE:
+                with suppress(psycopg.Error):  # a broken connection is discarded by the pool
+                    conn.execute("ROLLBACK")
+            pool.putconn(conn)
+
+    def _recheck(self) -> None:
+        """After a connection was found dead: test the pooled ones, replacing the dead (a restart)."""
+        pool = self._pool
+        if pool is not None:
+            pool.check()
+
+    @contextmanager
+    def _opened(
+        self, doing: str, first: Callable[[psycopg.Connection[Any]], Any]
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection on which ``first`` (the opening statement) ran.
+
+        A connection the server dropped while it sat in the pool (a restart)
+        fails that statement without having done anything: it is replaced once.
+        """
+        psycopg, _ = _import_psycopg()
+        for attempt in (1, 2):
+            with self._checkout(doing) as conn:
+                try:
+                    first(conn)
+                except psycopg.OperationalError as exc:
+                    if attempt == 2 or not (conn.closed or conn.broken):
+                        raise self._error(exc, doing) from None
+                    self._recheck()
+                    continue
+                yield conn
+                return
+
+    def read(
+        self, doing: str, call: Callable[[psycopg.Connection[Any]], T], *, aside: bool = False
+    ) -> T:
+        """``call(conn)``, which only reads: each statement runs on its own, in one round trip.
+
+        Inside a transaction of this thread, on that transaction's connection
+        (unless it is busy with a statement that consumes what ``call`` is part
+        of, a COPY fed by a generator: then on :meth:`aside`'s). Elsewhere on a
+        pooled one (``aside``: on :meth:`aside`'s); a connection the server dropped
+        while pooled is replaced and ``call`` run again (once: it changed nothing).
+
+        Raises:
+            DatabaseError: the server refused the connection or lost it.
+        """
+        binding = self.held()
+        if binding is not None:
+            if binding.conn.info.transaction_status != _ACTIVE:
+                return call(binding.conn)
+            aside = True
+        if aside:
+            return self.aside(doing, call, again=True)
+        psycopg, _ = _import_psycopg()
+        for attempt in (1, 2):
+            with self._checkout(doing) as conn:
+                try:
+                    return call(conn)
+                except psycopg.OperationalError as exc:
+                    if attempt == 2 or not (conn.closed or conn.broken):
+                        raise self._error(exc, doing) from None
+            self._recheck()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def aside(self, doing: str, call: Callable[[psycopg.Connection[Any]], T], *, again: bool) -> T:
+        """``call(conn)`` on this database's one connection aside the pool, one call at a time.
+
+        For a caller that may hold a lock of its own process while it waits
+        (the keyring's mutex): waiting on the pool then could wait for ever for
+        connections held by threads waiting on that lock. ``again``: ``call`` only
+        reads, so it runs once more on a new connection when the server dropped
+        the old one (a restart). ``conn`` is in autocommit.
+        """
+        import os
+
+        psycopg, _ = _import_psycopg()
+        with self._aside_mutex:
+            for attempt in (1, 2):
+                own = self._aside
+                if own is None or own[0] != os.getpid() or own[1].closed:
+                    # One inherited from a parent process is left alone, not closed:
+                    # closing it would end the parent's session.
+                    conn = self.connect()
+                    conn.autocommit = True
+                    own = self._aside = (os.getpid(), conn)
+                    # Closed with this object when nobody called close() (as a pool is).
+                    weakref.finalize(self, _close_in, os.getpid(), conn)
+                try:
+                    return call(own[1])
+                except psycopg.OperationalError as exc:
+                    if not own[1].broken:
+                        raise
+                    own[1].close()
+                    self._aside = None
+                    if not again or attempt == 2:
+                        raise self._error(exc, doing) from None
+            raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextmanager
+    def transaction(
+        self, doing: str = "a query", *, lock: int | None = None, opening: str | None = None
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection inside one transaction: committed at the end, rolled back on error.
+
+        ``lock``: the transaction-scoped advisory lock taken first, by the
+        statement that begins the transaction. ``opening``: a query without
+        parameters sent with that statement (one round trip for all three); its
+        rows are :attr:`Binding.opened`. Inside another transaction of this
+        thread, a connection outside the pool (this one commits on its own).
+
+        Raises:
+            DatabaseError: the server refused the connection or lost it. Lost
+                before the commit, the transaction did not commit (``retryable``);
+                lost while committing, the outcome is unknown (not ``retryable``:
+                check before repeating the call).
+        """
+        if self.held() is not None:
+            with (
+                self.dedicated(doing) as conn,
+                self.transaction_on(conn, doing, lock=lock, opening=opening),
+            ):
+                yield conn
+            return
+        opened: list[list[Any] | None] = []
+        with (
+            self._opened(doing, lambda conn: opened.append(_open(conn, lock, opening))) as conn,
+            self.transaction_on(conn, doing, begun=opened[-1] if opening else True),
+        ):
+            yield conn
+
+    @contextmanager
+    def transaction_on(
+        self,
+        conn: psycopg.Connection[Any],
+        doing: str,
+        *,
+        lock: int | None = None,
+        opening: str | None = None,
+        begun: bool | list[Any] | None = False,
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """:meth:`transaction` on ``conn``, an autocommit connection of the caller's.
+
+        ``begun``: the caller ran the BEGIN (and the lock) already; the opening
+        query's rows when it ran one.
+
+        The statements deferred with :meth:`Binding.defer` are sent with the
+        ``COMMIT`` (a pipeline: one round trip).
+        """
+        psycopg, _ = _import_psycopg()
+        try:
+            opened = _open(conn, lock, opening) if begun is False else begun
+            with self.bound(conn) as binding:
+                if isinstance(opened, list):
+                    binding.opened = opened
+                try:
+                    yield conn
+                except BaseException:
+                    if not conn.closed:
+                        with suppress(psycopg.Error):
+                            conn.execute("ROLLBACK")
+                    raise
         except psycopg.OperationalError as exc:
             raise self._error(exc, doing) from None
+        try:
+            if binding.deferred:
+                with conn.pipeline():
+                    for sql, params in binding.deferred:
+                        conn.execute(sql, params)
+                    conn.execute("COMMIT")
+            else:
+                conn.execute("COMMIT")
+        except psycopg.OperationalError as exc:
+            raise translate(exc, where=self.where, doing=doing, committing=True) from None
+        except BaseException:
+            if not conn.closed and conn.info.transaction_status != _IDLE:
+                with suppress(psycopg.Error):  # a deferred statement failed: COMMIT was skipped
+                    conn.execute("ROLLBACK")
+            raise
 
     @contextmanager
     def dedicated(self, doing: str = "a session") -> Iterator[psycopg.Connection[Any]]:
@@ -194,13 +457,25 @@ class Database:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
+        with self._aside_mutex:
+            aside, self._aside = self._aside, None
+        if aside is not None:
+            _close_in(*aside)
 
     def __repr__(self) -> str:
         return f"Database({self.where!r})"
 
 
-def translate(exc: BaseException, *, where: str, doing: str) -> DatabaseError:
-    """A one-line :class:`DatabaseError` for a psycopg error: what failed, on which server, the fix."""
+def translate(
+    exc: BaseException, *, where: str, doing: str, committing: bool = False
+) -> DatabaseError:
+    """A one-line :class:`DatabaseError` for a psycopg error: what failed, on which server, the fix.
+
+    ``committing``: ``exc`` came from the ``COMMIT`` itself. A connection lost then
+    leaves the outcome unknown (the server may have committed before the loss),
+    so the error says so and is not ``retryable``: repeating the call could
+    repeat what it did. Lost at any other moment, the transaction did not commit.
+    """
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     lowered = str(exc).lower()
     if "password authentication failed" in lowered or "no password supplied" in lowered:
@@ -212,6 +487,12 @@ def translate(exc: BaseException, *, where: str, doing: str) -> DatabaseError:
         return DatabaseError(
             f"PostgreSQL at {where} has no such database ({text}); create it "
             "(createdb) or fix the database name in GOVERNED_MEMORY_DATABASE_URL"
+        )
+    if committing and _lost(exc):
+        return DatabaseError(
+            f"PostgreSQL at {where} lost the connection while committing ({doing}): {text}; "
+            "the outcome of the last statement is unknown (it may have committed): check "
+            "what is stored before retrying the call"
         )
     if (
         "connection refused" in lowered
@@ -231,3 +512,15 @@ def translate(exc: BaseException, *, where: str, doing: str) -> DatabaseError:
         "retry the call",
         retryable=True,
     )
+
+
+def _lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says the connection is gone (as opposed to a refused statement)."""
+    psycopg, _ = _import_psycopg()
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    # A statement the server refused carries its SQLSTATE; a lost connection none,
+    # or class 57P (the server ended the session: shutdown, pg_terminate_backend)
+    # or 08 (connection exception).
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith(("57P", "08"))

@@ -323,7 +323,11 @@ class PgAgentStore:
                 codec.frame(context, count + n, piece, subject)
                 for n, (piece, subject) in enumerate(pieces)
             ]
-            self._insert(conn, memory_id, count, frames)
+            binding = self._stores.db.held()
+            assert binding is not None  # (this transaction's)
+            # The last statement: sent with the COMMIT, one round trip for both.
+            positions = list(range(count, count + len(frames)))
+            binding.defer(_INSERT_ROWS, (memory_id, positions, frames))
 
     def _tail(self, conn: psycopg.Connection[Any]) -> tuple[int, bytes, int]:
         """(id, header, row count) of the encrypted memory to append to (lock held).

@@ -91,15 +91,11 @@ class LockSessions:
         session = self._session()
         try:
             if session is None:
-                with self.db.transaction(doing) as conn:
-                    if key is not None:
-                        conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+                with self.db.transaction(doing, lock=key) as conn:
                     yield conn
             else:
-                with session.conn.transaction():
-                    if key is not None:
-                        session.conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
-                    yield session.conn
+                with self.db.transaction_on(session.conn, doing, lock=key) as conn:
+                    yield conn
         except GovernedMemoryError:
             raise
         except psycopg.Error as exc:

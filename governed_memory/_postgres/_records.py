@@ -75,8 +75,7 @@ class PgLock:
         db = self.place.db
         doing = f"taking the writers' lock {self.name}"
         try:
-            with db.transaction(doing) as conn:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.key,))
+            with db.transaction(doing, lock=self.key) as conn:
                 yield _Held(conn)
         except psycopg.Error as exc:
             raise self.place._error(exc, doing) from None
@@ -114,7 +113,7 @@ class PgPlace:
 
         return [
             n
-            for n in self._run(None, f"listing {prefix or 'the records'}", query)
+            for n in self._run(None, f"listing {prefix or 'the records'}", query, reads=True)
             if "/" not in n and n.endswith(suffix) and n.startswith(".") == hidden
         ]
 
@@ -135,7 +134,7 @@ class PgPlace:
                 (generation, last, name),
             ).fetchall()
 
-        rows = self._run(None, f"reading {name}", query)
+        rows = self._run(None, f"reading {name}", query, reads=True)
         if not rows or not rows[0][2]:
             return None if mark is None else LineBatch((), None, True, "seq 1")
         new = (int(rows[0][0]), int(rows[0][1]))
@@ -150,7 +149,7 @@ class PgPlace:
         def query(conn: psycopg.Connection[Any]) -> list[bytes] | None:
             return self._lines(conn, name)
 
-        return self._run(under, f"reading {name}", query)
+        return self._run(under, f"reading {name}", query, reads=True)
 
     def _lines(self, conn: psycopg.Connection[Any], name: str) -> list[bytes] | None:
         rows = conn.execute(
@@ -268,7 +267,7 @@ class PgPlace:
                 return None, None
             return int(row[0]), None if row[1] is None else bytes(row[1])
 
-        return self._run(under, f"reading {name}", query)
+        return self._run(under, f"reading {name}", query, reads=True)
 
     def write_document(self, name: str, data: bytes, *, under: Any = None) -> None:
         def write(conn: psycopg.Connection[Any]) -> None:
@@ -292,12 +291,24 @@ class PgPlace:
 
     # -- transactions ----------------------------------------------------------
 
-    def _run(self, under: Any, doing: str, call: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """``call`` in the held lock's transaction (``under``, this thread's), else in its own."""
+    def _run(
+        self,
+        under: Any,
+        doing: str,
+        call: Callable[[psycopg.Connection[Any]], T],
+        *,
+        reads: bool = False,
+    ) -> T:
+        """``call`` in the held lock's transaction (``under``, this thread's), else in its own.
+
+        ``reads``: ``call`` is one statement that only reads: no transaction is needed.
+        """
         psycopg, _ = _import_psycopg()
         try:
             if isinstance(under, _Held) and under.thread == threading.get_ident():
                 return call(under.conn)
+            if reads:
+                return self.db.read(doing, call)
             with self.db.transaction(doing) as conn:
                 return call(conn)
         except psycopg.Error as exc:

@@ -1,0 +1,92 @@
+"""Group commit inside one process: concurrent requests served by one transaction.
+
+The audit chain has one end, so every append takes the log's advisory lock and
+holds it until its commit, WAL flush included: appends are serialised, and the
+server's own group commit (one flush for the commits of many sessions) never
+gets two of them at once. :class:`Batcher` lets the threads of one process share
+a transaction instead: a thread that finds no batch being written becomes the
+*leader* and writes every request queued so far (its own among them) in one
+transaction; threads arriving meanwhile queue and wait, and when the leader is
+done the first of them leads the next batch. Each request still returns only
+after the transaction holding it committed, and fails if it did not.
+
+Processes and hosts are still serialised by the database's lock, one batch at a
+time each.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
+
+__all__ = ["Batcher", "Request"]
+
+Q = TypeVar("Q")
+R = TypeVar("R")
+
+
+class Request(Generic[Q, R]):
+    """One caller's request (``item``), and its outcome once its batch was written."""
+
+    __slots__ = ("_done", "_lead", "error", "item", "result")
+
+    def __init__(self, item: Q) -> None:
+        self.item = item
+        self.result: R | None = None
+        self.error: BaseException | None = None
+        self._done = threading.Event()
+        self._lead = False
+
+
+class Batcher(Generic[Q, R]):
+    """Serve concurrent :meth:`submit` calls by batches handed to ``write`` (see the module docstring).
+
+    ``write(batch)`` writes the requests in one transaction and sets each
+    request's ``result`` (or ``error``, for a request refused on its own); an
+    exception it raises fails every request of the batch.
+    """
+
+    def __init__(self, write: Callable[[Sequence[Request[Q, R]]], None]) -> None:
+        self._write = write
+        self._mutex = threading.Lock()
+        self._queue: list[Request[Q, R]] = []
+        self._leading = False
+
+    def submit(self, item: Q) -> R:
+        """``item``'s result, once the transaction that wrote it committed; its error else."""
+        request: Request[Q, R] = Request(item)
+        with self._mutex:
+            self._queue.append(request)
+            lead = not self._leading
+            self._leading = True
+        if not lead:
+            request._done.wait()
+        if not request._lead and not lead:
+            return _outcome(request)
+        try:
+            with self._mutex:
+                batch, self._queue = self._queue, []
+            try:
+                self._write(batch)
+            except BaseException as exc:
+                for each in batch:
+                    each.result, each.error = None, exc
+            for each in batch:
+                if each is not request:
+                    each._done.set()
+        finally:
+            with self._mutex:
+                if self._queue:  # arrived during the write: the first of them leads next
+                    self._queue[0]._lead = True
+                    self._queue[0]._done.set()
+                else:
+                    self._leading = False
+        return _outcome(request)
+
+
+def _outcome(request: Request[Q, R]) -> R:
+    if request.error is not None:
+        raise request.error
+    assert request.result is not None
+    return request.result

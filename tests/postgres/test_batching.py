@@ -1,0 +1,137 @@
+"""Group commit inside one process (_postgres/_batching.py), and the audit appends that use it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import pytest
+
+from governed_memory import generate_audit_key
+from governed_memory._audit import verify_storage
+from governed_memory._postgres import Database, PgAuditStorage
+from governed_memory._postgres._batching import Batcher, Request
+
+
+class _Log:
+    """A ``write`` for a Batcher: records each batch; the first waits until released."""
+
+    def __init__(self, fail: set[int] | None = None) -> None:
+        self.batches: list[list[int]] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.fail = fail or set()
+
+    def write(self, batch: Sequence[Request[int, str]]) -> None:
+        if not self.batches:
+            self.entered.set()
+            self.release.wait(60)
+        self.batches.append([r.item for r in batch])
+        if any(r.item in self.fail for r in batch):
+            raise RuntimeError("the transaction failed")
+        for request in batch:
+            if request.item < 0:
+                request.error = ValueError(f"item {request.item} refused")
+            else:
+                request.result = f"done {request.item}"
+
+
+def _queued(batcher: Batcher[int, str], n: int) -> None:
+    """Wait until ``n`` requests are queued behind the batch being written."""
+    while len(batcher._queue) < n:
+        threading.Event().wait(0.01)
+
+
+def _submit_all(batcher: Batcher[int, str], log: _Log, items: list[int]) -> dict[int, object]:
+    """Submit ``items[0]`` (it leads and waits), queue the rest behind it, then release."""
+    got: dict[int, object] = {}
+
+    def submit(item: int) -> None:
+        try:
+            got[item] = batcher.submit(item)
+        except Exception as exc:
+            got[item] = exc
+
+    first = threading.Thread(target=submit, args=(items[0],))
+    first.start()
+    log.entered.wait(60)
+    rest = [threading.Thread(target=submit, args=(i,)) for i in items[1:]]
+    for thread in rest:
+        thread.start()
+    _queued(batcher, len(rest))
+    log.release.set()
+    for thread in [first, *rest]:
+        thread.join(60)
+    return got
+
+
+def test_requests_queued_during_a_write_share_the_next_one() -> None:
+    log = _Log()
+    batcher: Batcher[int, str] = Batcher(log.write)
+    got = _submit_all(batcher, log, [0, 1, 2, 3, 4])
+    assert log.batches[0] == [0]
+    assert sorted(log.batches[1]) == [1, 2, 3, 4] and len(log.batches) == 2
+    assert got == {i: f"done {i}" for i in range(5)}
+
+
+def test_a_failed_write_fails_every_request_of_its_batch_only() -> None:
+    log = _Log(fail={3})
+    batcher: Batcher[int, str] = Batcher(log.write)
+    got = _submit_all(batcher, log, [0, 1, 2, 3])
+    assert got[0] == "done 0"
+    assert all(isinstance(got[i], RuntimeError) for i in (1, 2, 3))
+    assert batcher.submit(7) == "done 7"  # the batcher goes on
+
+
+def test_a_request_refused_on_its_own_fails_alone() -> None:
+    log = _Log()
+    batcher: Batcher[int, str] = Batcher(log.write)
+    got = _submit_all(batcher, log, [0, 1, -2, 3])
+    assert isinstance(got[-2], ValueError)
+    assert got[1] == "done 1" and got[3] == "done 3"
+
+
+def test_threads_appending_at_once_keep_one_chain_and_every_entry(pg_db: Database) -> None:
+    audit = PgAuditStorage(pg_db, generate_audit_key())
+    threads, each = 12, 10
+    barrier = threading.Barrier(threads)
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        try:
+            barrier.wait()
+            for i in range(each):
+                entry = audit.append("memory.persist", {"writer": n, "i": i})
+                assert entry.attrs["writer"] == n and entry.attrs["i"] == i
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=writer, args=(n,)) for n in range(threads)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join(120)
+    assert errors == []
+    entries = [e for e in audit.entries() if e.event == "memory.persist"]
+    assert sorted((e.attrs["writer"], e.attrs["i"]) for e in entries) == [
+        (n, i) for n in range(threads) for i in range(each)
+    ]
+    assert verify_storage(audit, audit.key).ok
+
+
+def test_a_checkpoint_append_after_sees_the_entry_before_it(pg_db: Database) -> None:
+    audit = PgAuditStorage(pg_db, generate_audit_key())
+    first = audit.append("memory.persist", {"n": 1})
+    seen = audit.append_after("audit.checkpoint", lambda last: {"after": last.seq if last else 0})
+    assert seen.attrs["after"] == first.seq
+
+
+def test_an_append_after_whose_attributes_fail_writes_nothing(pg_db: Database) -> None:
+    audit = PgAuditStorage(pg_db, generate_audit_key())
+
+    def broken(last: object) -> dict[str, object]:
+        raise ValueError("cannot make the attributes")
+
+    with pytest.raises(ValueError):
+        audit.append_after("audit.checkpoint", broken)
+    assert audit.tail(5) == []

@@ -1,0 +1,107 @@
+"""Connections and their loss (_postgres/_db.py): what an error says was committed, and when.
+
+A connection lost before ``COMMIT`` was sent: nothing was committed, retrying is
+safe. Lost while committing: the server may have committed before the loss, so the
+outcome is unknown and the error says to check before retrying.
+"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from governed_memory import DatabaseError
+from governed_memory._postgres import Database
+from governed_memory._postgres._db import translate
+
+WHERE = "db.example:5432/gm"
+
+
+def _terminate(url: str, pid: int) -> None:
+    """End backend ``pid`` from another connection, waiting until it is gone."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
+
+
+def _lost_connection_error(url: str) -> psycopg.OperationalError:
+    """The exception psycopg raises on a connection whose backend was terminated."""
+    with psycopg.connect(url, autocommit=True) as victim:
+        _terminate(url, victim.info.backend_pid)
+        with pytest.raises(psycopg.OperationalError) as caught:
+            victim.execute("SELECT 1")
+    return caught.value
+
+
+def test_a_connection_lost_while_committing_leaves_the_outcome_unknown(pg_url: str) -> None:
+    exc = _lost_connection_error(pg_url)
+    error = translate(exc, where=WHERE, doing="appending", committing=True)
+    assert "outcome of the last statement is unknown" in str(error)
+    assert "check what is stored before retrying" in str(error)
+    assert "nothing was committed" not in str(error)
+    assert error.retryable is False
+    assert WHERE in str(error) and len(str(error).splitlines()) == 1
+
+
+def test_a_connection_lost_before_the_commit_committed_nothing(pg_url: str) -> None:
+    error = translate(_lost_connection_error(pg_url), where=WHERE, doing="appending")
+    assert "nothing was committed" in str(error)
+    assert error.retryable is True
+
+
+def test_a_refused_statement_at_commit_is_not_an_unknown_outcome() -> None:
+    """A statement the server refused (it carries its SQLSTATE) was rolled back, commit or not."""
+    refused = psycopg.errors.SerializationFailure("could not serialize access")
+    error = translate(refused, where=WHERE, doing="appending", committing=True)
+    assert "nothing was committed" in str(error)
+
+
+def test_a_transaction_whose_connection_dies_before_commit_reports_the_unknown_outcome(
+    pg_schema_url: str,
+) -> None:
+    db = Database(pg_schema_url)
+    try:
+        with pytest.raises(DatabaseError) as caught, db.transaction("writing the probe") as conn:
+            conn.execute("CREATE TABLE probe (n int)")
+            _terminate(pg_schema_url, conn.info.backend_pid)  # gone before COMMIT reaches it
+        assert "outcome of the last statement is unknown" in str(caught.value)
+        assert caught.value.retryable is False
+        with db.transaction("reading the probe") as conn:  # the pool replaced the dead connection
+            found = conn.execute("SELECT to_regclass('probe') IS NOT NULL").fetchone()
+        assert found == (False,)  # here the loss came first: nothing was committed
+    finally:
+        db.close()
+
+
+def test_a_statement_whose_connection_dies_says_nothing_was_committed(pg_schema_url: str) -> None:
+    db = Database(pg_schema_url)
+    try:
+        with pytest.raises(DatabaseError) as caught, db.transaction("writing the probe") as conn:
+            _terminate(pg_schema_url, conn.info.backend_pid)
+            conn.execute("CREATE TABLE probe (n int)")
+        assert "nothing was committed" in str(caught.value)
+        assert caught.value.retryable is True
+    finally:
+        db.close()
+
+
+def test_pooled_connections_the_server_dropped_are_replaced_without_an_error(
+    pg_schema_url: str,
+) -> None:
+    """A restart ends every pooled session; the next calls get fresh ones (first statement retried)."""
+    db = Database(pg_schema_url, min_size=2, max_size=2)
+    try:
+        pids = []
+        with db.transaction() as one, db.transaction() as two:  # two: outside the pool (nested)
+            pids.append(one.info.backend_pid)
+            del two
+        with db.transaction("listing") as conn:
+            pids.append(conn.info.backend_pid)
+        for pid in set(pids):
+            _terminate(pg_schema_url, pid)
+        with db.transaction("writing after the loss", lock=1) as conn:
+            conn.execute("CREATE TABLE probe (n int)")
+        assert db.read("reading", lambda c: c.execute("SELECT count(*) FROM probe").fetchone()) == (
+            0,
+        )
+    finally:
+        db.close()
