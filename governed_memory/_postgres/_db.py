@@ -308,6 +308,13 @@ class Database:
         Raises:
             DatabaseError: the server refused the connection or lost it.
         """
+        psycopg, _ = _import_psycopg()
+        try:
+            return self._read(doing, call, aside=aside)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise self._error(exc, doing) from None
+
+    def _read(self, doing: str, call: Callable[[psycopg.Connection[Any]], T], *, aside: bool) -> T:
         binding = self.held()
         if binding is not None:
             if binding.conn.info.transaction_status != _ACTIVE:
@@ -423,7 +430,7 @@ class Database:
                         with suppress(psycopg.Error):
                             conn.execute("ROLLBACK")
                     raise
-        except psycopg.OperationalError as exc:
+        except (psycopg.OperationalError, psycopg.errors.InsufficientPrivilege) as exc:
             raise self._error(exc, doing) from None
         try:
             if binding.deferred:
@@ -487,6 +494,12 @@ def translate(
         return DatabaseError(
             f"PostgreSQL at {where} has no such database ({text}); create it "
             "(createdb) or fix the database name in GOVERNED_MEMORY_DATABASE_URL"
+        )
+    if getattr(exc, "sqlstate", None) == "42501":  # insufficient_privilege: a missing grant
+        return DatabaseError(
+            f"PostgreSQL at {where} refused {doing} to the connecting role: {text}; grant "
+            "the application role what docs/postgres.md lists under 'Roles and least "
+            "privilege' (or run `governed-memory db upgrade` as the owner role)"
         )
     if committing and _lost(exc):
         return DatabaseError(

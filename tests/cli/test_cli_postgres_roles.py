@@ -157,3 +157,27 @@ def test_the_documented_grants_suffice_for_a_governed_life_cycle_and_keep_the_au
     ):
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match=refusal):
             _run(app, [statement])
+
+
+def test_a_missing_grant_is_a_one_line_error_naming_the_roles_section(
+    roles: dict[str, str],
+) -> None:
+    """The application role without the grant on the schema version: named, not 'a bug'."""
+    from governed_memory._cli import main
+
+    _cli(roles["owner"], "db", "upgrade")
+    _run(roles["owner"], roles["grants"].split(";"))
+    app_role = urlsplit(roles["app"]).username
+    _run(roles["owner"], [f"REVOKE SELECT ON governed_memory.schema_version FROM {app_role}"])
+    env = {
+        "GOVERNED_MEMORY_DATABASE_URL": roles["app"],
+        "GOVERNED_MEMORY_AUDIT_KEY": AUDIT_KEY,
+        "GOVERNED_MEMORY_MASTER_KEY": TEST_MASTER_KEY_B64,
+        "GOVERNED_MEMORY_SIGNING_KEY": SIGNING_KEY,
+    }
+    result = CliRunner().invoke(main, ["--policy", "regulated", "agents"], env=env)
+    assert result.exit_code == 1
+    message = result.stderr.strip()
+    assert len(message.splitlines()) == 1, message
+    assert "permission denied" in message and "Roles and least privilege" in message
+    assert "bug" not in message.lower()
