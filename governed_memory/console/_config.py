@@ -14,16 +14,16 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
+from pydantic import BaseModel as _Model
 from pydantic import (
-    ConfigDict,
     BeforeValidator,
+    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
     field_validator,
     model_validator,
 )
-from pydantic import BaseModel as _Model
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -170,9 +170,7 @@ class ConsoleConfig(BaseSettings):
     @model_validator(mode="after")
     def _consistent(self) -> ConsoleConfig:
         if (self.tls_cert is None) != (self.tls_key is None):
-            raise ValueError(
-                "tls_cert and tls_key go together; set both (PEM files) or neither"
-            )
+            raise ValueError("tls_cert and tls_key go together; set both (PEM files) or neither")
         if not self.session_idle or self.session_idle > self.session_max:
             raise ValueError(
                 f"session_idle ({self.session_idle}) must be above 0 and at most session_max "
