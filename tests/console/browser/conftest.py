@@ -15,26 +15,23 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+# tests/console, where the stub OpenID provider (oidc_provider.py) lives.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from chromium import launch, new_context
 from deployment import ACCOUNTS, ConsoleServer, Deployment, write_console_config
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
 if TYPE_CHECKING:
     from pg_server import PgServer
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",  # CI runs as root, where Chromium's sandbox cannot start
-    "--disable-gpu",
-    "--disable-background-networking",  # no request leaves 127.0.0.1
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts" / "console"
 BACKENDS = ("files", "postgres")
 
@@ -42,31 +39,15 @@ BACKENDS = ("files", "postgres")
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
     """This test process's headless Chromium (the distribution's binary)."""
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing; run `sh tests/system-packages.sh`, which installs "
-            "Debian's chromium and chromium-driver packages (never `playwright install`)"
-        )
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
-        )
+        try:
+            launched = launch(playwright)
+        except FileNotFoundError as exc:
+            pytest.fail(str(exc))
         try:
             yield launched
         finally:
             launched.close()
-
-
-def new_context(browser: Browser, base_url: str) -> BrowserContext:
-    """A fresh browser profile (no cookies) on ``base_url`` that fails any request off 127.0.0.1."""
-    context = browser.new_context(base_url=base_url, accept_downloads=True)
-    context.set_default_timeout(30_000)  # waiting for a selector, never a sleep
-
-    def only_loopback(route: object) -> None:
-        route.abort()  # type: ignore[attr-defined]
-
-    context.route(lambda url: not url.startswith(("http://127.0.0.1", "data:", "about:")), only_loopback)
-    return context
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -80,7 +61,7 @@ def deployment(
         server: PgServer = request.getfixturevalue("pg_server")
         url = server.url(server.create_database())
     deployment = Deployment(root, database_url=url)
-    deployment.waiting_request = deployment.prepare()  # type: ignore[attr-defined]
+    deployment.prepare()
     return deployment
 
 

@@ -70,6 +70,7 @@ class Deployment:
     root: Path
     database_url: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    waiting_request: str = ""  # the id of the request open before the console started
 
     def __post_init__(self) -> None:
         self.workspace = self.root / "ws"
@@ -102,8 +103,8 @@ class Deployment:
             finally:
                 gov.storage.close()
 
-    def prepare(self) -> str:
-        """Consent, the agents' messages and a waiting request; returns that request's id."""
+    def prepare(self) -> None:
+        """Consent, the agents' messages and a waiting request (``waiting_request``)."""
         if self.database_url is not None:
             from governed_memory._postgres import Database, upgrade_schema
 
@@ -126,7 +127,7 @@ class Deployment:
                 for subject, text in messages:
                     conversation.add("Human", text, subject_id=subject)
             request = gm.open_request(gov, actor=SETUP_ACTOR, **WAITING_REQUEST)
-        return request.id
+        self.waiting_request = request.id
 
     def audit_entries(self, actor: str) -> list[dict[str, Any]]:
         """The audit entries whose actor is ``actor`` (its keyed hash), oldest first."""

@@ -82,18 +82,17 @@ def request_row(page: Page, subject: str, kind: str) -> Locator:
     return rows
 
 
-def audited_events(deployment: Deployment, account: Account) -> Counter[str]:
-    """How many audit entries of each event name carry ``account``'s actor."""
-    return Counter(entry["event"] for entry in deployment.audit_entries(account.actor))
+def audited_events(deployment: Deployment, actor: str) -> Counter[str]:
+    """How many audit entries of each event name carry ``actor`` (e.g. ``console:olivia``)."""
+    return Counter(entry["event"] for entry in deployment.audit_entries(actor))
 
 
-def entries_about(
-    deployment: Deployment, account: Account, subject: str
-) -> list[dict[str, Any]]:
-    """The entries with ``account``'s actor about ``subject`` (its keyed hash)."""
+def entries_about(deployment: Deployment, actor: str, subject: str) -> list[dict[str, Any]]:
+    """The entries with ``actor`` about ``subject`` (its keyed hash)."""
     wanted = deployment.subject_hash(subject)
     return [
         e
-        for e in deployment.audit_entries(account.actor)
-        if e["attrs"].get("subject.hash") == wanted or wanted in e["attrs"].get("subject.hashes", [])
+        for e in deployment.audit_entries(actor)
+        if e["attrs"].get("subject.hash") == wanted
+        or wanted in e["attrs"].get("subject.hashes", [])
     ]

@@ -24,8 +24,8 @@ from pages import (
     on_page,
     request_row,
     sign_in,
-    submit,
     subject_path,
+    submit,
 )
 from playwright.sync_api import Page, expect
 
@@ -63,9 +63,7 @@ def _open_request(page: Page, subject: str, kind: str, reference: str) -> str:
     page.goto("/requests?view=open")
     row = request_row(page, subject, kind)
     expect(row.locator("[data-col=deadline]")).not_to_be_empty()
-    expect(row.locator("[data-col=days-left]")).to_have_text(
-        __import__("re").compile(r"-?\d+")
-    )
+    expect(row.locator("[data-col=days-left]")).to_have_text(__import__("re").compile(r"-?\d+"))
     request_id = row.get_attribute("data-request-id")
     assert request_id
     return request_id
@@ -132,10 +130,10 @@ def test_an_access_request_from_arrival_to_closing(
     _close_with_receipt(page, request_id, receipt)
     shot(page, "request-closed")
 
-    events = audited_events(deployment, OFFICER)
+    events = audited_events(deployment, OFFICER.actor)
     for event in ("request.open", "request.verify", "export", "request.close"):
         assert events[event] >= 1, (event, events)
-    about = {e["event"] for e in entries_about(deployment, OFFICER, subject)}
+    about = {e["event"] for e in entries_about(deployment, OFFICER.actor, subject)}
     assert {"request.open", "export"} <= about, about
     # The view of content is audited with the officer as actor.
     assert events["memory.show"] >= 1 or any("view" in name for name in events), events
@@ -168,8 +166,8 @@ def test_an_erasure_request_from_arrival_to_closing(
     with deployment.governance() as gov:
         left = [r for r in __import__("governed_memory").subject_records(gov, subject)]
     assert left == []
-    events = audited_events(deployment, OFFICER)
+    events = audited_events(deployment, OFFICER.actor)
     for event in ("request.open", "request.verify", "erase", "request.close"):
         assert events[event] >= 1, (event, events)
-    about = {e["event"] for e in entries_about(deployment, OFFICER, subject)}
+    about = {e["event"] for e in entries_about(deployment, OFFICER.actor, subject)}
     assert {"request.open", "erase"} <= about, about
