@@ -30,7 +30,7 @@ HEAVY = (
 
 # Public modules beside the facade's names (``import governed_memory.testing`` binds the
 # module on the package, as any submodule import does); everything else is ``_private``.
-PUBLIC_MODULES = {"integrations", "testing"}
+PUBLIC_MODULES = {"console", "integrations", "testing"}
 
 
 def _type_checking_imports() -> dict[str, tuple[str, str]]:

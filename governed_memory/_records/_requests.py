@@ -40,7 +40,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .._base import Clock, FileLock, SystemClock
 from .._crypto import REQUESTS_PURPOSE, RecordSealing
@@ -115,6 +115,11 @@ class RequestRegister:
         lock: excludes the register's other writers across a read and an
             append (with ``log``; default: an ``flock`` on ``requests.lock``).
     """
+
+    KINDS: ClassVar[tuple[str, ...]] = KINDS
+    """The kinds of request (GDPR Art. 15, 16, 17, 18, 21), for forms that offer them."""
+    OUTCOMES: ClassVar[tuple[str, ...]] = OUTCOMES
+    """How a request can be closed."""
 
     def __init__(
         self,

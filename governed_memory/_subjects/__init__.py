@@ -86,6 +86,8 @@ from ._requests import (
     settle,
     standing,
     standings,
+    stored_receipt,
+    subject_receipts,
     verify_request,
 )
 from ._unfinished import PendingErasure, Unfinished
@@ -136,7 +138,9 @@ __all__ = [
     "settle",
     "standing",
     "standings",
+    "stored_receipt",
     "subject_context",
+    "subject_receipts",
     "subject_records",
     "verify_request",
 ]

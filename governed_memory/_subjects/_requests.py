@@ -31,7 +31,7 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, GovernedMemoryError, NotFoundError
@@ -60,6 +60,8 @@ __all__ = [
     "settle",
     "standing",
     "standings",
+    "stored_receipt",
+    "subject_receipts",
     "verify_request",
 ]
 
@@ -84,6 +86,10 @@ class FoundReceipt:
     about: Callable[[str], bool]
     state: str
     detail: str = ""
+    document: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The receipt as stored (what :func:`~governed_memory.verify_receipt` checks); None while pending."""
+    at: str | None = None
+    """When it was completed (an export: written)."""
 
 
 ReceiptReader = Callable[[SubjectContext, str], "FoundReceipt | None"]
@@ -102,7 +108,13 @@ def _erasure_receipt(ctx: SubjectContext, receipt_id: str) -> FoundReceipt | Non
         return FoundReceipt(tombstone.id, "erasure", about, "pending")
     receipt = ErasureReceipt.from_dict(tombstone.receipt)
     return FoundReceipt(
-        receipt.id, "erasure", about, receipt.state, ", ".join(receipt.blocking_holds)
+        receipt.id,
+        "erasure",
+        about,
+        receipt.state,
+        ", ".join(receipt.blocking_holds),
+        document=dict(tombstone.receipt),
+        at=receipt.completed_at,
     )
 
 
@@ -121,7 +133,9 @@ def _export_receipt(ctx: SubjectContext, receipt_id: str) -> FoundReceipt | None
             return receipt.agent is None
         return recorded == pseudonym("subject", subject)
 
-    return FoundReceipt(receipt.id, "export", about, "complete")
+    return FoundReceipt(
+        receipt.id, "export", about, "complete", document=receipt.to_dict(), at=receipt.created_at
+    )
 
 
 def _rectification_receipt(ctx: SubjectContext, receipt_id: str) -> FoundReceipt | None:
@@ -138,7 +152,15 @@ def _rectification_receipt(ctx: SubjectContext, receipt_id: str) -> FoundReceipt
     if item.pending or item.receipt is None:
         return FoundReceipt(item.id, "rectification", about, "pending")
     receipt = RectificationReceipt.from_dict(item.receipt)
-    return FoundReceipt(receipt.id, "rectification", about, receipt.state, ", ".join(receipt.holds))
+    return FoundReceipt(
+        receipt.id,
+        "rectification",
+        about,
+        receipt.state,
+        ", ".join(receipt.holds),
+        document=dict(item.receipt),
+        at=receipt.completed_at,
+    )
 
 
 RECEIPT_READERS: list[ReceiptReader] = [_erasure_receipt, _export_receipt, _rectification_receipt]
@@ -191,6 +213,43 @@ def extend_request(
     """Extend the time limit by ``months`` (1 or 2) further months, within the first month."""
     return request_register(target).extend(
         request_id, months=months, reason=reason, actor=actor, told=told
+    )
+
+
+def stored_receipt(target: Target, receipt_id: str) -> FoundReceipt | None:
+    """The receipt ``receipt_id`` (erasure, access export or rectification), or None.
+
+    Its ``document`` is the receipt as stored, so ``verify_receipt(found.document,
+    public_key)`` checks its signature (the console shows that check).
+    """
+    ctx = subject_context(target)
+    for reader in RECEIPT_READERS:
+        found = reader(ctx, receipt_id)
+        if found is not None:
+            return found
+    return None
+
+
+def subject_receipts(target: Target, subject: str) -> list[FoundReceipt]:
+    """The completed receipts about ``subject``: erasures, rectifications, access exports.
+
+    An export receipt names its subject only by keyed hash: without an audit
+    key (default mode) it cannot be told whose it is and is left out here
+    (:func:`stored_receipt` still finds it by id).
+    """
+    from ._export import export_receipts
+    from ._rectify import rectification_receipts
+
+    ctx = subject_context(target)
+    pseudonym = ctx.pseudonym
+    ids = [t.id for t in ctx.tombstones().all() if t.scope.subject == subject]
+    ids += [r.id for r in rectification_receipts(ctx) if r.subject == subject]
+    if pseudonym is not None:
+        wanted = pseudonym("subject", subject)
+        ids += [r.id for r in export_receipts(ctx) if r.subject_hash == wanted]
+    found = [stored_receipt(ctx, i) for i in ids]
+    return sorted(
+        (f for f in found if f is not None and f.document is not None), key=lambda f: f.at or ""
     )
 
 

@@ -186,4 +186,8 @@ async def checked_form(request: Request) -> FormData:
     principal(request)
     if request.scope.get("gm.form_checked") is not True:
         raise Forbidden("the form's CSRF check did not run; this route cannot accept forms")
-    return await request.form()
+    form = await request.form()
+    cleanup = request.scope.get("gm.cleanup")
+    if isinstance(cleanup, list):
+        cleanup.append(form.close)
+    return form

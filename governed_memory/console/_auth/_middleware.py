@@ -99,7 +99,15 @@ class AuthMiddleware:
             await self.refuse(request, 403, refusal.reason)(scope, receive, send)
             return
         scope["gm.form_checked"] = True
-        await self.app(scope, replay(), send)
+        # checked_form registers the forms it read here; closed once the response is sent
+        # (an uploaded file's temporary file would otherwise wait for the garbage collector).
+        cleanup: list[Any] = []
+        scope["gm.cleanup"] = cleanup
+        try:
+            await self.app(scope, replay(), send)
+        finally:
+            for close in cleanup:
+                await close()
 
     def _credential_holds(self, credential: object) -> bool:
         if not isinstance(credential, Account):

@@ -1,0 +1,7 @@
+"""The audit page (being built: no routes yet)."""
+
+from __future__ import annotations
+
+from starlette.routing import Route
+
+routes: list[Route] = []
