@@ -21,8 +21,12 @@ def on_page(page: Page, name: str) -> None:
     expect(page.locator("main[data-page]")).to_have_attribute("data-page", name)
 
 
-def sign_in(page: Page, account: Account, *, landing: str = "requests") -> None:
-    """Sign in through /login with ``account``'s name and password."""
+# The page each role lands on after sign-in (``/`` redirects there).
+LANDING = {"privacy-officer": "requests", "administrator": "retention", "auditor": "requests"}
+
+
+def sign_in(page: Page, account: Account) -> None:
+    """Sign in through /login with ``account``'s name and password; wait for the landing page."""
     page.goto("/login")
     on_page(page, "login")
     page.fill("input[name=username]", account.name)
@@ -31,7 +35,7 @@ def sign_in(page: Page, account: Account, *, landing: str = "requests") -> None:
     whoami = page.get_by_test_id("whoami")
     expect(whoami).to_contain_text(account.name)
     expect(whoami).to_contain_text(account.role)
-    on_page(page, landing)
+    on_page(page, LANDING[account.role])
 
 
 def sign_out(page: Page) -> None:

@@ -77,7 +77,7 @@ def _walk(browser: Browser, server: ConsoleServer, deployment: Deployment, out: 
     saved.append(_save(page, out, "subject"))
 
     admin = _page(browser, server.url)
-    sign_in(admin, ACCOUNTS["admin"], landing=_landing(ACCOUNTS["admin"].role))
+    sign_in(admin, ACCOUNTS["admin"])
     for name in ("retention", "health"):
         admin.goto(f"/{name}")
         on_page(admin, name)
@@ -89,11 +89,6 @@ def _walk(browser: Browser, server: ConsoleServer, deployment: Deployment, out: 
     on_page(auditor, "audit")
     saved.append(_save(auditor, out, "audit"))
     return saved
-
-
-def _landing(role: str) -> str:
-    """The page a role lands on after sign-in."""
-    return "requests"
 
 
 if __name__ == "__main__":
