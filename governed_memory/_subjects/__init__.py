@@ -51,7 +51,7 @@ from .._records import (
     Tombstone,
     TombstoneStore,
 )
-from ._context import SubjectContext, subject_context
+from ._context import SubjectContext, acting_as, subject_context
 from ._erasure import (
     blocking_holds,
     cancel_scheduled_erasure,
@@ -112,6 +112,7 @@ __all__ = [
     "Tombstone",
     "TombstoneStore",
     "Unfinished",
+    "acting_as",
     "blocking_holds",
     "cancel_scheduled_erasure",
     "close_request",

@@ -44,7 +44,14 @@ if TYPE_CHECKING:
     from .._crypto import RecordSealing, SigningKeyProvider
     from .._governance import AuditSink, Governance
 
-__all__ = ["KeyShredder", "SubjectContext", "Walk", "partition_of", "subject_context"]
+__all__ = [
+    "KeyShredder",
+    "SubjectContext",
+    "Walk",
+    "acting_as",
+    "partition_of",
+    "subject_context",
+]
 
 
 def _no_signing_key() -> SigningKeyProvider | None:
@@ -333,6 +340,35 @@ def subject_context(target: Governance | SubjectContext | str | os.PathLike[str]
             holds=HoldRegistry(workspace / GOVERNANCE_DIR, clock=clock),
         )
     return _from_governance(target)
+
+
+def acting_as(
+    target: Governance | SubjectContext | str | os.PathLike[str], actor: str
+) -> SubjectContext:
+    """``target`` for one operator: every audit entry its operations record names ``actor``.
+
+    For a front end acting for a signed-in user (the console), as the CLI's
+    ``--actor`` does: export, erasure, rectification and the request register
+    record ``actor.hash`` in each entry that names no actor of its own. Pass
+    the result wherever a Governance is taken (``export_subject(acting_as(gov,
+    who), ...)``); ``rectify`` then needs ``gate=gov`` to regenerate summaries
+    with a non-local model.
+
+    Raises:
+        ConfigurationError: ``actor`` is blank.
+    """
+    from dataclasses import replace
+
+    from .._audit import ActorSink
+    from .._errors import ConfigurationError
+
+    if not isinstance(actor, str) or not actor.strip():
+        raise ConfigurationError(
+            f"actor {actor!r} is blank; name who acts (e.g. 'console:alice'), as the audit "
+            "log records it"
+        )
+    ctx = subject_context(target)
+    return replace(ctx, audit=ActorSink(ctx.audit, actor))
 
 
 def _consent_registry(governance_dir: Path) -> Any:

@@ -164,7 +164,8 @@ async def _action(request: Request, run: Any, done: str) -> Response:
     form = await _auth.checked_form(request)
     request_id = str(request.path_params["request_id"])
     governance = console(request).governance
-    result = await act(lambda: run(governance, request_id, who, form))
+    # The register records the actor; acting_as names them in every other entry too.
+    result = await act(lambda: run(gm.acting_as(governance, who.actor), request_id, who, form))
     if isinstance(result, Flash):
         return await detail_page(request, request_id, flash=result, status=400)
     return await detail_page(request, request_id, flash=Flash("ok", done))
@@ -183,7 +184,7 @@ def _months(form: Any) -> int:
 async def verify(request: Request) -> Response:
     """``POST /requests/{id}/verify``: the signed-in user verified the person's identity."""
 
-    def run(gov: gm.Governance, rid: str, who: Principal, form: Any) -> Any:
+    def run(gov: Any, rid: str, who: Principal, form: Any) -> Any:
         return gm.verify_request(gov, rid, by=who.actor, method=form_text(form, "method"))
 
     return await _action(request, run, "identity verification recorded")
@@ -192,7 +193,7 @@ async def verify(request: Request) -> Response:
 async def extend(request: Request) -> Response:
     """``POST /requests/{id}/extend``: extend the time limit by 1 or 2 months, with the reason."""
 
-    def run(gov: gm.Governance, rid: str, who: Principal, form: Any) -> Any:
+    def run(gov: Any, rid: str, who: Principal, form: Any) -> Any:
         return gm.extend_request(
             gov, rid, months=_months(form), reason=form_text(form, "reason"), actor=who.actor
         )
@@ -203,7 +204,7 @@ async def extend(request: Request) -> Response:
 async def close(request: Request) -> Response:
     """``POST /requests/{id}/close``: close with the receipt that answered it, or an outcome."""
 
-    def run(gov: gm.Governance, rid: str, who: Principal, form: Any) -> Any:
+    def run(gov: Any, rid: str, who: Principal, form: Any) -> Any:
         return gm.close_request(
             gov,
             rid,

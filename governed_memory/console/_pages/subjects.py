@@ -208,13 +208,19 @@ def _until(form: FormData) -> str:
 
 def _erase(gov: gm.Governance, subject: str, who: Principal, form: FormData) -> str:
     _confirmed(subject, form)
-    receipt = gm.erase(gov, subject=subject, reason=form_text(form, "reason"), actor=who.actor)
+    receipt = gm.erase(
+        gm.acting_as(gov, who.actor),
+        subject=subject,
+        reason=form_text(form, "reason"),
+        actor=who.actor,
+    )
     return f"erased: receipt {receipt.id} ({receipt.state}, {receipt.records} records)"
 
 
 def _rectify(gov: gm.Governance, subject: str, who: Principal, form: FormData) -> str:
     receipt = gm.rectify(
-        gov,
+        gm.acting_as(gov, who.actor),
+        gate=gov,
         subject=subject,
         record=form_text(form, "record"),
         text=form_text(form, "text"),
@@ -275,7 +281,9 @@ def _export_zip(gov: gm.Governance, subject: str, who: Principal) -> tuple[str, 
     # removed before the response is sent: the server keeps no copy (the receipt stays).
     folder = Path(tempfile.mkdtemp(prefix="gm-console-export-"))
     try:
-        result = gm.export_subject(gov, subject, folder / "export", actor=who.actor)
+        result = gm.export_subject(
+            gm.acting_as(gov, who.actor), subject, folder / "export", actor=who.actor
+        )
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
             for path in sorted((folder / "export").rglob("*")):

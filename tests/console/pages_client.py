@@ -1,0 +1,89 @@
+"""A signed-in console user for the page tests: reads pages and submits their forms.
+
+:class:`User` drives the console as a browser does: it opens a page, finds
+the form by its ``data-testid``, keeps the hidden fields the page put there
+(``csrf_token``, the one-time ``form_nonce``), fills in the rest and posts it
+to the form's ``action``. So every test goes through the real sign-in, CSRF
+and nonce checks of ``_auth``.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from typing import Any
+
+from starlette.testclient import TestClient
+
+PASSWORD = "correct horse battery staple"
+
+
+class _Forms(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: dict[str, dict[str, Any]] = {}
+        self._current: dict[str, Any] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "form":
+            self._current = {"action": a.get("action") or "", "fields": {}}
+            self.forms[a.get("data-testid") or f"form-{len(self.forms)}"] = self._current
+        elif tag == "input" and self._current is not None and a.get("type") == "hidden":
+            self._current["fields"][a.get("name") or ""] = a.get("value") or ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self._current = None
+
+
+def forms(html: str) -> dict[str, dict[str, Any]]:
+    """The forms of a page by ``data-testid``: their action and hidden fields."""
+    parser = _Forms()
+    parser.feed(html)
+    return parser.forms
+
+
+class User:
+    """One signed-in browser session of the console."""
+
+    def __init__(self, client: TestClient, name: str) -> None:
+        self.client = client
+        self.name = name
+
+    def get(self, url: str) -> Any:
+        return self.client.get(url)
+
+    def submit(self, page: str, testid: str, **fields: str) -> Any:
+        """Open ``page``, fill in the form ``testid`` with ``fields`` and post it."""
+        shown = self.client.get(page)
+        assert shown.status_code == 200, shown.text
+        found = forms(shown.text)
+        assert testid in found, f"no form {testid!r} on {page}: {sorted(found)}"
+        form = found[testid]
+        return self.client.post(form["action"], data={**form["fields"], **fields})
+
+
+def sign_in(client: TestClient, name: str) -> User:
+    """Sign ``name`` in through the login form."""
+    page = client.get("/login")
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+    assert token, page.text
+    done = client.post(
+        "/login", data={"username": name, "password": PASSWORD, "csrf_token": token.group(1)}
+    )
+    # A same-site page that sends the browser on (so the SameSite=Strict cookie follows).
+    assert done.status_code == 200 and 'data-page="signed-in"' in done.text, done.text
+    return User(client, name)
+
+
+def flash(html: str) -> list[tuple[str, str]]:
+    """The page's messages: (ok|error, text)."""
+    import html as _html
+
+    return [
+        (kind, _html.unescape(text).strip())
+        for kind, text in re.findall(
+            r'<div role="alert" class="flash flash-(ok|error)">(.*?)</div>', html, re.S
+        )
+    ]
