@@ -199,7 +199,6 @@ def check_holds(
             agent=scope.agent,
             subject_id=scope.subject,
             outcome="blocked",
-            actor=actor,
             holds=",".join(h.id for h in holds),
             policy_id=ctx.policy.id,
             policy_version=ctx.policy.version,
@@ -368,7 +367,6 @@ def complete_tombstone(
         agent=current.scope.agent,
         subject_id=current.scope.subject,
         outcome="partial" if blocked else "ok",
-        actor=current.requested_by,  # who asked, also when another process finished it
         erasure_id=current.id,
         files=len(receipt.files),
         records=receipt.records,
@@ -421,7 +419,6 @@ def _audit_pending(
         agent=tombstone.scope.agent,
         subject_id=tombstone.scope.subject,
         outcome="error",
-        actor=tombstone.requested_by,
         erasure_id=tombstone.id,
         error=pending.unfinished[0].error,
         agents=pending.agents,

@@ -281,7 +281,6 @@ def _export(
         agent=scope.agent,
         subject_id=scope.subject,
         outcome="ok",
-        actor=actor,
         export_id=export_id,
         records=len(data["records"]),
         summaries=len(data["summaries"]),

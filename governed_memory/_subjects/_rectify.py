@@ -317,7 +317,6 @@ def _start(
             agent=agent,
             subject_id=subject,
             outcome="blocked",
-            actor=actor,
             record_id=record,
             holds=",".join(h.id for h in holds),
             policy_id=ctx.policy.id,
@@ -513,7 +512,6 @@ def _complete(
         agent=current.agent,
         subject_id=current.subject,
         outcome="partial" if receipt.holds else "ok",
-        actor=current.requested_by,  # who asked, also when another process finished it
         rectification_id=current.id,
         record_id=current.record_id,
         old_hashes=list(receipt.old_hashes),
