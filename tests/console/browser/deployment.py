@@ -170,26 +170,29 @@ ACCOUNTS = {
 
 
 def write_console_config(
-    deployment: Deployment, accounts: Iterable[Account], **settings: str
+    deployment: Deployment, accounts: Iterable[Account], name: str = "console", **settings: str
 ) -> Path:
-    """A console config file with ``accounts`` as local users (0600 accounts file); its path.
+    """Write ``<root>/<name>/console.toml`` with ``accounts`` as local users; its path.
 
-    ``settings`` are further top-level keys as TOML text, e.g. ``oidc='{...}'``.
+    ``settings`` are further top-level keys as TOML text, e.g. ``oidc='{...}'``. Without
+    accounts the console has no local sign-in (OIDC only).
     """
     from governed_memory.console._auth import add_user
     from governed_memory.console._principal import Role
 
-    folder = deployment.root / "console"
+    folder = deployment.root / name
     folder.mkdir(exist_ok=True)
-    accounts_file = folder / "accounts.json"
-    for account in accounts:
-        add_user(accounts_file, account.name, Role(account.role), account.password)
     lines = [
-        f"accounts_file = {json.dumps(str(accounts_file))}",
-        # Every walk signs in from 127.0.0.1; the login limit is tested on its own.
+        # Every walk signs in from 127.0.0.1; the login limit is tested on its own (test_auth_*).
         'login_rate = "1000/minute"',
         *(f"{key} = {value}" for key, value in settings.items()),
     ]
+    accounts = list(accounts)
+    if accounts:
+        accounts_file = folder / "accounts.json"
+        for account in accounts:
+            add_user(accounts_file, account.name, Role(account.role), account.password)
+        lines.insert(0, f"accounts_file = {json.dumps(str(accounts_file))}")
     config = folder / "console.toml"
     config.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return config

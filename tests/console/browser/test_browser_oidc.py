@@ -44,7 +44,9 @@ def oidc_console(deployment: Deployment, provider: OidcProvider) -> Iterator[Con
     }
     inline = ", ".join(f"{k} = {json.dumps(v)}" for k, v in oidc.items())
     roles = ", ".join(f"{json.dumps(g)} = {json.dumps(r)}" for g, r in ROLE_MAP.items())
-    config = write_console_config(deployment, [], oidc=f"{{ {inline} }}", role_map=f"{{ {roles} }}")
+    config = write_console_config(
+        deployment, [], name="oidc", oidc=f"{{ {inline} }}", role_map=f"{{ {roles} }}"
+    )
     server = ConsoleServer(deployment, config)
     server.start()
     try:
