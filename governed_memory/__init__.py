@@ -146,7 +146,7 @@ if _typing.TYPE_CHECKING:
         WorkspaceState,
     )
     from ._retention import plan as plan_retention
-    from ._scheduler import PurgeScheduler, start_scheduler
+    from ._scheduler import PurgeScheduler, schedule_status, start_scheduler
     from ._stores import (
         AgentStore,
         EncryptedAgentStore,
@@ -328,6 +328,7 @@ __all__ = [
     "rotate_keys",
     "run_due_erasures",
     "schedule_erasure",
+    "schedule_status",
     "start_scheduler",
     "stored_receipt",
     "subject_receipts",
@@ -483,6 +484,7 @@ _EXPORTS: dict[str, str] = {
     "rotate_keys": "_keys:rotate",
     "run_due_erasures": "_subjects",
     "schedule_erasure": "_subjects",
+    "schedule_status": "_scheduler",
     "start_scheduler": "_scheduler",
     "stored_receipt": "_subjects",
     "subject_receipts": "_subjects",

@@ -25,6 +25,8 @@ class KeyStatus:
     wrapped_by: list[str]
     shredded_through: int
     shredded_at: str | None
+    created: str | None = None
+    """When the current generation was made (its age, for rotation reviews); None: not recorded."""
 
     @property
     def state(self) -> str:
@@ -102,6 +104,9 @@ def keyring_status(keyring: Keyring, workspace: Path) -> KeyringStatus:
                 wrapped_by=[entry.keys[g]["wrapped_by"] for g in gens],
                 shredded_through=entry.shredded_through,
                 shredded_at=entry.shredded_at,
+                created=entry.keys[entry.current].get("created")
+                if entry.current in entry.keys
+                else None,
             )
         )
     keys.sort(key=lambda k: (k.kind, k.name))

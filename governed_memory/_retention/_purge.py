@@ -290,6 +290,35 @@ class Retention:
             return Journal.find(journal)
         return StoredJournal.find(journal)
 
+    def reports(self, limit: int = 10) -> list[dict[str, Any]]:
+        """The receipts of the last ``limit`` purges, newest first (counts, never paths).
+
+        Each is a finished purge's :meth:`PurgeReport.to_dict` with ``finished``
+        (when it ended); dry runs leave none.
+
+        Raises:
+            StorageError: a receipt is damaged.
+        """
+        journal = self.journal
+        if isinstance(journal, Path):
+            folder = journal / RECEIPTS_DIR
+            names = sorted(p.name for p in folder.glob("*.json")) if folder.is_dir() else []
+        else:
+            names = sorted(self._place().names(f"{PURGE_DIR}/{RECEIPTS_DIR}", ".json"))
+        found = []
+        for name in reversed(names[-limit:] if limit > 0 else []):
+            receipt = JsonDocument(
+                journal / RECEIPTS_DIR / name
+                if isinstance(journal, Path)
+                else f"{PURGE_DIR}/{RECEIPTS_DIR}/{name}",
+                place=None if isinstance(journal, Path) else self._place(),
+                what="purge receipt",
+                version=RECEIPT_FORMAT_VERSION,
+            ).read()
+            if receipt is not None:
+                found.append(receipt)
+        return found
+
     def _place(self) -> RecordPlace:
         place = self.governance.records
         assert not isinstance(place, Path)  # a deployment without files has a record place

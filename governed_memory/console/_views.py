@@ -48,6 +48,7 @@ __all__ = [
     "console",
     "error_page",
     "form_text",
+    "parse_day",
     "render",
     "templates",
 ]
@@ -235,6 +236,20 @@ def when(value: object) -> str:
         except ValueError:
             return value
     return "" if value is None else str(value)
+
+
+def parse_day(name: str, text: str, *, example: str = "2027-01-31") -> _dt.date:
+    """A form's ``YYYY-MM-DD`` field as a date.
+
+    Raises:
+        ConfigurationError: naming the field, the value and the form to write.
+    """
+    try:
+        return _dt.date.fromisoformat(text)
+    except ValueError:
+        raise gm.ConfigurationError(
+            f"{name} {text[:40]!r} is not a date; write YYYY-MM-DD (e.g. {example})"
+        ) from None
 
 
 def form_text(form: Any, name: str) -> str:

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 import governed_memory as gm
 
 CWEB_AUDIT_KEY = "c3" * 32
-CWEB_NOW = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
+CWEB_NOW = dt.datetime(2026, 12, 1, 9, 0)  # naive local time, as the system clock gives
 CWEB_USERS = {"olivia": "privacy-officer", "adam": "administrator", "audrey": "auditor"}
 
 

@@ -87,3 +87,9 @@ def flash(html: str) -> list[tuple[str, str]]:
             r'<div role="alert" class="flash flash-(ok|error)">(.*?)</div>', html, re.S
         )
     ]
+
+
+def audit_entries(gov: Any, actor: str, event: str | None = None) -> list[dict[str, Any]]:
+    """The audit entries naming ``actor`` (as actor or subject), of ``event`` when given."""
+    found: list[dict[str, Any]] = gov.audit.entries_for(subject_id=actor)
+    return [e for e in found if event is None or e["event"] == event]

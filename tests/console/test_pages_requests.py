@@ -6,14 +6,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from pages_client import User, flash
+from pages_client import User, audit_entries, flash
 
 import governed_memory as gm
-
-
-def _entries(gov: gm.Governance, actor: str, event: str) -> list[dict[str, Any]]:
-    found = gov.audit.entries_for(subject_id=actor)  # type: ignore[attr-defined]
-    return [e for e in found if e["event"] == event]
 
 
 def _open(
@@ -76,7 +71,7 @@ def test_verify_extend_and_close_with_a_receipt_that_verifies(
     assert re.search(r'data-testid="receipt-status" class="status-verified">verified<', closed.text)
     # Every step is in the audit log under the officer's actor.
     for event in ("request.open", "request.verify", "request.extend", "export", "request.close"):
-        assert _entries(cweb_governance, "console:olivia", event), event
+        assert audit_entries(cweb_governance, "console:olivia", event), event
     assert closed.text.count('data-testid="close"') == 0  # a closed request offers no actions
 
 
@@ -118,7 +113,7 @@ def test_viewing_the_register_is_audited_with_the_viewer(
 ) -> None:
     auditor = cweb_user("audrey")
     assert auditor.get("/requests").status_code == 200
-    [entry] = _entries(cweb_governance, "console:audrey", "console.view")
+    [entry] = audit_entries(cweb_governance, "console:audrey", "console.view")
     assert entry["attrs"]["kind"] == "requests"
 
 

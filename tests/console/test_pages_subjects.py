@@ -6,19 +6,13 @@ import io
 import re
 import zipfile
 from collections.abc import Callable
-from typing import Any
 from urllib.parse import quote
 
-from pages_client import User, flash
+from pages_client import User, audit_entries, flash
 
 import governed_memory as gm
 
 IBAN = "DE89 3704 0044 0532 0130 00"
-
-
-def _entries(gov: gm.Governance, actor: str, event: str) -> list[dict[str, Any]]:
-    found = gov.audit.entries_for(subject_id=actor)  # type: ignore[attr-defined]
-    return [e for e in found if e["event"] == event]
 
 
 def test_the_page_shows_holdings_and_consent_but_never_content(
@@ -33,7 +27,7 @@ def test_the_page_shows_holdings_and_consent_but_never_content(
     assert '<td class="num">2</td>' in holding.group(1)  # alice's two records, not bob's
     assert "persist" in page.text and "grant" in page.text
     assert IBAN not in page.text
-    [entry] = _entries(cweb_governance, "console:olivia", "console.view")
+    [entry] = audit_entries(cweb_governance, "console:olivia", "console.view")
     assert entry["attrs"]["kind"] == "subject"
     assert entry["attrs"]["subject.hash"] == cweb_governance.audit.subject_hash("alice")  # type: ignore[attr-defined]
 
@@ -45,7 +39,7 @@ def test_the_content_view_is_audited_and_for_privacy_officers_only(
     assert 'data-testid="view-content"' in officer.get("/subjects/alice").text
     content = officer.get("/subjects/alice/content")
     assert content.status_code == 200 and IBAN in content.text
-    views = [e["attrs"] for e in _entries(cweb_governance, "console:olivia", "console.view")]
+    views = [e["attrs"] for e in audit_entries(cweb_governance, "console:olivia", "console.view")]
     assert {"kind": "content", "records": 2}.items() <= views[-1].items()
     admin = cweb_user("adam")
     page = admin.get("/subjects/alice")
@@ -65,7 +59,7 @@ def test_export_downloads_the_bundle_and_lists_its_receipt(
     assert "export.json" in names and "manifest.json" in names
     export_id = download.headers["content-disposition"].split('"')[1].removesuffix(".zip")
     assert f'data-receipt-id="{export_id}"' in officer.get("/subjects/alice").text
-    [entry] = _entries(cweb_governance, "console:olivia", "export")
+    [entry] = audit_entries(cweb_governance, "console:olivia", "export")
     assert entry["attrs"]["export_id"] == export_id
 
 
@@ -99,9 +93,11 @@ def test_a_hold_refuses_the_erasure_naming_it_until_released(
     [(kind, text)] = flash(erased.text)
     assert kind == "ok" and text.startswith("erased: receipt "), text
     assert "No records of this subject are held." in erased.text
-    assert _entries(cweb_governance, "console:adam", "hold.place")
-    assert _entries(cweb_governance, "console:adam", "hold.release")
-    outcomes = {e["attrs"]["outcome"] for e in _entries(cweb_governance, "console:olivia", "erase")}
+    assert audit_entries(cweb_governance, "console:adam", "hold.place")
+    assert audit_entries(cweb_governance, "console:adam", "hold.release")
+    outcomes = {
+        e["attrs"]["outcome"] for e in audit_entries(cweb_governance, "console:olivia", "erase")
+    }
     assert outcomes == {"blocked", "ok"}
 
 
@@ -126,7 +122,7 @@ def test_rectify_corrects_a_record_by_its_id(
     [(kind, text)] = flash(done.text)
     assert kind == "ok" and text.startswith("rectified: receipt "), text
     assert IBAN not in officer.get("/subjects/alice/content").text
-    assert _entries(cweb_governance, "console:olivia", "rectify")
+    assert audit_entries(cweb_governance, "console:olivia", "rectify")
     unknown = officer.submit("/subjects/alice", "rectify", record="rec-0000000000000000", text="x")
     assert unknown.status_code == 400 and "rec-0000000000000000" in flash(unknown.text)[0][1]
 

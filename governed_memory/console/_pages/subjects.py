@@ -15,7 +15,6 @@ the library, which audits it.
 
 from __future__ import annotations
 
-import datetime as _dt
 import io
 import shutil
 import tempfile
@@ -37,7 +36,7 @@ import governed_memory as gm
 
 from .. import _auth
 from .._principal import Principal, Role
-from .._views import Flash, act, audit_view, console, form_text, render
+from .._views import Flash, act, audit_view, console, form_text, parse_day, render
 
 __all__ = ["Holding", "holdings", "routes", "subject_of"]
 
@@ -196,14 +195,7 @@ def _until(form: FormData) -> str:
     text = form_text(form, "until")
     if not text:
         return ""
-    try:
-        day = _dt.date.fromisoformat(text)
-    except ValueError:
-        raise gm.ConfigurationError(
-            f"until {text[:40]!r} is not a date; write YYYY-MM-DD (e.g. 2027-06-30), or leave it "
-            "empty for a hold without a review date"
-        ) from None
-    return f" (review by {day.isoformat()})"
+    return f" (review by {parse_day('until', text, example='2027-06-30').isoformat()})"
 
 
 def _erase(gov: gm.Governance, subject: str, who: Principal, form: FormData) -> str:
