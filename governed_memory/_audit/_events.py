@@ -123,6 +123,15 @@ class AuditEvent(StrEnum):
     """The audit key changed (it derives from a rotated master key); endorsed by the old key."""
     CHECKPOINT = "audit.checkpoint"
     """The chain head (seq, hash, time) signed with the deployment's Ed25519 key (docs/evidence.md)."""
+    # The browser console's access control (docs/console-auth.md).
+    CONSOLE_LOGIN = "console.login"
+    """A console sign-in, accepted (``ok``) or refused (``denied``, with a ``reason_code``)."""
+    CONSOLE_LOGOUT = "console.logout"
+    """A console sign-out (the session revoked on the server)."""
+    CONSOLE_ACCESS = "console.access"
+    """A console page refused to a signed-in user whose role may not use it."""
+    CONSOLE_CSRF = "console.csrf"
+    """A signed-in user's form refused: CSRF token missing or wrong, or a replayed form."""
 
 
 GEN_AI_OPERATIONS: Mapping[str, str] = {

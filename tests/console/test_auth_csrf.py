@@ -144,3 +144,66 @@ def test_a_wrong_role_gets_a_403_page_naming_the_role_needed(tmp_path: Path) -> 
     denied = [e for e in audit_entries(gov, "console:bob") if e["event"] == "console.access"]
     assert denied[0]["attrs"]["outcome"] == "denied"
     assert denied[0]["attrs"]["reason_code"] == "wrong_role"
+
+
+def test_a_refused_form_is_audited_with_the_actor_and_the_reason(tmp_path: Path) -> None:
+    from auth_app import audit_entries
+
+    app, gov = make_app(tmp_path)
+    c = client(app)
+    sign_in(c)
+    fields = form_fields(c)
+    c.post("/action", data=fields)
+    c.post("/action", data=fields)
+    c.post("/action", data={"form_nonce": fields["form_nonce"]})
+    refused = [
+        e["attrs"] for e in audit_entries(gov, "console:alice") if e["event"] == "console.csrf"
+    ]
+    assert [(a["outcome"], a["reason_code"]) for a in refused] == [
+        ("denied", "replayed_form"),
+        ("denied", "missing_token"),
+    ]
+
+
+def test_an_oversized_sign_in_form_is_refused(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path)
+    response = client(app).post("/login", data={"username": "a" * (17 * 1024)})
+    assert response.status_code == 413
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["//evil.example/x", "https://evil.example/", "/\\evil.example", "javascript:alert(1)", "x"],
+)
+def test_the_way_back_after_sign_in_never_leaves_the_console(tmp_path: Path, target: str) -> None:
+    from auth_app import PASSWORD, login_token
+
+    app, _ = make_app(tmp_path)
+    c = client(app)
+    token = login_token(c)
+    done = c.post(
+        "/login",
+        data={"username": "alice", "password": PASSWORD, "csrf_token": token, "next": target},
+    )
+    assert done.status_code == 200
+    assert 'content="0;url=/"' in done.text
+
+
+def test_the_way_back_after_sign_in_keeps_a_console_path(tmp_path: Path) -> None:
+    from auth_app import PASSWORD, login_token
+
+    app, _ = make_app(tmp_path)
+    c = client(app)
+    token = login_token(c)
+    done = c.post(
+        "/login",
+        data={
+            "username": "alice",
+            "password": PASSWORD,
+            "csrf_token": token,
+            "next": "/officer?x=1",
+        },
+    )
+    assert 'content="0;url=/officer?x=1"' in done.text
+    # Signed in, /login sends the user on instead of showing the form again.
+    assert c.get("/login?next=/officer").headers["location"] == "/officer"

@@ -158,3 +158,24 @@ def test_the_store_ends_only_the_changed_users_sessions() -> None:
     assert store.get(a1) is None and store.get(a2) is None
     assert store.get(b1) is not None
     assert len(store) == 1
+
+
+def test_an_accounts_file_made_unsafe_ends_sessions_and_refuses_sign_in_without_its_path(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    app, _ = make_app(tmp_path)
+    c = client(app)
+    sign_in(c)
+    (tmp_path / "accounts.json").chmod(0o644)
+    assert c.get("/").status_code == 303
+    refused = sign_in(client(app, ip="10.0.0.2"))
+    assert refused.status_code == 503
+    assert "accounts file is unsafe or unreadable" in refused.text
+    assert str(tmp_path) not in refused.text
+    assert "mode 0644" in caplog.text
+
+
+def test_signing_in_again_after_a_lapsed_logout_goes_home(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path)
+    response = client(app).post("/logout", data={})
+    assert response.headers["location"] == "/login?next=/"

@@ -30,6 +30,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+import governed_memory as gm
+
 from .._principal import Principal, Role
 from ._accounts import (
     MIN_PASSWORD_LENGTH,
@@ -153,7 +155,7 @@ def require(request: Request, *roles: Role) -> Principal:
         needed = " or ".join(r.value for r in roles)
         AuthContext.audit(
             request,
-            "console.access",
+            gm.AuditEvent.CONSOLE_ACCESS,
             "denied",
             who.actor,
             source=who.source,

@@ -158,7 +158,15 @@ def _render(accounts: Mapping[str, Account]) -> bytes:
     ).encode()
 
 
-def _read(path: Path) -> tuple[dict[str, Account], tuple[int, int, int]]:
+_Stamp = tuple[int, int, int, int, int, int]
+
+
+def _stamp(st: os.stat_result) -> _Stamp:
+    """What identifies one state of the file; the ctime and mode catch a chmod or chown too."""
+    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_mode, st.st_uid)
+
+
+def _read(path: Path) -> tuple[dict[str, Account], _Stamp]:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
@@ -176,7 +184,7 @@ def _read(path: Path) -> tuple[dict[str, Account], tuple[int, int, int]]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise AccountsFileError(f"accounts file {path} is not UTF-8 text; restore it") from exc
-    return _parse(path, text), (st.st_ino, st.st_mtime_ns, st.st_size)
+    return _parse(path, text), _stamp(st)
 
 
 @contextlib.contextmanager
@@ -300,7 +308,7 @@ class Accounts:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._cache: tuple[tuple[int, int, int], dict[str, Account]] | None = None
+        self._cache: tuple[_Stamp, dict[str, Account]] | None = None
 
     def check(self) -> None:
         """Read the file now, so an unsafe or missing file stops the console at start.
@@ -319,7 +327,7 @@ class Accounts:
                 f"accounts file {self.path} does not exist; create the first account with "
                 f"`governed-memory console add-user NAME --role ROLE`"
             ) from exc
-        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        stamp = _stamp(st)
         with self._lock:
             if self._cache is not None and self._cache[0] == stamp:
                 return self._cache[1]

@@ -41,9 +41,10 @@ LOGIN_COOKIE = "gm_login"
 class CsrfRefusal(Exception):
     """A state-changing request without a valid token or nonce; ``reason`` says which."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, code: str) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.code = code  # the audit entry's reason_code
 
 
 def form_fields(session: Session) -> Markup:
@@ -61,18 +62,26 @@ def check_form(session: Session, token: object, nonce: object) -> None:
         CsrfRefusal: the token is missing or wrong, or the nonce is missing, unknown or spent.
     """
     if not isinstance(token, str) or not token:
-        raise CsrfRefusal("the form has no csrf_token; reload the page and submit the form from it")
+        raise CsrfRefusal(
+            "the form has no csrf_token; reload the page and submit the form from it",
+            "missing_token",
+        )
     if not hmac.compare_digest(token.encode("utf-8", "surrogatepass"), session.csrf_token.encode()):
         raise CsrfRefusal(
             "the form's csrf_token does not belong to this session; reload the page and submit "
-            "the form again"
+            "the form again",
+            "wrong_token",
         )
     if not isinstance(nonce, str) or not nonce:
-        raise CsrfRefusal("the form has no form_nonce; reload the page and submit the form again")
+        raise CsrfRefusal(
+            "the form has no form_nonce; reload the page and submit the form again",
+            "missing_nonce",
+        )
     if not session.use_form(nonce):
         raise CsrfRefusal(
             "this form was already submitted (or is too old); reload the page to get a fresh "
-            "form before doing it again"
+            "form before doing it again",
+            "replayed_form",
         )
 
 
@@ -91,10 +100,12 @@ def check_login_token(secret: bytes, cookie: str | None, token: object) -> None:
     if not cookie or not isinstance(token, str) or not token:
         raise CsrfRefusal(
             "the sign-in form has no valid csrf_token (cookies may be blocked); open /login and "
-            "sign in from that page"
+            "sign in from that page",
+            "missing_token",
         )
     expected = login_token(secret, cookie)
     if not hmac.compare_digest(token.encode("utf-8", "surrogatepass"), expected.encode()):
         raise CsrfRefusal(
-            "the sign-in form's csrf_token does not match; open /login again and sign in from it"
+            "the sign-in form's csrf_token does not match; open /login again and sign in from it",
+            "wrong_token",
         )

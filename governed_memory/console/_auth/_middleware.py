@@ -22,6 +22,8 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
+import governed_memory as gm
+
 from ._accounts import Account, AccountsFileError
 from ._csrf import CsrfRefusal, check_form
 from ._sessions import COOKIE
@@ -31,9 +33,10 @@ if TYPE_CHECKING:
 
     from ._context import AuthContext
 
-__all__ = ["MAX_FORM_BYTES", "AuthMiddleware", "safe_next"]
+__all__ = ["MAX_FORM_BYTES", "MAX_LOGIN_BYTES", "AuthMiddleware", "safe_next"]
 
 MAX_FORM_BYTES = 1024 * 1024
+MAX_LOGIN_BYTES = 16 * 1024
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Checked by their own routes: the sign-in form has no session yet (it has its own token).
 _OWN_CHECKS = frozenset({"/login"})
@@ -45,6 +48,8 @@ def safe_next(path: str | None) -> str:
         return "/"
     if any(c in path for c in "\r\n\\") or "://" in path:
         return "/"
+    if path.split("?")[0].rstrip("/") in {"/logout", "/login", "/auth/callback"}:
+        return "/"  # nowhere to come back to
     return path
 
 
@@ -68,18 +73,24 @@ class AuthMiddleware:
             session = None
         scope["gm.session"] = session
         scope["gm.principal"] = session.principal if session else None
-        if scope["method"] not in UNSAFE_METHODS or scope["path"] in _OWN_CHECKS:
+        if scope["method"] not in UNSAFE_METHODS:
             await self.app(scope, receive, send)
+            return
+        if scope["path"] in _OWN_CHECKS:
+            # Its own token check, but the same bound on what an anonymous client may send.
+            login_body = await self._read_body(receive, MAX_LOGIN_BYTES)
+            if login_body is None:
+                await _too_large(MAX_LOGIN_BYTES)(scope, receive, send)
+                return
+            await self.app(scope, _replayer(login_body, receive)(), send)
             return
         if session is None:
             target = "/login?next=" + quote(safe_next(scope["path"]), safe="/")
             await RedirectResponse(target, status_code=303)(scope, receive, send)
             return
-        body = await self._read_body(receive)
+        body = await self._read_body(receive, MAX_FORM_BYTES)
         if body is None:
-            await PlainTextResponse(
-                f"the form is larger than {MAX_FORM_BYTES} bytes; send less", status_code=413
-            )(scope, receive, send)
+            await _too_large(MAX_FORM_BYTES)(scope, receive, send)
             return
         replay = _replayer(body, receive)
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -96,6 +107,15 @@ class AuthMiddleware:
         try:
             check_form(session, token, nonce)
         except CsrfRefusal as refusal:
+            who = session.principal
+            self.context.audit(
+                request,
+                gm.AuditEvent.CONSOLE_CSRF,
+                "denied",
+                who.actor,
+                source=who.source,
+                reason_code=refusal.code,
+            )
             await self.refuse(request, 403, refusal.reason)(scope, receive, send)
             return
         scope["gm.form_checked"] = True
@@ -121,7 +141,7 @@ class AuthMiddleware:
             return False  # an unsafe or broken file: fail closed
 
     @staticmethod
-    async def _read_body(receive: Receive) -> bytes | None:
+    async def _read_body(receive: Receive, limit: int) -> bytes | None:
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -130,12 +150,16 @@ class AuthMiddleware:
                 break
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > MAX_FORM_BYTES:
+            if size > limit:
                 return None
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
+
+
+def _too_large(limit: int) -> Response:
+    return PlainTextResponse(f"the form is larger than {limit} bytes; send less", status_code=413)
 
 
 def _replayer(body: bytes, original: Receive) -> Any:

@@ -7,15 +7,20 @@ sink with the actor (``console:<name>`` / ``oidc:<name>``) as a keyed hash.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
+import governed_memory as gm
+
+from ._accounts import Account, AccountsFileError
 from ._csrf import (
     LOGIN_COOKIE,
     CsrfRefusal,
@@ -37,6 +42,8 @@ __all__ = ["AuthPages", "routes"]
 
 _COOKIE_FLAGS: dict[str, Any] = {"path": "/", "secure": True, "httponly": True}
 _NO_STORE = {"Cache-Control": "no-store"}
+_MAX_NAME = 200
+logger = logging.getLogger("governed_memory.console")
 
 
 class AuthPages:
@@ -118,7 +125,7 @@ def _signed_in(
 ) -> Response:
     """Start the session and send the browser on (a same-site page, so Strict cookies follow)."""
     session_id, _ = context.sessions.create(who, credential=credential)
-    context.audit(request, "console.login", "ok", who.actor, source=who.source)
+    context.audit(request, gm.AuditEvent.CONSOLE_LOGIN, "ok", who.actor, source=who.source)
     # A meta refresh instead of a redirect: after an OIDC callback (a cross-site navigation)
     # a redirect would still be cross-site and the browser would hold back the Strict cookie.
     page = (
@@ -143,7 +150,8 @@ async def login_form(request: Request) -> Response:
 async def login_post(request: Request) -> Response:
     context, pages = _context(request)
     async with request.form() as form:
-        username = str(form.get("username") or "").strip()
+        # No account name is longer than 64; the cap bounds what a client puts in the limiter.
+        username = str(form.get("username") or "").strip()[:_MAX_NAME]
         password = str(form.get("password") or "")
         token = form.get("csrf_token")
         target = safe_next(str(form.get("next") or "/"))
@@ -162,7 +170,12 @@ async def login_post(request: Request) -> Response:
     wait = context.limiter.attempt([f"user:{username.casefold()}", f"ip:{ip}"])
     if wait is not None:
         context.audit(
-            request, "console.login", "denied", actor, source="local", reason_code="rate_limited"
+            request,
+            gm.AuditEvent.CONSOLE_LOGIN,
+            "denied",
+            actor,
+            source="local",
+            reason_code="rate_limited",
         )
         return pages.login(
             request,
@@ -174,10 +187,25 @@ async def login_post(request: Request) -> Response:
             ),
             headers={"Retry-After": str(wait)},
         )
-    account = await _authenticate(context, username, password)
+    try:
+        account = await _authenticate(context, username, password)
+    except AccountsFileError as exc:
+        # The file's path and mode are for the administrator's log, not the visitor's page.
+        logger.error("console: local sign-in refused: %s", exc)
+        return pages.refuse(
+            request,
+            503,
+            "local sign-in is unavailable because the accounts file is unsafe or unreadable; "
+            "an administrator must fix it (the console's log names the problem)",
+        )
     if account is None:
         context.audit(
-            request, "console.login", "denied", actor, source="local", reason_code="bad_credentials"
+            request,
+            gm.AuditEvent.CONSOLE_LOGIN,
+            "denied",
+            actor,
+            source="local",
+            reason_code="bad_credentials",
         )
         return pages.login(
             request,
@@ -189,9 +217,7 @@ async def login_post(request: Request) -> Response:
     return _signed_in(request, context, account.principal(), account, target)
 
 
-async def _authenticate(context: AuthContext, username: str, password: str) -> Any:
-    from starlette.concurrency import run_in_threadpool
-
+async def _authenticate(context: AuthContext, username: str, password: str) -> Account | None:
     assert context.accounts is not None
     # Argon2 takes tens of milliseconds of CPU: off the event loop.
     return await run_in_threadpool(context.accounts.authenticate, username, password)
@@ -233,7 +259,7 @@ async def oidc_callback(request: Request) -> Response:
     if flow is None:
         context.audit(
             request,
-            "console.login",
+            gm.AuditEvent.CONSOLE_LOGIN,
             "denied",
             "oidc:unknown",
             source=context.oidc.source,
@@ -251,7 +277,7 @@ async def oidc_callback(request: Request) -> Response:
     except OidcRefusal as refusal:
         context.audit(
             request,
-            "console.login",
+            gm.AuditEvent.CONSOLE_LOGIN,
             "denied",
             f"oidc:{refusal.who or 'unknown'}",
             source=context.oidc.source,
@@ -269,7 +295,7 @@ async def logout(request: Request) -> Response:
     context, _ = _context(request)
     who = context.sessions.revoke(request.cookies.get(COOKIE))
     if who is not None:
-        context.audit(request, "console.logout", "ok", who.actor, source=who.source)
+        context.audit(request, gm.AuditEvent.CONSOLE_LOGOUT, "ok", who.actor, source=who.source)
     response = RedirectResponse("/login", status_code=303, headers=_NO_STORE)
     response.delete_cookie(COOKIE, path="/", secure=True, httponly=True, samesite="strict")
     return response
