@@ -52,6 +52,10 @@ CREATES_WORKSPACE = frozenset(
 NO_WORKSPACE = frozenset(
     {
         "keys generate",
+        # The console's accounts file is its own, outside any workspace.
+        "console add-user",
+        "console remove-user",
+        "console set-role",
         "policy check",
         "policy list",
         "policy show",

@@ -51,6 +51,11 @@ COMMANDS: dict[str, CommandEntry] = {
         "consent_group",
         "Record and inspect consent per data subject and purpose (see docs/consent.md).",
     ),
+    "console": CommandEntry(
+        "_console",
+        "console_group",
+        "Serve the privacy office's console in the browser (see docs/console.md).",
+    ),
     "db": CommandEntry(
         "_db",
         "db_group",

@@ -20,7 +20,7 @@ def clock() -> FakeClock:
 def test_signing_in_sets_a_secure_httponly_strict_session_cookie(tmp_path: Path) -> None:
     app, _ = make_app(tmp_path)
     response = sign_in(client(app))
-    assert response.status_code == 200
+    assert response.status_code == 303
     cookie = next(c for c in response.headers.get_list("set-cookie") if c.startswith("gm_session="))
     flags = {f.strip().lower() for f in cookie.split(";")[1:]}
     assert {"secure", "httponly", "samesite=strict", "path=/"} <= flags

@@ -121,20 +121,31 @@ def _client_ip(request: Request) -> str:
 
 
 def _signed_in(
-    request: Request, context: AuthContext, who: Principal, credential: object, target: str
+    request: Request,
+    context: AuthContext,
+    who: Principal,
+    credential: object,
+    target: str,
+    *,
+    cross_site: bool,
 ) -> Response:
-    """Start the session and send the browser on (a same-site page, so Strict cookies follow)."""
+    """Start the session and send the browser on to ``target``."""
     session_id, _ = context.sessions.create(who, credential=credential)
     context.audit(request, gm.AuditEvent.CONSOLE_LOGIN, "ok", who.actor, source=who.source)
-    # A meta refresh instead of a redirect: after an OIDC callback (a cross-site navigation)
-    # a redirect would still be cross-site and the browser would hold back the Strict cookie.
-    page = (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="refresh" content="0;url={escape(target)}"><title>Signed in</title>'
-        f'</head><body><main data-page="signed-in"><p>Signed in as {escape(who.name)}. '
-        f'<a href="{escape(target)}">Continue</a></p></main></body></html>'
-    )
-    response = HTMLResponse(page, headers=_NO_STORE)
+    response: Response
+    if cross_site:
+        # After an OIDC callback (a cross-site navigation) a redirect would still be
+        # cross-site and the browser would hold back the Strict cookie on it; a page of our
+        # own that moves on (meta refresh) makes the next request same-site.
+        response = HTMLResponse(
+            '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="refresh" content="0;url={escape(target)}"><title>Signed in</title>'
+            f'</head><body><main data-page="signed-in"><p>Signed in as {escape(who.name)}. '
+            f'<a href="{escape(target)}">Continue</a></p></main></body></html>',
+            headers=_NO_STORE,
+        )
+    else:
+        response = RedirectResponse(target, status_code=303, headers=_NO_STORE)
     response.set_cookie(COOKIE, session_id, samesite="strict", **_COOKIE_FLAGS)
     response.delete_cookie(LOGIN_COOKIE, path="/", secure=True, httponly=True, samesite="strict")
     return response
@@ -214,7 +225,7 @@ async def login_post(request: Request) -> Response:
             username=username,
             error="the user name or the password is wrong; check both and try again",
         )
-    return _signed_in(request, context, account.principal(), account, target)
+    return _signed_in(request, context, account.principal(), account, target, cross_site=False)
 
 
 async def _authenticate(context: AuthContext, username: str, password: str) -> Account | None:
@@ -284,7 +295,9 @@ async def oidc_callback(request: Request) -> Response:
             reason_code=refusal.reason_code,
         )
         return pages.refuse(request, refusal.status, refusal.message)
-    response = _signed_in(request, context, who, None, safe_next(flow.get("gm_next")))
+    response = _signed_in(
+        request, context, who, None, safe_next(flow.get("gm_next")), cross_site=True
+    )
     response.delete_cookie(
         context.pending.COOKIE, path="/", secure=True, httponly=True, samesite="lax"
     )
