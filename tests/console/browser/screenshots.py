@@ -53,8 +53,9 @@ def take(out: Path) -> list[Path]:
 
 
 def _save(page: Page, out: Path, name: str) -> Path:
+    # The first screen of each page (not the full page): what a reader needs, in a small PNG.
     path = out / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path))
     return path
 
 
