@@ -37,10 +37,14 @@ def _open_ids(deployment: Deployment, subject: str) -> list[str]:
 
 
 @pytest.mark.parametrize("path", ["/requests", "/subjects/C-2001", "/audit", "/health"])
-def test_without_a_session_every_page_leads_to_the_login_page(page: Page, path: str) -> None:
+def test_without_a_session_every_page_leads_to_the_login_page(
+    page: Page, path: str, shot: Callable[[Page, str], Path]
+) -> None:
     page.goto(path)
     on_page(page, "login")
     expect(page.get_by_test_id("whoami")).to_have_count(0)
+    if path == "/requests":
+        shot(page, "login")
 
 
 def test_a_post_without_a_session_does_nothing(
@@ -67,6 +71,27 @@ def test_the_wrong_role_gets_a_403_page_naming_the_role_needed(
     expect(page.locator("main")).not_to_contain_text("disputes a card payment")
     shot(page, "forbidden")
     assert audited_events(deployment, ADMIN.actor)["console.access"] >= 1
+
+
+def test_a_read_only_role_with_a_valid_token_still_cannot_act(
+    page: Page, context: BrowserContext, deployment: Deployment
+) -> None:
+    """An auditor replays their own logout form's token and nonce against an officer's action."""
+    sign_in(page, AUDITOR)
+    logout = form(page, "logout")
+    fields = {
+        name: logout.locator(f"input[name={name}]").get_attribute("value") or ""
+        for name in ("csrf_token", "form_nonce")
+    }
+    response = context.request.post(
+        "/requests",
+        form={**fields, "subject": "C-3005", "kind": "erasure", "received": "2026-12-01"},
+        max_redirects=0,
+    )
+    assert response.status == 403
+    assert "privacy-officer" in response.text()
+    assert _open_ids(deployment, "C-3005") == []
+    assert audited_events(deployment, AUDITOR.actor)["console.access"] >= 1
 
 
 def test_a_form_without_its_csrf_token_is_refused(page: Page, deployment: Deployment) -> None:
