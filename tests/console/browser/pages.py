@@ -39,7 +39,7 @@ def sign_in(page: Page, account: Account) -> None:
 
 
 def sign_out(page: Page) -> None:
-    page.locator("form[data-testid=logout] button, form[data-testid=logout] [type=submit]").click()
+    form(page, "logout").locator("[type=submit]").click()
     on_page(page, "login")
 
 

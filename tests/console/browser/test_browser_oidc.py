@@ -87,9 +87,13 @@ def test_an_oidc_user_signs_in_with_the_role_their_group_maps_to(
     on_page(oidc_page, "requests")
     if user == "dana":
         shot(oidc_page, "oidc-signed-in")
+    context = oidc_page.context
+    session = [c for c in context.cookies() if c["name"] == "gm_session"]
+    assert len(session) == 1
     sign_out(oidc_page)
+    context.add_cookies(session)  # the old cookie played back: the server ended the session
     oidc_page.goto("/requests")
-    on_page(oidc_page, "login")  # the session ended at the server
+    on_page(oidc_page, "login")
     events = audited_events(deployment, f"oidc:{user}")
     assert events["console.login"] >= 1 and events["console.logout"] >= 1, events
 
@@ -101,5 +105,12 @@ def test_an_oidc_user_in_no_allowed_group_gets_a_403_page_and_no_session(
     on_page(oidc_page, "error")
     expect(oidc_page.locator("main")).to_contain_text("group")
     shot(oidc_page, "oidc-refused")
+    assert not [c for c in oidc_page.context.cookies() if c["name"] == "gm_session"]
     oidc_page.goto("/requests")
     on_page(oidc_page, "login")
+    refused = [
+        e["attrs"]["outcome"]
+        for e in deployment.audit_entries("oidc:mallory")
+        if e["event"] == "console.login"
+    ]
+    assert refused == ["denied"]
