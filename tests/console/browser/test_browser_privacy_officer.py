@@ -160,6 +160,22 @@ def test_an_erasure_request_from_arrival_to_closing(
     on_page(page, "subject")
     submit(page, "erase", confirm="C-100")  # one character short: refused
     assert "C-100" in flash_error(page)
+
+    # A legal hold refuses the erasure, naming the hold; released, the erasure runs.
+    page.goto(subject_path(subject))
+    submit(page, "place-hold", reason="litigation 2026-114")
+    flash_ok(page)
+    page.goto(subject_path(subject))
+    hold = page.get_by_test_id("holds").locator("tr[data-hold-id]")
+    expect(hold).to_have_count(1)
+    hold_id = hold.get_attribute("data-hold-id")
+    assert hold_id
+    submit(page, "erase", confirm=subject)
+    assert hold_id in flash_error(page)
+    page.goto(subject_path(subject))
+    submit(page, "release-hold", hold=hold_id)
+    flash_ok(page)
+
     page.goto(subject_path(subject))
     submit(page, "erase", confirm=subject)
     flash_ok(page)
@@ -180,7 +196,7 @@ def test_an_erasure_request_from_arrival_to_closing(
     assert {"request.open", "request.verify", "erase", "request.close"} <= {
         e["event"] for e in about
     }
-    erased = [e for e in about if e["event"] == "erase"]
-    assert [e["attrs"]["outcome"] for e in erased] == [
-        "ok"
-    ]  # the refused confirmation erased nothing
+    # The mistyped confirmation reached no erasure; the held one was refused, then it ran.
+    erased = [e["attrs"]["outcome"] for e in about if e["event"] == "erase"]
+    assert erased == ["blocked", "ok"], erased
+    assert {"hold.place", "hold.release"} <= {e["event"] for e in about}
