@@ -132,6 +132,8 @@ class AuditEvent(StrEnum):
     """A console page refused to a signed-in user whose role may not use it."""
     CONSOLE_CSRF = "console.csrf"
     """A signed-in user's form refused: CSRF token missing or wrong, or a replayed form."""
+    CONSOLE_VIEW = "console.view"
+    """A console page showed personal data (``kind``: the page), recorded before it was shown."""
 
 
 GEN_AI_OPERATIONS: Mapping[str, str] = {

@@ -29,6 +29,7 @@ import governed_memory as gm
 
 from . import _auth
 from ._pages import audit, health, requests, retention, subjects
+from ._pages.audit import trail_of
 from ._principal import Role
 from ._views import SECURITY_HEADERS, Console, SecurityHeaders, error_page, templates
 
@@ -84,9 +85,17 @@ def create_app(config: ConsoleConfig, governance: gm.Governance) -> Starlette:
             is audited through ``governance.audit`` with the signed-in user's actor.
 
     Raises:
-        ConfigurationError: the accounts file or the secret key file is unsafe
-            (see ``_auth.install``).
+        ConfigurationError: the policy keeps no audit log (the console records
+            every view and action there, so it refuses to run without one), or
+            the accounts file or the secret key file is unsafe (see ``_auth.install``).
     """
+    try:
+        trail_of(governance)
+    except gm.ConfigurationError as exc:
+        raise gm.ConfigurationError(
+            f"the console records every view of personal data and every action in the audit "
+            f"log, and {exc}"
+        ) from None
     routes = [
         Route("/", _home),
         *requests.routes,

@@ -189,7 +189,7 @@ def audit_view(
         AuditWriteError: the entry could not be written; the caller must not show the data.
     """
     console(request).governance.audit.record(
-        "console.view",
+        gm.AuditEvent.CONSOLE_VIEW,
         agent=agent,
         subject_id=subject,
         outcome="ok",

@@ -107,3 +107,17 @@ def test_a_public_bind_without_tls_is_refused(tmp_path: Path) -> None:
         ["--workspace", str(workspace), "console", "--host", "0.0.0.0", "--config", str(config)],
     )
     assert done.exit_code == 1 and "no TLS is configured" in done.output
+
+
+def test_a_deployment_without_an_audit_log_is_refused(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    accounts = tmp_path / "accounts.json"
+    config = tmp_path / "console.toml"
+    config.write_text(f"accounts_file = {json.dumps(str(accounts))}\n")
+    done = CliRunner().invoke(
+        main, ["--workspace", str(workspace), "console", "--config", str(config)]
+    )
+    assert done.exit_code == 1
+    assert "records every view of personal data" in done.output
+    assert "audit.enabled = true" in done.output

@@ -153,3 +153,20 @@ def test_the_auditor_cannot_act_on_a_subject(cweb_user: Callable[[str], User]) -
     refused = auditor.client.post("/subjects/alice/erase", data={**fields, "confirm": "alice"})
     assert refused.status_code == 403
     assert '<td class="num">2</td>' in cweb_user("olivia").get("/subjects/alice").text
+
+
+def test_the_frame_finds_a_subjects_page_by_id(cweb_user: Callable[[str], User]) -> None:
+    admin = cweb_user("adam")
+    assert 'data-testid="find-subject"' in admin.get("/health").text
+    found = admin.get("/subjects?subject=" + quote("a/b c", safe=""))
+    assert found.status_code == 303 and found.headers["location"] == "/subjects/a%2Fb%20c"
+    assert admin.get(found.headers["location"]).status_code == 200
+
+
+def test_an_address_that_is_not_utf8_is_the_one_line_error(
+    cweb_user: Callable[[str], User],
+) -> None:
+    page = cweb_user("olivia").get("/subjects/%ff%fe")
+    assert page.status_code == 400 and 'data-page="error"' in page.text
+    [(kind, text)] = flash(page.text)
+    assert kind == "error" and "not percent-encoded UTF-8" in text

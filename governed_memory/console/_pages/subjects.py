@@ -29,7 +29,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 import governed_memory as gm
@@ -56,13 +56,20 @@ def subject_of(request: Request) -> tuple[str, str | None]:
 
     Raises:
         HTTPException: 404 for any other shape of path.
+        ConfigurationError: the encoded id is not UTF-8.
     """
     raw = request.scope.get("raw_path") or request.scope["path"].encode()
     path = raw.decode("latin-1").split("?", 1)[0]
     parts = path[len(PREFIX) :].split("/") if path.startswith(PREFIX) else []
     if not 1 <= len(parts) <= 2 or not parts[0]:
         raise _not_found()
-    subject = unquote(parts[0], errors="strict")
+    try:
+        subject = unquote(parts[0], errors="strict")
+    except UnicodeDecodeError:
+        raise gm.ConfigurationError(
+            f"the subject id in the address ({parts[0][:60]}) is not percent-encoded UTF-8; "
+            "open the subject from the request register or the look-up form"
+        ) from None
     return subject, parts[1] if len(parts) == 2 else None
 
 
@@ -302,7 +309,19 @@ async def export(request: Request, subject: str) -> Response:
     )
 
 
+async def find_subject(request: Request) -> Response:
+    """``GET /subjects?subject=ID``: the subject's page (the frame's look-up form)."""
+    _auth.require(request, *READERS)
+    subject = request.query_params.get("subject", "").strip()
+    if not subject:
+        raise gm.ConfigurationError(
+            "no subject id given; type the data subject's id (as the request register shows it)"
+        )
+    return RedirectResponse(PREFIX + quote(subject, safe=""), status_code=303)
+
+
 routes = [
+    Route("/subjects", find_subject, methods=["GET"]),
     Route("/subjects/{rest:path}", subject_page, methods=["GET"]),
     Route("/subjects/{rest:path}", subject_action, methods=["POST"]),
 ]
