@@ -178,3 +178,22 @@ def test_the_running_console_sees_a_change_made_by_another_process(accounts_file
     assert accounts.still_valid(alice)
     set_role(accounts_file, "alice", Role.AUDITOR)
     assert not accounts.still_valid(alice)
+
+
+def test_a_hash_under_weaker_parameters_is_upgraded_at_the_next_sign_in(tmp_path: Path) -> None:
+    import argon2
+
+    path = tmp_path / "accounts.json"
+    add_user(path, "alice", Role.AUDITOR, PASSWORD)
+    data = json.loads(path.read_text())
+    weak = argon2.PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1).hash(PASSWORD)
+    data["accounts"]["alice"]["hash"] = weak
+    path.write_text(json.dumps(data))
+    accounts = Accounts(path)
+    account = accounts.authenticate("alice", PASSWORD)
+    stored = json.loads(path.read_text())["accounts"]["alice"]["hash"]
+    assert stored != weak
+    assert not argon2.PasswordHasher().check_needs_rehash(stored)
+    # The session's credential is the upgraded entry, so the session stays valid.
+    assert account is not None and accounts.still_valid(account)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

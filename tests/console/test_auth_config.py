@@ -168,3 +168,39 @@ def test_the_stub_provider_runs_from_a_shell_for_the_browser_tests() -> None:
         child.wait(timeout=30)
         if child.stdout is not None:
             child.stdout.close()
+
+
+def test_a_secret_key_file_others_may_read_or_too_short_is_refused(tmp_path: Path) -> None:
+    from governed_memory.console._auth._context import read_secret_key
+
+    key = tmp_path / "secret"
+    key.write_text("k" * 44)
+    key.chmod(0o644)
+    with pytest.raises(gm.ConfigurationError, match=r"mode 0644; it must be 0600"):
+        read_secret_key(key)
+    key.chmod(0o600)
+    assert read_secret_key(key) == b"k" * 44
+    key.write_text("short")
+    with pytest.raises(gm.ConfigurationError, match="holds 5 bytes; it needs at least 32"):
+        read_secret_key(key)
+    with pytest.raises(gm.ConfigurationError, match="cannot be read"):
+        read_secret_key(tmp_path / "none")
+
+
+def test_sign_in_tokens_made_under_one_secret_key_hold_across_a_restart(tmp_path: Path) -> None:
+    """With secret_key_file, a sign-in page opened before a restart still posts after it."""
+    from auth_app import PASSWORD, client, login_token, make_app
+
+    key = tmp_path / "secret"
+    key.write_text("s" * 44)
+    key.chmod(0o600)
+    first, _ = make_app(tmp_path, secret_key_file=key)
+    browser = client(first)
+    token = login_token(browser)
+    restarted, _ = make_app(tmp_path, secret_key_file=key)
+    again = client(restarted)
+    again.cookies = browser.cookies
+    done = again.post(
+        "/login", data={"username": "alice", "password": PASSWORD, "csrf_token": token}
+    )
+    assert done.status_code == 303

@@ -14,8 +14,10 @@ fsyncs it and renames it over, under an exclusive lock, so a crash or a full
 disk leaves the old file or the new one, never a torn one.
 
 Passwords are hashed with argon2-cffi's :class:`~argon2.PasswordHasher`
-(Argon2id, the RFC 9106 defaults); a login against an unknown name still
-spends one verification, so the time taken does not tell which names exist.
+(Argon2id, the RFC 9106 defaults); a hash made under weaker parameters (an
+older argon2-cffi) is replaced at the account's next successful sign-in. A
+login against an unknown name still spends one verification, so the time
+taken does not tell which names exist.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import re
 import stat
@@ -51,6 +54,7 @@ __all__ = [
 ]
 
 FORMAT = 1
+logger = logging.getLogger("governed_memory.console")
 MIN_PASSWORD_LENGTH = 12
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 _HASHER = argon2.PasswordHasher()
@@ -346,7 +350,30 @@ class Accounts:
             _HASHER.verify(account.hash if account else _DUMMY_HASH, password)
         except (VerifyMismatchError, VerificationError, InvalidHashError):
             return None
+        if account is not None and _HASHER.check_needs_rehash(account.hash):
+            account = self._rehash(account, password)
         return account
+
+    def _rehash(self, account: Account, password: str) -> Account:
+        """Store a hash under today's Argon2 parameters (the password is known only now).
+
+        Skipped, keeping the old hash, when the entry changed meanwhile or the file
+        cannot be written (a read-only mount): the sign-in itself still succeeds.
+        """
+        fresh = Account(name=account.name, role=account.role, hash=_HASHER.hash(password))
+
+        def edit(accounts: dict[str, Account]) -> None:
+            if accounts.get(account.name) == account:
+                accounts[account.name] = fresh
+
+        try:
+            _change(self.path, edit)
+        except AccountsFileError as exc:
+            logger.warning(
+                "console: the password hash of %s was not upgraded: %s", account.name, exc
+            )
+            return account
+        return self.current().get(account.name, account)
 
     def still_valid(self, account: Account) -> bool:
         """Whether ``account`` is unchanged in the file (not removed, re-roled or re-passworded)."""
