@@ -10,6 +10,7 @@ runs ``governed-memory console`` from the virtualenv as a subprocess on a free
 
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
 import json
@@ -248,6 +249,8 @@ class ConsoleServer:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # its own process group: stop() ends its children too
             )
+        # A test run interrupted past its fixtures' teardown (Ctrl-C) still stops it.
+        atexit.register(self.stop)
         self._wait_until_serving()
 
     def _wait_until_serving(self) -> None:
