@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from oai_helpers import run
 
 from governed_memory import ConfigurationError, Governance
 from governed_memory._policy import Settings
+from governed_memory._wiring import shared_governance
 from governed_memory.integrations.openai_agents import GovernedSession
 from governed_memory.integrations.openai_agents._memory import SessionMemory
 
 
 @pytest.fixture
-def database(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """GOVERNED_MEMORY_DATABASE_URL set (schema upgraded); the workspace folder it must not make."""
+def database(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """GOVERNED_MEMORY_DATABASE_URL set (schema upgraded); the workspace folder it must not make.
+
+    A session built without ``governance=`` runs under the process's shared Governance
+    of these settings, which opens a pool on the test's database: closed at the end,
+    before the settings change back, so no connection outlives the test.
+    """
     from governed_memory._postgres import Database, upgrade_schema
 
     db = Database(pg_url)
@@ -25,14 +32,20 @@ def database(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pa
         db.close()
     monkeypatch.setenv("GOVERNED_MEMORY_DATABASE_URL", pg_url)
     monkeypatch.setenv("WORKSPACE_DIR", str(tmp_path / "ws"))
-    return tmp_path / "ws"
+    try:
+        yield tmp_path / "ws"
+    finally:
+        shared_governance().storage.close()
 
 
 def test_the_default_session_stores_its_items_in_the_database(database: Path) -> None:
+    # run(), not asyncio.run(): that would drop the thread's default loop unclosed (oai_helpers).
     session = GovernedSession("conv-pg")
-    asyncio.run(session.add_items([{"role": "user", "content": "standing order to the 28th"}]))
+    run(session.add_items([{"role": "user", "content": "standing order to the 28th"}]))
+    session.close()
     again = GovernedSession("conv-pg")
-    items = asyncio.run(again.get_items())
+    items = run(again.get_items())
+    again.close()
     assert [i.get("content") for i in items] == ["standing order to the 28th"]
     gov = Governance(settings=Settings())
     try:
