@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,18 +9,16 @@ from oai_helpers import run
 
 from governed_memory import ConfigurationError, Governance
 from governed_memory._policy import Settings
-from governed_memory._wiring import shared_governance
 from governed_memory.integrations.openai_agents import GovernedSession
 from governed_memory.integrations.openai_agents._memory import SessionMemory
 
 
 @pytest.fixture
-def database(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def database(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """GOVERNED_MEMORY_DATABASE_URL set (schema upgraded); the workspace folder it must not make.
 
-    A session built without ``governance=`` runs under the process's shared Governance
-    of these settings, which opens a pool on the test's database: closed at the end,
-    before the settings change back, so no connection outlives the test.
+    A session built without ``governance=`` runs under the process's shared Governance,
+    whose pool tests/conftest.py closes when the test ends.
     """
     from governed_memory._postgres import Database, upgrade_schema
 
@@ -32,10 +29,7 @@ def database(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> It
         db.close()
     monkeypatch.setenv("GOVERNED_MEMORY_DATABASE_URL", pg_url)
     monkeypatch.setenv("WORKSPACE_DIR", str(tmp_path / "ws"))
-    try:
-        yield tmp_path / "ws"
-    finally:
-        shared_governance().storage.close()
+    return tmp_path / "ws"
 
 
 def test_the_default_session_stores_its_items_in_the_database(database: Path) -> None:
