@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,29 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if name.upper().startswith(("GOVERNED_MEMORY_", "OTEL_")) or name.startswith("PG"):
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _shared_governance_closed() -> Iterator[None]:
+    """Each test leaves no shared Governance behind, its database pool and audit segment closed.
+
+    The process's Governance per settings (``shared_governance``: the in-process CLI,
+    code without ``governance=``) lives as long as the process, by design; a test
+    process runs many such "processes", and a Governance on a test's database kept
+    two pooled connections open on the server until the worker exited.
+    """
+    yield
+    wiring = sys.modules.get("governed_memory._wiring")
+    if wiring is None:  # default mode only: nothing was shared
+        return
+    with wiring._SHARED_LOCK:
+        governances = list(wiring._SHARED.values())
+        wiring._SHARED.clear()
+    for gov in governances:
+        close_audit = getattr(gov.audit, "close", None)
+        if close_audit is not None:
+            close_audit()
+        gov.storage.close()
 
 
 @pytest.fixture(scope="session")

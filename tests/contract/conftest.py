@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,16 @@ from backends import (
     Backend,
     OpenLog,
 )
+from pg_open import close_opened
 
 from governed_memory import FixedClock
+
+
+@pytest.fixture(autouse=True)
+def _close_databases() -> Iterator[None]:
+    """Close the PostgreSQL databases the test's params opened (pg_open.py), when it ends."""
+    yield
+    close_opened()
 
 
 @pytest.fixture(params=AGENT_STORE_BACKENDS)

@@ -1,7 +1,7 @@
 """The PostgreSQL implementations of the keyring, purge journal and leadership contract suites.
 
 Each opener works on a fresh database of this test process's throw-away server
-(tests/pg_server.py), schema upgraded; the leadership candidates share the
+(tests/pg_server.py), schema upgraded, closed when the test ends (pg_open.py); the leadership candidates share the
 server's ``postgres`` database (advisory locks need no table) and a lock named
 after ``tmp_path``. A leadership factory is pickled with the server's URL, so a
 spawned process reaches the same server instead of starting its own.
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pg_open import open_database
 
 from governed_memory._postgres import (
     Database,
@@ -22,16 +23,12 @@ from governed_memory._postgres import (
     PgPurgeJournal,
 )
 
-_OPEN: list[Database] = []  # kept open for the process: the contract openers have no teardown
-
 
 def _fresh_database() -> Database:
     from pg_server import server
 
     srv = server()
-    db = Database(srv.url(srv.schema_database()), min_size=1, max_size=4)
-    _OPEN.append(db)
-    return db
+    return open_database(srv.url(srv.schema_database()), min_size=1, max_size=4)
 
 
 def _pg_key_storage(tmp_path: Path) -> Callable[[], PgKeyStorage]:

@@ -2,7 +2,8 @@
 
 One database per test process, its schema upgraded once and its memory tables emptied
 for each test: the suites see an empty backend, as on a fresh workspace folder, without
-a ``CREATE DATABASE`` per test.
+a ``CREATE DATABASE`` per test. Its pool is closed when each test ends (pg_open.py)
+and reopens on the next test's first query.
 """
 
 from __future__ import annotations
@@ -14,23 +15,21 @@ from typing import Any
 
 import pytest
 from backends import HEADER, Backend
+from pg_open import open_database
 
 from governed_memory import FixedClock
 
-_DATABASE: list[Any] = []
+_DATABASE: list[str] = []  # the URL of this process's test database
 
 
 def fresh_database() -> Any:
     """This process's test database (tests/pg_server.py), its memory tables emptied."""
     from pg_server import server
 
-    from governed_memory._postgres import Database
-
     if not _DATABASE:
         pg = server()
-        db = Database(pg.url(pg.schema_database()))
-        _DATABASE.append(db)
-    db = _DATABASE[0]
+        _DATABASE.append(pg.url(pg.schema_database()))
+    db = open_database(_DATABASE[0])
     with db.transaction("emptying the memory tables") as conn:
         conn.execute(
             "TRUNCATE governed_memory.memories, governed_memory.memory_blocks, "

@@ -2,38 +2,26 @@
 
 Each param opens the log or document on a :class:`PgPlace` over a fresh database
 of the test server (schema upgraded), plaintext and sealed; every object a test
-opens shares that database, as the processes of one workspace would.
+opens shares that database, as the processes of one workspace would; its pool is
+closed when the test ends (pg_open.py).
 """
 
 from __future__ import annotations
 
-import atexit
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pg_open import open_database
 from pg_server import server
 
-from governed_memory._postgres import Database, PgPlace
+from governed_memory._postgres import PgPlace
 from governed_memory._records import JsonDocument, JsonlLog
-
-_OPEN: list[Database] = []  # the last test's database, closed when the next one opens
-
-
-def _close() -> None:
-    while _OPEN:
-        _OPEN.pop().close()
-
-
-atexit.register(_close)
 
 
 def _place() -> PgPlace:
-    _close()
     pg = server()
-    db = Database(pg.url(pg.schema_database()), max_size=12)
-    _OPEN.append(db)
-    return PgPlace(db)
+    return PgPlace(open_database(pg.url(pg.schema_database()), max_size=12))
 
 
 def _sealing(root: Path, sealed: bool) -> Any:

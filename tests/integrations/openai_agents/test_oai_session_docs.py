@@ -44,7 +44,7 @@ def test_the_worked_example_resumes_encrypts_and_audits(
     monkeypatch.setenv("OPENAI_BASE_URL", stub_llm.url)
     stub_llm.queue("Done: the card ending in 4411 is blocked.", "The card ending in 4411.")
 
-    # The example's asyncio.run, on a loop of its own (conftest.run says why).
+    # The example's asyncio.run, on a loop of its own (oai_helpers.run says why).
     monkeypatch.setattr(asyncio, "run", run)
     namespace: dict[str, Any] = {"__name__": "worked_example"}
     exec(compile(EXAMPLES["openai-agents"], str(DOC), "exec"), namespace)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
+from oai_helpers import run
 
 from governed_memory import ConfigurationError, Governance
 from governed_memory._policy import Settings
@@ -15,7 +15,11 @@ from governed_memory.integrations.openai_agents._memory import SessionMemory
 
 @pytest.fixture
 def database(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """GOVERNED_MEMORY_DATABASE_URL set (schema upgraded); the workspace folder it must not make."""
+    """GOVERNED_MEMORY_DATABASE_URL set (schema upgraded); the workspace folder it must not make.
+
+    A session built without ``governance=`` runs under the process's shared Governance,
+    whose pool tests/conftest.py closes when the test ends.
+    """
     from governed_memory._postgres import Database, upgrade_schema
 
     db = Database(pg_url)
@@ -29,10 +33,13 @@ def database(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pa
 
 
 def test_the_default_session_stores_its_items_in_the_database(database: Path) -> None:
+    # run(), not asyncio.run(): that would drop the thread's default loop unclosed (oai_helpers).
     session = GovernedSession("conv-pg")
-    asyncio.run(session.add_items([{"role": "user", "content": "standing order to the 28th"}]))
+    run(session.add_items([{"role": "user", "content": "standing order to the 28th"}]))
+    session.close()
     again = GovernedSession("conv-pg")
-    items = asyncio.run(again.get_items())
+    items = run(again.get_items())
+    again.close()
     assert [i.get("content") for i in items] == ["standing order to the 28th"]
     gov = Governance(settings=Settings())
     try:
