@@ -69,6 +69,7 @@ class _Group(LazyGroup):
 def main(ctx: click.Context, workspace: Path | None, policy_path: Path | None) -> None:
     """Governed persistent memory for LLM agents."""
     ctx.obj = CliContext(workspace_arg=workspace, policy_arg=policy_path)
+    ctx.call_on_close(ctx.obj.close)
 
 
 # The commands are imported when one runs, not when the CLI starts (``_lazy``): ``--help``

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pwd
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,7 @@ class CliContext:
     workspace_arg: Path | None
     policy_arg: Path | None
     _spans_exported: bool = field(default=False, init=False, repr=False)
+    _closing: list[Callable[[], None]] = field(default_factory=list, init=False, repr=False)
 
     @property
     def workspace(self) -> Path:
@@ -105,7 +107,9 @@ class CliContext:
         from .._wiring import Governance, shared_governance
 
         if kwargs:
-            return Governance(settings=settings or self.settings(), **kwargs)
+            governance = Governance(settings=settings or self.settings(), **kwargs)
+            self._closing.append(governance.storage.close)
+            return governance
         return shared_governance(settings or self.settings())
 
     def storage(self, settings: Settings | None = None) -> DeploymentStorage:
@@ -116,7 +120,19 @@ class CliContext:
         """
         from .._governance import storage_for
 
-        return storage_for(settings or self.settings())
+        storage = storage_for(settings or self.settings())
+        self._closing.append(storage.close)
+        return storage
+
+    def close(self) -> None:
+        """Close what the command opened through this context (a database pool per storage).
+
+        Called when the command ends (``click.Context.call_on_close``): a pool left
+        to the garbage collector keeps its connections open on the server until then.
+        """
+        closing, self._closing = self._closing, []
+        for close in reversed(closing):
+            close()
 
     def file_workspace(self, settings: Settings | None = None) -> Path:
         """The folder the file storage keeps everything in; a database backend is refused.

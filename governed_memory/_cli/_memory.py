@@ -96,7 +96,6 @@ def _demo_database(cli: CliContext) -> Governance | None:
     ciphertext (its master key comes from the settings, as every host's does).
     """
     from .._policy import Policy, resolve_policy
-    from .._wiring import Governance
 
     settings = cli.settings()
     storage = cli.storage(settings)
@@ -110,7 +109,7 @@ def _demo_database(cli: CliContext) -> Governance | None:
         data = policy.model_dump(exclude={"source"}, mode="json")
         data["encryption"] = {"enabled": True}
         policy = Policy.model_validate(data)
-    return Governance(policy=policy, settings=settings)
+    return cli.governance(settings, policy=policy)  # its pool closed when the command ends
 
 
 # -- agents ---------------------------------------------------------------------

@@ -143,3 +143,27 @@ def test_keys_status_and_rotate_on_the_database(host: Deployment) -> None:
     # The memory still reads under the new key alone.
     agents = json.loads(host.ok("agents", "--json", GOVERNED_MEMORY_MASTER_KEY=new))
     assert agents[0]["messages"] == 1
+
+
+def _connections(url: str) -> int:
+    """Client connections to the test's database other than this one."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_command_closes_the_database_connections_it_opened(host: Deployment) -> None:
+    """The demo and `keys status` build storages of their own: closed when the command ends."""
+    _demo_agent(host)
+    import governed_memory._wiring as wiring
+
+    for gov in list(wiring._SHARED.values()):  # `agents`: the process's shared Governance,
+        gov.storage.close()  # which lives as long as its process (reopened when used again)
+    assert _connections(host.url) == 0
+    json.loads(host.ok("keys", "status", "--json"))
+    host.ok("demo")
+    assert _connections(host.url) == 0
