@@ -68,6 +68,7 @@ if _typing.TYPE_CHECKING:
         keyring_status,
     )
     from ._errors import (
+        AccountsFileError,
         AuditVerificationError,
         AuditWriteError,
         ConfigurationError,
@@ -187,6 +188,7 @@ if _typing.TYPE_CHECKING:
     from ._wiring import Governance
 
 __all__ = [
+    "AccountsFileError",
     "Agent",
     "AgentInfo",
     "AgentState",
@@ -357,6 +359,7 @@ _EXPORTS: dict[str, str] = {
     "AuditLog": "_audit",
     "AuditSink": "_governance",
     "AuditTrail": "_audit",
+    "AccountsFileError": "_errors",
     "AuditVerificationError": "_errors",
     "AuditWriteError": "_errors",
     "Backoff": "_memory",

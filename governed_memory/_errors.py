@@ -6,6 +6,7 @@ for the reference (``except ValueError``) keeps working::
 
     GovernedMemoryError
     ├── ConfigurationError (ValueError)       bad argument, setting or policy
+    │   ├── AccountsFileError                 the console's accounts file is unsafe or malformed
     │   ├── InvalidAgentNameError             agent_name breaks a path rule
     │   ├── KeyProviderError                  master key missing, malformed or exposed
     │   ├── PolicyError                       a policy file or override breaks a rule
@@ -37,6 +38,11 @@ for the reference (``except ValueError``) keeps working::
     EntryFormatError (ValueError)             internal: a line is not a well-formed audit
                                               entry (reading and verifying catch it)
 
+The console's refusals inside a request (``NotSignedIn``, ``Forbidden``,
+``CsrfRefusal``, ``OidcRefusal`` in ``governed_memory.console._auth``) are not
+errors of the library: Starlette turns them into the sign-in page or a 403
+before the request ends, and no caller ever sees one; they live with the console.
+
 The sub-packages that raise an error re-export it where it used to be defined
 (``governed_memory._policy.PolicyError``, ...), so their imports keep working.
 A test checks that every exception class of the package is defined here and
@@ -52,6 +58,7 @@ from pathlib import Path
 from typing import Protocol
 
 __all__ = [
+    "AccountsFileError",
     "AuditVerificationError",
     "AuditWriteError",
     "ConfigurationError",
@@ -92,6 +99,10 @@ class GovernedMemoryError(Exception):
 
 class ConfigurationError(GovernedMemoryError, ValueError):
     """A value given in code, in the environment or in a policy is not valid."""
+
+
+class AccountsFileError(ConfigurationError):
+    """The console's accounts file is unsafe, unreadable or malformed, or a change breaks a rule."""
 
 
 class InvalidAgentNameError(ConfigurationError):

@@ -11,7 +11,7 @@ import pytest
 from pg_server import PgServer
 
 from governed_memory._audit import AuditEvent, AuditKey, FindingKind, verify_storage
-from governed_memory._errors import AuditWriteError
+from governed_memory._errors import AuditWriteError, DatabaseError
 from governed_memory._postgres import Database, PgAuditStorage, upgrade_schema
 from governed_memory._postgres._ddl_audit import application_grants
 
@@ -130,7 +130,7 @@ def test_the_application_role_cannot_rewrite_history(
     _fill(app_log)
     before = [e.hash for e in app_log.entries()]
     with (
-        pytest.raises(psycopg.errors.InsufficientPrivilege, match=refusal),
+        pytest.raises(DatabaseError, match=f"{refusal}.*Roles and least privilege"),
         app_db.transaction() as conn,
     ):
         conn.execute(statement)  # type: ignore[arg-type]

@@ -42,6 +42,8 @@ import governed_memory as gm
 
 from .._principal import Principal, Role
 
+AccountsFileError = gm.AccountsFileError  # defined with the library's errors (_errors)
+
 __all__ = [
     "MIN_PASSWORD_LENGTH",
     "Account",
@@ -60,10 +62,6 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 _HASHER = argon2.PasswordHasher()
 # Verified against when the name is unknown, so a miss costs what a hit costs.
 _DUMMY_HASH = _HASHER.hash("governed-memory console: no such account")
-
-
-class AccountsFileError(gm.ConfigurationError):
-    """The accounts file is unsafe, unreadable or malformed, or a change to it breaks a rule."""
 
 
 @dataclass(frozen=True)
