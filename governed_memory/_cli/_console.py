@@ -104,6 +104,12 @@ def _accounts(accounts: Path | None, config_file: Path | None) -> Path:
     return found
 
 
+def _hashing(config_file: Path | None) -> Any:
+    """The console settings' ``password_hashing`` when a settings file is given, else None."""
+    path = config_file or click.get_current_context().meta.get("console_config_file")
+    return _load(path).password_hashing if path is not None else None
+
+
 accounts_option = click.option(
     "--accounts",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -134,7 +140,7 @@ def add_user(
     from governed_memory.console import add_user as add
 
     path = _accounts(accounts, config_file)
-    account = add(path, name, role, _password(password_stdin))
+    account = add(path, name, role, _password(password_stdin), hashing=_hashing(config_file))
     click.echo(f"added {account.name} ({account.role.value}) to {path}")
 
 

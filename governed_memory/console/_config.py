@@ -35,7 +35,7 @@ import governed_memory as gm
 
 from ._principal import Role
 
-__all__ = ["ConsoleConfig", "LoginRate", "OidcConfig", "load_console_config"]
+__all__ = ["ConsoleConfig", "LoginRate", "OidcConfig", "PasswordHashing", "load_console_config"]
 
 ENV_PREFIX = "GOVERNED_MEMORY_CONSOLE_"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -85,6 +85,31 @@ class LoginRate(_Model):
             )
         window = match.group(2)
         return {"attempts": int(match.group(1)), "window": names.get(window, window)}
+
+
+class PasswordHashing(_Model):
+    """The Argon2id cost of a local password hash (each sign-in verifies one).
+
+    The default is argon2-cffi's (RFC 9106's low-memory profile: 3 passes over
+    64 MiB, 4 lanes, about 0.15 s on one core of a 2026 server). The floor is
+    OWASP's minimum for Argon2id (2 passes over 19 MiB, 1 lane): a host short of
+    memory may go down to it, never below. A hash made under other parameters
+    still verifies, and is replaced under these at its user's next sign-in.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    time_cost: int = Field(default=3, ge=2, le=100)
+    memory_kib: int = Field(default=65536, ge=19456, le=4_194_304)
+    parallelism: int = Field(default=4, ge=1, le=64)
+
+    def hasher(self) -> Any:
+        """An ``argon2.PasswordHasher`` with these parameters."""
+        import argon2
+
+        return argon2.PasswordHasher(
+            time_cost=self.time_cost, memory_cost=self.memory_kib, parallelism=self.parallelism
+        )
 
 
 class OidcConfig(_Model):
@@ -140,6 +165,8 @@ class ConsoleConfig(BaseSettings):
         session_idle: a session unused this long ends (default 15m).
         session_max: a session ends this long after sign-in however used (default 8h).
         login_rate: login attempts allowed per user name and per client IP.
+        password_hashing: the Argon2id cost of local password hashes, see
+            :class:`PasswordHashing`.
         oidc: OpenID Connect sign-in, see :class:`OidcConfig`.
         role_map: OIDC group -> console role.
     """
@@ -164,6 +191,7 @@ class ConsoleConfig(BaseSettings):
     session_idle: Duration = _dt.timedelta(minutes=15)
     session_max: Duration = _dt.timedelta(hours=8)
     login_rate: LoginRate = LoginRate()
+    password_hashing: PasswordHashing = PasswordHashing()
     oidc: OidcConfig | None = None
     role_map: dict[str, Role] = Field(default_factory=dict)
 

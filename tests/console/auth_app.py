@@ -79,12 +79,17 @@ def make_app(
     **settings: Any,
 ) -> tuple[Starlette, gm.Governance]:
     """The probe app over a fresh audited workspace, with local accounts for ``users``."""
+    from pages_client import TEST_HASHING
+
     from governed_memory.console._auth import add_user
+    from governed_memory.console._config import PasswordHashing
 
     accounts = tmp_path / "accounts.json"
+    hashing = PasswordHashing(**TEST_HASHING)
     for name, role in (users if users is not None else {"alice": Role.PRIVACY_OFFICER}).items():
-        add_user(accounts, name, role, PASSWORD)
+        add_user(accounts, name, role, PASSWORD, hashing=hashing)
     settings.setdefault("accounts_file", accounts)
+    settings.setdefault("password_hashing", hashing)
     config = ConsoleConfig(**settings)
     app = Starlette(
         routes=[

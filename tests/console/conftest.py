@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from pages_client import PASSWORD, User, sign_in
+from pages_client import PASSWORD, TEST_HASHING, User, sign_in
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
@@ -70,12 +70,14 @@ def cweb_app(cweb_governance: gm.Governance, tmp_path: Path) -> Starlette:
     """The console over the deployment, with one local account per role."""
     from governed_memory.console._app import create_app
     from governed_memory.console._auth import add_user
-    from governed_memory.console._config import ConsoleConfig
+    from governed_memory.console._config import ConsoleConfig, PasswordHashing
 
     accounts = tmp_path / "console-accounts.json"
+    hashing = PasswordHashing(**TEST_HASHING)
     for name, role in CWEB_USERS.items():
-        add_user(accounts, name, role, PASSWORD)
-    return create_app(ConsoleConfig(accounts_file=accounts), cweb_governance)
+        add_user(accounts, name, role, PASSWORD, hashing=hashing)
+    config = ConsoleConfig(accounts_file=accounts, password_hashing=hashing)
+    return create_app(config, cweb_governance)
 
 
 @pytest.fixture

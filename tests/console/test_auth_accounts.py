@@ -197,3 +197,25 @@ def test_a_hash_under_weaker_parameters_is_upgraded_at_the_next_sign_in(tmp_path
     # The session's credential is the upgraded entry, so the session stays valid.
     assert account is not None and accounts.still_valid(account)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_the_configured_cost_hashes_new_passwords_and_replaces_other_hashes(
+    tmp_path: Path,
+) -> None:
+    """`password_hashing` in the settings: new hashes use it; a default one moves to it."""
+    import argon2
+
+    from governed_memory.console._config import PasswordHashing
+
+    hashing = PasswordHashing(time_cost=2, memory_kib=19456, parallelism=1)
+    path = tmp_path / "accounts.json"
+    made = add_user(path, "alice", Role.AUDITOR, PASSWORD, hashing=hashing)
+    assert argon2.extract_parameters(made.hash).memory_cost == 19456
+    add_user(path, "bob", Role.AUDITOR, PASSWORD)  # the default cost
+    accounts = Accounts(path, hashing)
+    assert accounts.authenticate("alice", PASSWORD) is not None
+    assert accounts.authenticate("bob", PASSWORD) is not None
+    stored = json.loads(path.read_text())["accounts"]
+    assert stored["alice"]["hash"] == made.hash  # already at the configured cost: kept
+    assert argon2.extract_parameters(stored["bob"]["hash"]).memory_cost == 19456
+    assert accounts.authenticate("bob", "wrong password") is None

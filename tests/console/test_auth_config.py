@@ -104,6 +104,10 @@ def test_the_config_file_may_come_from_the_environment(
             "is not an https URL",
         ),
         ({"colour": "blue"}, "console setting colour"),
+        (
+            {"password_hashing": {"memory_kib": 1024}},
+            "password_hashing.memory_kib: Input should be greater than or equal to 19456",
+        ),
     ],
     ids=[
         "no-sign-in",
@@ -115,6 +119,7 @@ def test_the_config_file_may_come_from_the_environment(
         "bad-role",
         "http-issuer",
         "unknown-key",
+        "hashing-below-owasp",
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it_and_the_fix(

@@ -19,6 +19,15 @@ HEADERS = {
 }
 
 
+@pytest.fixture
+def cweb_backend() -> str:
+    """The frame (headers, navigation, error pages) reads no storage: over files only.
+
+    Every page that reads the deployment is tested over both backends in its own file.
+    """
+    return "file"
+
+
 def _secured(response: object) -> None:
     headers = response.headers  # type: ignore[attr-defined]
     for name, value in HEADERS.items():

@@ -40,6 +40,7 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 
 import governed_memory as gm
 
+from .._config import PasswordHashing
 from .._principal import Principal, Role
 
 AccountsFileError = gm.AccountsFileError  # defined with the library's errors (_errors)
@@ -59,9 +60,12 @@ FORMAT = 1
 logger = logging.getLogger("governed_memory.console")
 MIN_PASSWORD_LENGTH = 12
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
-_HASHER = argon2.PasswordHasher()
-# Verified against when the name is unknown, so a miss costs what a hit costs.
-_DUMMY_HASH = _HASHER.hash("governed-memory console: no such account")
+
+
+def _hasher(hashing: PasswordHashing | None) -> argon2.PasswordHasher:
+    """The hasher of ``hashing`` (None: the default parameters)."""
+    hasher: argon2.PasswordHasher = (hashing or PasswordHashing()).hasher()
+    return hasher
 
 
 @dataclass(frozen=True)
@@ -244,16 +248,26 @@ def _change(path: Path, edit: Any) -> None:
         _write(path, accounts)
 
 
-def add_user(path: Path, name: str, role: Role | str, password: str) -> Account:
+def add_user(
+    path: Path,
+    name: str,
+    role: Role | str,
+    password: str,
+    *,
+    hashing: PasswordHashing | None = None,
+) -> Account:
     """Add (or replace) the account ``name`` with ``role`` and a hash of ``password``.
 
-    Creates the file (mode 0600) when it does not exist.
+    Creates the file (mode 0600) when it does not exist. ``hashing``: the Argon2
+    cost (the console settings' ``password_hashing``; None: the default).
 
     Raises:
         AccountsFileError: the name, role or password breaks a rule, or the file is unsafe.
     """
     account = Account(
-        name=_check_name(name), role=_check_role(role), hash=_HASHER.hash(_check_password(password))
+        name=_check_name(name),
+        role=_check_role(role),
+        hash=_hasher(hashing).hash(_check_password(password)),
     )
 
     def edit(accounts: dict[str, Account]) -> None:
@@ -280,9 +294,11 @@ def remove_user(path: Path, name: str) -> None:
     _edit_existing(path, name, lambda accounts: accounts.pop(name))
 
 
-def set_password(path: Path, name: str, password: str) -> None:
+def set_password(
+    path: Path, name: str, password: str, *, hashing: PasswordHashing | None = None
+) -> None:
     """Replace the password of ``name``; its sessions end at their next request."""
-    new_hash = _HASHER.hash(_check_password(password))
+    new_hash = _hasher(hashing).hash(_check_password(password))
 
     def update(accounts: dict[str, Account]) -> None:
         accounts[name] = Account(name=name, role=accounts[name].role, hash=new_hash)
@@ -305,10 +321,15 @@ class Accounts:
 
     Args:
         path: the accounts file.
+        hashing: the Argon2 cost of new hashes (None: the default); a hash made under
+            other parameters is replaced at its user's next sign-in.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, hashing: PasswordHashing | None = None) -> None:
         self.path = Path(path)
+        self._hasher = _hasher(hashing)
+        # Verified against when the name is unknown, so a miss costs what a hit costs.
+        self._dummy_hash = self._hasher.hash("governed-memory console: no such account")
         self._lock = threading.Lock()
         self._cache: tuple[_Stamp, dict[str, Account]] | None = None
 
@@ -345,10 +366,10 @@ class Accounts:
         """The account if ``password`` is right for ``name``, else None (same cost either way)."""
         account = self.current().get(name)
         try:
-            _HASHER.verify(account.hash if account else _DUMMY_HASH, password)
+            self._hasher.verify(account.hash if account else self._dummy_hash, password)
         except (VerifyMismatchError, VerificationError, InvalidHashError):
             return None
-        if account is not None and _HASHER.check_needs_rehash(account.hash):
+        if account is not None and self._hasher.check_needs_rehash(account.hash):
             account = self._rehash(account, password)
         return account
 
@@ -358,7 +379,7 @@ class Accounts:
         Skipped, keeping the old hash, when the entry changed meanwhile or the file
         cannot be written (a read-only mount): the sign-in itself still succeeds.
         """
-        fresh = Account(name=account.name, role=account.role, hash=_HASHER.hash(password))
+        fresh = Account(name=account.name, role=account.role, hash=self._hasher.hash(password))
 
         def edit(accounts: dict[str, Account]) -> None:
             if accounts.get(account.name) == account:

@@ -137,7 +137,11 @@ class AuthContext:
                 window=config.login_rate.window.total_seconds(),
                 now=now,
             ),
-            accounts=Accounts(config.accounts_file) if config.accounts_file else None,
+            accounts=(
+                Accounts(config.accounts_file, config.password_hashing)
+                if config.accounts_file
+                else None
+            ),
             oidc=OidcLogin(config.oidc, config.role_map) if config.oidc else None,
             secret=read_secret_key(config.secret_key_file),
             pending=PendingLogins(now=now),

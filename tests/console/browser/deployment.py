@@ -178,7 +178,10 @@ def write_console_config(
     ``settings`` are further top-level keys as TOML text, e.g. ``oidc='{...}'``. Without
     accounts the console has no local sign-in (OIDC only).
     """
+    from pages_client import TEST_HASHING
+
     from governed_memory.console._auth import add_user
+    from governed_memory.console._config import PasswordHashing
     from governed_memory.console._principal import Role
 
     folder = deployment.root / name
@@ -191,9 +194,15 @@ def write_console_config(
     accounts = list(accounts)
     if accounts:
         accounts_file = folder / "accounts.json"
+        hashing = PasswordHashing(**TEST_HASHING)
         for account in accounts:
-            add_user(accounts_file, account.name, Role(account.role), account.password)
+            add_user(
+                accounts_file, account.name, Role(account.role), account.password, hashing=hashing
+            )
         lines.insert(0, f"accounts_file = {json.dumps(str(accounts_file))}")
+        # The cheapest cost the console accepts (see pages_client.TEST_HASHING); a table,
+        # so it goes after the top-level keys.
+        lines += ["[password_hashing]", *(f"{k} = {v}" for k, v in TEST_HASHING.items())]
     config = folder / "console.toml"
     config.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return config
