@@ -175,6 +175,21 @@ class AgentCodec:
         memo = self._memo[subject_id] = (epoch, frame_key, found, frame_fixed(frame_key))
         return memo
 
+    def frame_at_epoch(
+        self, epoch: int, context: FrameContext, index: int, data: bytes, subject_id: str | None
+    ) -> bytes | None:
+        """:meth:`frame_utf8` under the keys remembered at keyring epoch ``epoch``, reading nothing.
+
+        None when no keys of ``subject_id`` are remembered at that epoch. For a
+        writer whose transaction commits only while the epoch is still
+        ``epoch`` (the PostgreSQL store's guarded append): keys of an older
+        epoch never reach the stored memory.
+        """
+        memo = self._memo.get(subject_id)
+        if memo is None or memo[0] != epoch:
+            return None
+        return seal_frame(memo[2], context, index, memo[3], data, self.random(NONCE_BYTES))
+
     def frame(self, context: FrameContext, index: int, text: str, subject_id: str | None) -> bytes:
         """One frame holding ``text`` at ``index``, under the current keys."""
         return self.frame_utf8(context, index, text.encode("utf-8"), subject_id)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._audit import (
     GENESIS,
@@ -59,6 +59,7 @@ from .._errors import (
 )
 from ._batching import Batcher, Request
 from ._db import advisory_key, translate
+from ._guarded import Guess
 
 if TYPE_CHECKING:
     import psycopg
@@ -90,6 +91,26 @@ _WRITE = f"""
     INSERT INTO {_HEAD} (id, seq, hash, segment, mac) VALUES (true, %s, %s, %s, %s)
     ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash,
         segment = EXCLUDED.segment, mac = EXCLUDED.mac"""
+
+# _WRITE guarded (``_guarded``): only while the head and the newest entry are the
+# ones this process last wrote; the row count of the head's UPDATE says (1 or 0).
+_WRITE_IF = f"""
+    WITH ok AS (
+        SELECT FROM {_HEAD} WHERE seq = %s AND hash = %s AND mac = %s
+            AND (SELECT max(seq) FROM {_ENTRIES}) = %s
+    ), added AS (
+        INSERT INTO {_ENTRIES} (seq, segment, ts, event, line)
+        SELECT * FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[], %s::text[], %s::bytea[])
+        WHERE EXISTS (SELECT FROM ok)
+    )
+    UPDATE {_HEAD} SET seq = %s, hash = %s, segment = %s, mac = %s WHERE EXISTS (SELECT FROM ok)"""
+
+
+class _End(NamedTuple):
+    """The end of the chain as this process last wrote it: its newest entry and the head."""
+
+    last: AuditEntry
+    head: Head
 
 
 class PgAuditStorage:
@@ -130,6 +151,7 @@ class PgAuditStorage:
             ) from None
         self._lock_key = advisory_key("audit", "log")
         self._batcher: Batcher[_Item, AuditEntry] = Batcher(self._write_batch)
+        self._guess: Guess[_End] = Guess()
 
     @property
     def key(self) -> AuditKey:
@@ -155,6 +177,7 @@ class PgAuditStorage:
     def _locked(self, what: str) -> Iterator[_Chain]:
         """The chain's end under the log's advisory lock, in one transaction."""
         psycopg = _psycopg()
+        self._guess.forget()  # what this writes is the new end: remembered by the caller
         try:
             with self._db.transaction(
                 f"{what} the audit log", lock=self._lock_key, opening=_END
@@ -203,8 +226,22 @@ class PgAuditStorage:
         return self._batcher.submit((event, attrs_of, None))
 
     def _write_batch(self, batch: Sequence[Request[_Item, AuditEntry]]) -> None:
-        """Seal and write ``batch`` in one transaction under the log's lock, the head once."""
+        """Seal and write ``batch`` in one transaction under the log's lock, the head once.
+
+        Guessed first (``_guarded``): one round trip when this process wrote the
+        chain's end. Else, or when that guess missed, the end is read under the lock.
+        """
+        unsure = None
+        end = None if any(callable(r.item[1]) for r in batch) else self._guess.get()
+        if end is not None:
+            done, unsure = self._write_guessed(batch, end)
+            if done:
+                return
         with self._locked("append to") as chain:
+            if unsure is not None and self._committed(chain, unsure):
+                return  # the guessed write did commit: its results stand
+            for request in batch:
+                request.result = None
             self._settle(chain)
             for request in batch:
                 event, attrs, at = request.item
@@ -220,6 +257,57 @@ class PgAuditStorage:
                 request.result = self._write(chain, event, made, when, head=False)
             if chain.pending:
                 chain.write_head(self._key, last=True)
+            known = chain.end()
+        if known is not None:
+            self._guess.wrote(known)
+
+    def _write_guessed(
+        self, batch: Sequence[Request[_Item, AuditEntry]], end: _End
+    ) -> tuple[bool, AuditEntry | None]:
+        """Write ``batch`` after ``end`` in one round trip: (whether it committed, its newest entry
+        when the connection was lost after sending it, so that the outcome is unknown)."""
+        chain = _Chain(None, end.last, end.head.segment, end.head, None)
+        for request in batch:
+            event, attrs, at = request.item
+            assert not callable(attrs)
+            when = at if at is not None else self._clock.now()
+            request.result = self._write(chain, event, attrs, when, head=False)
+        guard = (end.head.seq, end.head.hash, end.head.mac, end.last.seq)
+        try:
+            counts = self._db.pipelined(
+                "appending to the audit log",
+                [(_WRITE_IF, (*guard, *chain.head_params(self._key)))],
+                lock=self._lock_key,
+            )
+        except BaseException as exc:
+            self._guess.forget()
+            if isinstance(exc, DatabaseError):
+                raise AuditWriteError(self._failure("append to", exc)) from exc
+            if isinstance(exc, _psycopg().Error):
+                error = translate(exc, where=self._db.where, doing="appending to the audit log")
+                raise AuditWriteError(self._failure("append to", error)) from exc
+            raise
+        if counts is not None and counts[0] == 1:
+            known = chain.end()
+            assert known is not None  # (it wrote the head)
+            self._guess.hit(known)
+            return True, None
+        self._guess.forget(missed=counts is not None)
+        return False, chain.last if counts is None else None
+
+    @staticmethod
+    def _committed(chain: _Chain, newest: AuditEntry) -> bool:
+        """Whether ``newest`` (the last of a write whose outcome is unknown) is in the chain.
+
+        Read under the log's lock, so that write has ended either way; it
+        committed whole or not at all.
+        """
+        if chain.last is None or chain.last.seq < newest.seq:
+            return False
+        row = chain.conn.execute(
+            f"SELECT line FROM {_ENTRIES} WHERE seq = %s", (newest.seq,)
+        ).fetchone()
+        return row is not None and bytes(row[0]) == newest.line
 
     def import_entry(self, entry: AuditEntry, segment: str) -> None:
         """Append ``entry`` exactly as stored elsewhere, in ``segment``, and name it in the head (a migration).
@@ -476,14 +564,15 @@ class _Chain:
 
     def __init__(
         self,
-        conn: psycopg.Connection[Any],
+        conn: psycopg.Connection[Any] | None,
         last: AuditEntry | None,
         segment: str | None,
         head: Head | None,
-        binding: Binding,
+        binding: Binding | None,
     ) -> None:
-        self.conn = conn
+        self._conn = conn
         self._binding = binding
+        self.written: Head | None = None  # the head this transaction wrote last
         self.last = last
         self.segment = segment
         self.head = head
@@ -514,6 +603,12 @@ class _Chain:
         return cls(conn, last, segment, head, binding)
 
     @property
+    def conn(self) -> psycopg.Connection[Any]:
+        """The transaction's connection (a chain read under the lock; a guessed one has none)."""
+        assert self._conn is not None
+        return self._conn
+
+    @property
     def next_seq(self) -> int:
         return self._seq + 1
 
@@ -533,16 +628,33 @@ class _Chain:
         One statement for both; ``last``: the transaction's last statement, sent
         with its COMMIT (one round trip for the append's writes and commit).
         """
-        assert self.last is not None and self.segment is not None
-        body = Head(self.last.seq, self.last.hash, self.segment, "").body()
-        mac = key.mac(b"head\x00" + body)
-        pending, self._pending = self._pending, []
-        columns = [list(column) for column in zip(*pending, strict=True)] if pending else [[]] * 5
-        params = (*columns, self.last.seq, self.last.hash, self.segment, mac)
+        params = self.head_params(key)
+        assert self._binding is not None  # (a chain read under the lock)
         if last:
             self._binding.defer(_WRITE, params)
         else:
             self.conn.execute(_WRITE, params)
+
+    def head_params(self, key: AuditKey) -> tuple[Any, ...]:
+        """The entries added since the last call, and the head naming the newest, as ``_WRITE``'s parameters."""
+        assert self.last is not None and self.segment is not None
+        body = Head(self.last.seq, self.last.hash, self.segment, "").body()
+        head = self.written = Head(
+            self.last.seq, self.last.hash, self.segment, key.mac(b"head\x00" + body)
+        )
+        pending, self._pending = self._pending, []
+        columns = [list(column) for column in zip(*pending, strict=True)] if pending else [[]] * 5
+        return (*columns, head.seq, head.hash, head.segment, head.mac)
+
+    def end(self) -> _End | None:
+        """What a guarded write of this process's next append checks (see ``_guarded``).
+
+        None when this transaction wrote no head (the end is then another's).
+        """
+        assert not self._pending
+        if self.last is None or self.written is None or self.written.seq != self.last.seq:
+            return None
+        return _End(self.last, self.written)
 
     @property
     def pending(self) -> bool:

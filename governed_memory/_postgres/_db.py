@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -447,6 +447,46 @@ class Database:
                 with suppress(psycopg.Error):  # a deferred statement failed: COMMIT was skipped
                     conn.execute("ROLLBACK")
             raise
+
+    def pipelined(
+        self, doing: str, statements: Sequence[tuple[str, Any]], *, lock: int | None = None
+    ) -> list[int] | None:
+        """One whole transaction in one round trip: BEGIN, ``lock``, ``statements``, COMMIT.
+
+        For a writer that knows every statement in advance (its guards in the
+        statements' own ``WHERE``: see ``_memory`` and ``_audit``). Returns each
+        statement's row count once the transaction committed, or None when the
+        connection was lost after it was sent: the outcome is then unknown, and
+        the caller settles it under its lock (what it wrote is either all there
+        or not at all). Inside another transaction of this thread, none of it
+        runs (None): that transaction's connection is the caller's to use.
+
+        Raises:
+            DatabaseError: the server refused a statement (nothing was committed).
+        """
+        if self.held() is not None:
+            return None
+        pg, _ = _import_psycopg()
+
+        def send(conn: psycopg.Connection[Any]) -> list[int]:
+            with conn.pipeline():
+                conn.execute("BEGIN")
+                if lock is not None:
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
+                cursors = [conn.execute(sql, params) for sql, params in statements]
+                conn.execute("COMMIT")
+            return [cursor.rowcount for cursor in cursors]
+
+        with self._checkout(doing) as conn:
+            try:
+                return send(conn)
+            except pg.OperationalError as exc:
+                if not (conn.closed or conn.broken):
+                    raise self._error(exc, doing) from None
+            except pg.errors.InsufficientPrivilege as exc:
+                raise self._error(exc, doing) from None
+        self._recheck()  # a restart: the other pooled connections are likely dead too
+        return None
 
     @contextmanager
     def dedicated(self, doing: str = "a session") -> Iterator[psycopg.Connection[Any]]:

@@ -29,11 +29,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from .._base import ARCHIVE_DIR, MEMORY_FILE
 from .._crypto import KIND_ARCHIVE, KIND_MEMORY, SUBJECT, AgentCodec, split_segments
-from .._errors import ConfigurationError, StorageError
+from .._errors import ConfigurationError, DatabaseError, StorageError
 from .._format import META_OPEN, has_records
 from .._protocols import StoredInfo
 from .._stores import (
@@ -43,6 +43,9 @@ from .._stores import (
     is_partition_name,
     plain_partition_name,
 )
+from ._db import _import_psycopg
+from ._guarded import Guess
+from ._keyring import PgKeyStorage
 from ._memory_locks import agent_key
 
 if TYPE_CHECKING:
@@ -75,9 +78,38 @@ _TAIL = f"""
     FROM {_T}.memories m
     LEFT JOIN {_T}.memory_blocks b ON b.memory_id = m.id AND b.position = 0
     WHERE m.agent = %(a)s AND m.partition = %(p)s"""
+# An encrypted append guessed (``_guarded``): only while the memory's header, its last
+# position and the keyring's change counter are the ones this store last wrote under.
+_INSERT_IF = f"""
+    INSERT INTO {_T}.memory_blocks (memory_id, position, data)
+    SELECT %(m)s, t.p, t.d FROM unnest(%(ps)s::integer[], %(ds)s::bytea[]) AS t(p, d)
+    WHERE (SELECT coalesce(max(position), -1) FROM {_T}.memory_blocks
+           WHERE memory_id = %(m)s) = %(last)s
+      AND EXISTS (SELECT FROM {_T}.memories WHERE id = %(m)s AND header = %(h)s)
+      AND (SELECT value FROM {_T}.keyring_counter WHERE singleton) = %(c)s"""
+_ROWS_AT = f"""
+    SELECT data FROM {_T}.memory_blocks WHERE memory_id = %s AND position = ANY(%s::integer[])
+    ORDER BY position"""
 _INSERT_ROWS = f"""
     INSERT INTO {_T}.memory_blocks (memory_id, position, data)
     SELECT %s, t.p, t.d FROM unnest(%s::integer[], %s::bytea[]) AS t(p, d)"""
+
+
+class _Tail(NamedTuple):
+    """The end of an encrypted memory as this store last wrote it (see ``_guarded``)."""
+
+    memory_id: int
+    header: bytes
+    next: int  # the position of the next frame
+    epoch: int  # the keyring's change counter the frames were sealed under
+
+
+class _Unsure(NamedTuple):
+    """Frames sent in a transaction whose outcome is unknown (the connection was lost)."""
+
+    memory_id: int
+    first: int
+    frames: list[bytes]
 
 
 class PgAgentStore:
@@ -105,6 +137,8 @@ class PgAgentStore:
         self._encrypted = stores.keyring is not None
         self._suffix = ENCRYPTED_SUFFIX if self._encrypted else ".md"
         self._where = {"a": agent, "p": partition or ""}
+        self._guess: Guess[_Tail] = Guess()
+        self._guessable: bool | None = None  # (see _keys_in_database)
 
     # -- naming --------------------------------------------------------------
 
@@ -193,6 +227,8 @@ class PgAgentStore:
     @contextmanager
     def _tx(self, doing: str, *, lock: bool = True) -> Iterator[psycopg.Connection[Any]]:
         what = f"{doing} ({self._agent!r}, {self.source()})"
+        if lock:  # a write: the end it makes is remembered by the caller, if anyone
+            self._guess.forget()
         with self._stores.sessions.transaction(what, self._key if lock else None) as conn:
             yield conn
 
@@ -302,6 +338,12 @@ class PgAgentStore:
             self._append(None, data)
 
     def _append(self, block: str | None, data: bytes) -> None:
+        unsure = None
+        if self._encrypted:
+            done, unsure = self._append_guessed(block, data)
+            if done:
+                return
+        tail = None
         with self._tx("appending to the memory") as conn:
             if not self._encrypted:
                 if conn.execute(_APPEND_PLAIN, {**self._where, "d": data}).rowcount == 1:
@@ -312,22 +354,94 @@ class PgAgentStore:
                 memory_id = self._create(conn, self._header())
                 self._insert(conn, memory_id, 1, [data])
                 return
-            text = data.decode("utf-8") if block is None else block
             memory_id, header, count = self._tail(conn)
+            if unsure is not None and self._stored(conn, unsure, memory_id, count):
+                return  # the guessed append did commit
             codec = self.codec
             context = codec.context(header, self.source())
-            pieces = (
-                split_segments(text) if "\n### " in text or META_OPEN in text else [(text, None)]
-            )
             frames = [
                 codec.frame(context, count + n, piece, subject)
-                for n, (piece, subject) in enumerate(pieces)
+                for n, (piece, subject) in enumerate(_pieces(block, data))
             ]
             binding = self._stores.db.held()
             assert binding is not None  # (this transaction's)
             # The last statement: sent with the COMMIT, one round trip for both.
             positions = list(range(count, count + len(frames)))
             binding.defer(_INSERT_ROWS, (memory_id, positions, frames))
+            # (the counter the frames' keys were read under: remembered in this transaction)
+            tail = _Tail(memory_id, header, count + len(frames), codec.keyring.epoch())
+        if tail is not None:
+            self._guess.wrote(tail)
+
+    def _append_guessed(self, block: str | None, data: bytes) -> tuple[bool, _Unsure | None]:
+        """Append to the end this store last wrote, in one round trip (``_guarded``).
+
+        (Whether it committed, the frames sent when the connection was lost after
+        sending them, so that the outcome is unknown.) Not inside this thread's
+        lock session or transaction: those run on their own connection.
+        """
+        end = self._guess.get()
+        if (
+            end is None
+            or self._stores.sessions.active()
+            or self._stores.db.held() is not None
+            or not self._keys_in_database()
+        ):
+            return False, None
+        codec = self.codec
+        context = codec.context(end.header, self.source())
+        frames = []
+        for n, (piece, subject) in enumerate(_pieces(block, data)):
+            frame = codec.frame_at_epoch(
+                end.epoch, context, end.next + n, piece.encode("utf-8"), subject
+            )
+            if frame is None:  # (a subject whose keys this store has not used yet)
+                return False, None
+            frames.append(frame)
+        params = {
+            "m": end.memory_id,
+            "ps": list(range(end.next, end.next + len(frames))),
+            "ds": frames,
+            "last": end.next - 1,
+            "h": end.header,
+            "c": end.epoch,
+        }
+        doing = f"appending to the memory ({self._agent!r}, {self.source()})"
+        psycopg, _ = _import_psycopg()
+        try:
+            counts = self._stores.db.pipelined(doing, [(_INSERT_IF, params)], lock=self._key)
+        except DatabaseError:
+            self._guess.forget()
+            raise
+        except psycopg.Error as exc:
+            self._guess.forget()
+            raise self._stores.sessions.error(exc, doing) from None
+        if counts is not None and counts[0] == len(frames):
+            self._guess.hit(end._replace(next=end.next + len(frames)))
+            return True, None
+        self._guess.forget(missed=counts is not None)
+        return False, None if counts is not None else _Unsure(end.memory_id, end.next, frames)
+
+    def _keys_in_database(self) -> bool:
+        """Whether the keyring's change counter is this database's (the guard checks that one).
+
+        A keyring kept elsewhere (a folder) changes without it: every append then
+        reads its end, and the counter, under the agent's lock.
+        """
+        if self._guessable is None:
+            storage = getattr(self.codec.keyring, "storage", None)
+            self._guessable = isinstance(storage, PgKeyStorage) and storage.db is self._stores.db
+        return self._guessable
+
+    @staticmethod
+    def _stored(conn: psycopg.Connection[Any], unsure: _Unsure, memory_id: int, count: int) -> bool:
+        """Whether the frames of ``unsure`` are in the memory (read under its lock: that
+        transaction has ended either way, and it committed whole or not at all)."""
+        if memory_id != unsure.memory_id or count < unsure.first + len(unsure.frames):
+            return False
+        positions = list(range(unsure.first, unsure.first + len(unsure.frames)))
+        rows = conn.execute(_ROWS_AT, (memory_id, positions), binary=True).fetchall()
+        return [bytes(row[0]) for row in rows] == unsure.frames
 
     def _tail(self, conn: psycopg.Connection[Any]) -> tuple[int, bytes, int]:
         """(id, header, row count) of the encrypted memory to append to (lock held).
@@ -620,6 +734,12 @@ class PgAgentStore:
 
     def __repr__(self) -> str:
         return f"PgAgentStore({self._stores.db.where!r}, {self._agent!r}, {self.source()!r})"
+
+
+def _pieces(block: str | None, data: bytes) -> list[tuple[str, str | None]]:
+    """A block's text in the pieces it is sealed in: one frame per record (its subject's keys)."""
+    text = data.decode("utf-8") if block is None else block
+    return split_segments(text) if "\n### " in text or META_OPEN in text else [(text, None)]
 
 
 if TYPE_CHECKING:  # mypy checks that the class implements the storage seam's protocol

@@ -76,6 +76,10 @@ class LockSessions:
         session: _Session | None = getattr(self._local, "session", None)
         return session
 
+    def active(self) -> bool:
+        """Whether this thread holds a lock session (its transactions then run on that session)."""
+        return self._session() is not None
+
     def error(self, exc: BaseException, doing: str) -> DatabaseError:
         """A one-line :class:`DatabaseError` for a psycopg error while ``doing``."""
         return memory_error(self.db, exc, doing)
