@@ -576,7 +576,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--dir", type=Path, default=None, help="scratch folder (default: temp)")
     args = parser.parse_args(argv)
-    counts = [int(c) for c in args.writers.split(",") if c.strip()]
+    unknown = [k for k in args.targets.split(",") if k and k not in BY_KEY]
+    if unknown:
+        parser.error(
+            f"--targets: {', '.join(map(repr, unknown))} is not a target; use a "
+            f"comma-separated subset of {','.join(BY_KEY)}"
+        )
+    bad_modes = [m for m in args.modes.split(",") if m and m not in MODES]
+    if bad_modes:
+        parser.error(f"--modes: {', '.join(map(repr, bad_modes))}; use {','.join(MODES)}")
+    try:
+        counts = [int(c) for c in args.writers.split(",") if c.strip()]
+    except ValueError:
+        parser.error(f"--writers {args.writers!r}: use positive integers, e.g. 1,4,16")
+    if not counts or min(counts) < 1:
+        parser.error(f"--writers {args.writers!r}: use positive integers, e.g. 1,4,16")
     modes = [m for m in args.modes.split(",") if m in MODES]
     messages = args.messages + args.messages % 2  # a LangGraph turn is two messages
     targets = [BY_KEY[k] for k in args.targets.split(",") if k]
