@@ -10,6 +10,8 @@ connections from its pool (psycopg_pool) for one transaction at a time:
   begins it (one round trip for both).
 * :meth:`Database.read` yields a connection for statements that only read, each
   its own snapshot: one round trip a statement, no BEGIN / COMMIT.
+* :meth:`Database.pipelined` sends a whole transaction known in advance (BEGIN,
+  the lock, its statements, COMMIT) in one round trip (``_guarded``).
 * :meth:`Database.dedicated` yields a connection of its own, outside the pool,
   for what lives as long as a session does (a session-level advisory lock:
   leadership).
@@ -150,12 +152,18 @@ class Database:
         self._local = threading.local()  # .binding: the connection this thread holds
         self._aside: tuple[int, psycopg.Connection[Any]] | None = None  # (pid, connection)
         self._aside_mutex = threading.Lock()
+        self._where: str | None = None
 
     # -- naming the server --------------------------------------------------
 
     @property
     def where(self) -> str:
         """``host:port/database`` as libpq resolves them (no user, no password)."""
+        if self._where is None:  # (messages name it on every call: parsed once)
+            self._where = self._resolve_where()
+        return self._where
+
+    def _resolve_where(self) -> str:
         psycopg, _ = _import_psycopg()
         try:
             info = psycopg.conninfo.conninfo_to_dict(self._url)

@@ -18,6 +18,11 @@
 * Serialised: every writing transaction first takes the agent's transaction-scoped
   advisory lock, and :meth:`PgAgentStore.lock` holds it at session level across a
   block (the choice and its reasons: ``_memory_locks``).
+* One round trip for an encrypted append after this store's own: the frames are
+  sealed at the position and under the keys remembered from that append, and the
+  INSERT is guarded by the memory's header, last position and the keyring's
+  change counter (``_INSERT_IF``, ``_guarded``); otherwise the tail is read under
+  the lock.
 
 What is kept is named as the file backend names it (``MEMORY.md``,
 ``archive/history_<ts>.md``, ``subjects/<p>/...``; ``.gmenc`` when encrypted), so
