@@ -238,7 +238,11 @@ class PgAuditStorage:
         chain's end. Else, or when that guess missed, the end is read under the lock.
         """
         unsure = None
-        end = None if any(callable(r.item[1]) for r in batch) else self._guess.get()
+        end = None
+        # Not inside a transaction of this thread (a pooled connection is not its to use),
+        # nor for attributes made from the newest entry (read under the lock).
+        if self._db.held() is None and not any(callable(r.item[1]) for r in batch):
+            end = self._guess.get()
         if end is not None:
             done, unsure = self._write_guessed(batch, end)
             if done:
