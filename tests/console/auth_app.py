@@ -79,17 +79,15 @@ def make_app(
     **settings: Any,
 ) -> tuple[Starlette, gm.Governance]:
     """The probe app over a fresh audited workspace, with local accounts for ``users``."""
-    from pages_client import TEST_HASHING
+    from pages_client import TEST_HASHING, write_accounts
 
-    from governed_memory.console._auth import add_user
     from governed_memory.console._config import PasswordHashing
 
     accounts = tmp_path / "accounts.json"
-    hashing = PasswordHashing(**TEST_HASHING)
-    for name, role in (users if users is not None else {"alice": Role.PRIVACY_OFFICER}).items():
-        add_user(accounts, name, role, PASSWORD, hashing=hashing)
+    users = users if users is not None else {"alice": Role.PRIVACY_OFFICER}
+    write_accounts(accounts, users, PASSWORD)
     settings.setdefault("accounts_file", accounts)
-    settings.setdefault("password_hashing", hashing)
+    settings.setdefault("password_hashing", PasswordHashing(**TEST_HASHING))
     config = ConsoleConfig(**settings)
     app = Starlette(
         routes=[

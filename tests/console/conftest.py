@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from pages_client import PASSWORD, TEST_HASHING, User, sign_in
+from pages_client import TEST_HASHING, User, sign_in, write_accounts
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
@@ -69,14 +69,11 @@ def cweb_governance(
 def cweb_app(cweb_governance: gm.Governance, tmp_path: Path) -> Starlette:
     """The console over the deployment, with one local account per role."""
     from governed_memory.console._app import create_app
-    from governed_memory.console._auth import add_user
     from governed_memory.console._config import ConsoleConfig, PasswordHashing
 
     accounts = tmp_path / "console-accounts.json"
-    hashing = PasswordHashing(**TEST_HASHING)
-    for name, role in CWEB_USERS.items():
-        add_user(accounts, name, role, PASSWORD, hashing=hashing)
-    config = ConsoleConfig(accounts_file=accounts, password_hashing=hashing)
+    write_accounts(accounts, CWEB_USERS)
+    config = ConsoleConfig(accounts_file=accounts, password_hashing=PasswordHashing(**TEST_HASHING))
     return create_app(config, cweb_governance)
 
 

@@ -9,8 +9,12 @@ and nonce checks of ``_auth``.
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
+from collections.abc import Mapping
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 from starlette.testclient import TestClient
@@ -20,6 +24,36 @@ PASSWORD = "correct horse battery staple"
 # OWASP's floor for Argon2id, the cheapest cost the console accepts: the tests sign in
 # hundreds of times (the default costs three times as much per hash).
 TEST_HASHING = {"time_cost": 2, "memory_kib": 19456, "parallelism": 1}
+
+_ACCOUNTS_FILES: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
+
+
+def write_accounts(path: Path, users: Mapping[str, str], password: str = PASSWORD) -> None:
+    """Write the local accounts file ``path`` (mode 0600): ``users`` (name -> role), one password.
+
+    ``add_user`` writes it once per process and set of users, at TEST_HASHING; later
+    calls copy those bytes. Every page test gets a file of its own, yet three or
+    more Argon2 hashes per test were a fifth of the console tests' time, and what
+    the hashes are is no page's business (tests/console/test_auth_accounts.py
+    tests ``add_user``).
+    """
+    from governed_memory.console._auth import add_user
+    from governed_memory.console._config import PasswordHashing
+    from governed_memory.console._principal import Role
+
+    roles = tuple((name, Role(role).value) for name, role in users.items())
+    key = (password, roles)
+    if key not in _ACCOUNTS_FILES:
+        hashing = PasswordHashing(**TEST_HASHING)
+        with tempfile.TemporaryDirectory() as tmp:
+            made = Path(tmp) / "accounts.json"
+            for name, role in roles:
+                add_user(made, name, role, password, hashing=hashing)
+            _ACCOUNTS_FILES[key] = made.read_bytes()
+    # Replaces a file already there, as add_user replaces its accounts (a "restart").
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(_ACCOUNTS_FILES[key])
 
 
 class _Forms(HTMLParser):

@@ -9,6 +9,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from pages_client import TEST_HASHING
 
 import governed_memory as gm
 from governed_memory.console._auth import (
@@ -19,15 +20,20 @@ from governed_memory.console._auth import (
     set_role,
 )
 from governed_memory.console._auth._accounts import Accounts
+from governed_memory.console._config import PasswordHashing
 from governed_memory.console._principal import Role
 
 PASSWORD = "correct horse battery"
+# The floor cost (pages_client.TEST_HASHING), wherever the cost is not what a test is
+# about: at the default, the hashes were most of this file's time. The last two tests
+# hash at the default on purpose.
+FLOOR = PasswordHashing(**TEST_HASHING)
 
 
 @pytest.fixture
 def accounts_file(tmp_path: Path) -> Path:
     path = tmp_path / "accounts.json"
-    add_user(path, "alice", Role.PRIVACY_OFFICER, PASSWORD)
+    add_user(path, "alice", Role.PRIVACY_OFFICER, PASSWORD, hashing=FLOOR)
     return path
 
 
@@ -43,7 +49,7 @@ def test_add_user_creates_a_0600_file_with_an_argon2id_hash_and_no_password(
 
 
 def test_the_right_password_authenticates_and_gives_a_local_principal(accounts_file: Path) -> None:
-    account = Accounts(accounts_file).authenticate("alice", PASSWORD)
+    account = Accounts(accounts_file, FLOOR).authenticate("alice", PASSWORD)
     assert account is not None
     who = account.principal()
     assert (who.name, who.role, who.source, who.actor) == (
@@ -55,7 +61,7 @@ def test_the_right_password_authenticates_and_gives_a_local_principal(accounts_f
 
 
 def test_a_wrong_password_or_an_unknown_name_does_not_authenticate(accounts_file: Path) -> None:
-    accounts = Accounts(accounts_file)
+    accounts = Accounts(accounts_file, FLOOR)
     assert accounts.authenticate("alice", PASSWORD + "x") is None
     assert accounts.authenticate("mallory", PASSWORD) is None
 
@@ -126,10 +132,10 @@ def test_an_unknown_role_is_refused_listing_the_roles(tmp_path: Path) -> None:
 def test_set_role_set_password_and_remove_user_change_only_that_account(
     accounts_file: Path,
 ) -> None:
-    add_user(accounts_file, "bob", "auditor", PASSWORD)
+    add_user(accounts_file, "bob", "auditor", PASSWORD, hashing=FLOOR)
     set_role(accounts_file, "bob", Role.ADMINISTRATOR)
-    set_password(accounts_file, "alice", "another long passphrase")
-    accounts = Accounts(accounts_file)
+    set_password(accounts_file, "alice", "another long passphrase", hashing=FLOOR)
+    accounts = Accounts(accounts_file, FLOOR)
     assert accounts.current()["bob"].role is Role.ADMINISTRATOR
     assert accounts.authenticate("alice", PASSWORD) is None
     assert accounts.authenticate("alice", "another long passphrase") is not None
@@ -153,7 +159,7 @@ def test_a_crash_before_the_rename_leaves_the_old_file_whole(
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(AccountsFileError, match="previous file is unchanged"):
-        add_user(accounts_file, "bob", Role.AUDITOR, PASSWORD)
+        add_user(accounts_file, "bob", Role.AUDITOR, PASSWORD, hashing=FLOOR)
     assert accounts_file.read_bytes() == before
     assert sorted(p.name for p in accounts_file.parent.iterdir() if p.name.endswith(".tmp")) == []
 
@@ -168,12 +174,12 @@ def test_a_full_disk_leaves_the_old_file_whole_and_says_so(
 
     monkeypatch.setattr(os, "write", full)
     with pytest.raises(AccountsFileError, match=r"No space left on device.*free disk space"):
-        add_user(accounts_file, "bob", Role.AUDITOR, PASSWORD)
+        add_user(accounts_file, "bob", Role.AUDITOR, PASSWORD, hashing=FLOOR)
     assert accounts_file.read_bytes() == before
 
 
 def test_the_running_console_sees_a_change_made_by_another_process(accounts_file: Path) -> None:
-    accounts = Accounts(accounts_file)
+    accounts = Accounts(accounts_file, FLOOR)
     alice = accounts.current()["alice"]
     assert accounts.still_valid(alice)
     set_role(accounts_file, "alice", Role.AUDITOR)
@@ -184,7 +190,7 @@ def test_a_hash_under_weaker_parameters_is_upgraded_at_the_next_sign_in(tmp_path
     import argon2
 
     path = tmp_path / "accounts.json"
-    add_user(path, "alice", Role.AUDITOR, PASSWORD)
+    add_user(path, "alice", Role.AUDITOR, PASSWORD, hashing=FLOOR)  # replaced by the weak hash
     data = json.loads(path.read_text())
     weak = argon2.PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1).hash(PASSWORD)
     data["accounts"]["alice"]["hash"] = weak
@@ -204,8 +210,6 @@ def test_the_configured_cost_hashes_new_passwords_and_replaces_other_hashes(
 ) -> None:
     """`password_hashing` in the settings: new hashes use it; a default one moves to it."""
     import argon2
-
-    from governed_memory.console._config import PasswordHashing
 
     hashing = PasswordHashing(time_cost=2, memory_kib=19456, parallelism=1)
     path = tmp_path / "accounts.json"
