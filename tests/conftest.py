@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 FIXTURES = Path(__file__).parent / "fixtures" / "swarms-16.0.3"
 MEMORY_BACKED_TMP = Path("/dev/shm")
+MEMORY_BACKED_TMP_MIN_FREE = 2 * 1024**3  # the suite writes a few hundred MB at most
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -32,10 +34,13 @@ def pytest_configure(config: pytest.Config) -> None:
     reasoning as ``fsync = off`` in tests/pg_server.py. The calls still run, on
     tmpfs, where they return at once. Set ``TMPDIR`` to choose another folder; the
     subprocesses the tests start inherit it, and pytest's ``tmp_path`` and
-    ``tempfile`` follow it.
+    ``tempfile`` follow it. A ``/dev/shm`` with under 2 GiB free (a container's
+    default is 64 MiB) is left alone: the disk it is.
     """
     if "TMPDIR" in os.environ or not os.access(MEMORY_BACKED_TMP, os.W_OK | os.X_OK):
         return
+    if shutil.disk_usage(MEMORY_BACKED_TMP).free < MEMORY_BACKED_TMP_MIN_FREE:
+        return  # a container's default 64 MB /dev/shm: the disk it is
     os.environ["TMPDIR"] = str(MEMORY_BACKED_TMP)
     tempfile.tempdir = None  # gettempdir() computes it again, from TMPDIR
 
