@@ -53,7 +53,7 @@ class PgStores:
         self.db = db
         self.keyring = keyring
         self.clock: Clock = clock or SystemClock()
-        self.sessions = LockSessions(db)
+        self.sessions = LockSessions.of(db)
 
     def open(self, agent: str, header: Callable[[], str]) -> PgAgentStore:
         """The store of ``agent``'s own memory (creates nothing)."""

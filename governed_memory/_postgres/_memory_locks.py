@@ -23,10 +23,11 @@ inside a lock).
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._errors import DatabaseError, GovernedMemoryError
 from ._db import _import_psycopg, advisory_key, translate
@@ -66,7 +67,25 @@ class _Session:
 
 
 class LockSessions:
-    """Transactions of one database's memory stores, through this thread's lock session if any."""
+    """Transactions of one database's memory stores, through this thread's lock session if any.
+
+    One per database (:meth:`of`): every store of the database sees the lock
+    session of the thread, whichever set of stores opened it. With one per set
+    (the gate's stores and a memory backend's), a thread holding an agent's lock
+    through one would wait for ever on itself when writing through the other.
+    """
+
+    _of: ClassVar[weakref.WeakKeyDictionary[Database, LockSessions]] = weakref.WeakKeyDictionary()
+    _of_mutex: ClassVar[threading.Lock] = threading.Lock()
+
+    @classmethod
+    def of(cls, db: Database) -> LockSessions:
+        """The lock sessions of ``db``'s memory stores."""
+        with cls._of_mutex:
+            sessions = cls._of.get(db)
+            if sessions is None:
+                sessions = cls._of[db] = cls(db)
+            return sessions
 
     def __init__(self, db: Database) -> None:
         self.db = db

@@ -278,3 +278,23 @@ def test_a_memory_rewritten_to_nothing_takes_the_next_append(
     assert store.read_memory() == ""
     store.append(_block("next"))
     assert store.read_memory() == _block("next")  # no header added back over the rewrite
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plaintext", "encrypted"])
+def test_a_lock_held_through_one_set_of_stores_is_the_lock_of_every_set(
+    pg_db: Database, tmp_path: Path, encrypted: bool
+) -> None:
+    """An erasure locks through the memory backend's stores, the gate writes through its own.
+
+    The lock sessions are the database's: a write through the other set runs on
+    the thread's lock session. (With one per set it took a pooled connection and
+    waited for ever on the lock its own thread held.)
+    """
+    one, _ = _stores(pg_db, tmp_path, encrypted)
+    two, _ = _stores(pg_db, tmp_path / "other", encrypted)
+    locker, writer = one.open("A", lambda: HEADER), two.open("A", lambda: HEADER)
+    writer.append(_block("first"))
+    writer.append(_block("second"))  # (an encrypted writer now knows its end)
+    with locker.lock():
+        writer.append(_block("under the other set's lock"))
+    assert _contents(writer.read_memory()) == ["first", "second", "under the other set's lock"]
