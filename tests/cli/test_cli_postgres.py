@@ -9,6 +9,7 @@ WORKSPACE_DIR.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -146,14 +147,23 @@ def test_keys_status_and_rotate_on_the_database(host: Deployment) -> None:
 
 
 def _connections(url: str) -> int:
-    """Client connections to the test's database other than this one."""
-    with psycopg.connect(url) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
+    """Client connections to the test's database other than this one, once closed ones are gone.
+
+    A server process ends a moment after its client closed the connection, so a
+    busy machine can still list one just closed: polled for up to 5 s (a connection
+    left open is still listed then).
+    """
+    deadline = time.monotonic() + 5
+    with psycopg.connect(url, autocommit=True) as conn:
+        while True:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+            assert row is not None
+            if int(row[0]) == 0 or time.monotonic() > deadline:
+                return int(row[0])
+            time.sleep(0.05)
 
 
 def test_a_command_closes_the_database_connections_it_opened(host: Deployment) -> None:
