@@ -88,8 +88,16 @@ class LockSessions:
             return sessions
 
     def __init__(self, db: Database) -> None:
-        self.db = db
+        # Weak: the registry of :meth:`of` must not keep its key alive (the stores do).
+        self._db = weakref.ref(db)
         self._local = threading.local()
+
+    @property
+    def db(self) -> Database:
+        """The database (alive while any of its stores is)."""
+        db = self._db()
+        assert db is not None  # (a store holding these sessions holds the database)
+        return db
 
     def _session(self) -> _Session | None:
         session: _Session | None = getattr(self._local, "session", None)
