@@ -457,9 +457,16 @@ class Database:
             raise
 
     def pipelined(
-        self, doing: str, statements: Sequence[tuple[str, Any]], *, lock: int | None = None
+        self,
+        doing: str,
+        statements: Sequence[tuple[str, Any]],
+        *,
+        lock: int | Sequence[int] | None = None,
     ) -> list[int] | None:
         """One whole transaction in one round trip: BEGIN, ``lock``, ``statements``, COMMIT.
+
+        ``lock``: the transaction-scoped advisory lock (or locks, taken in the
+        order given) held from before the first statement to the commit.
 
         For a writer that knows every statement in advance (its guards in the
         statements' own ``WHERE``: see ``_memory`` and ``_audit``). Returns each
@@ -475,12 +482,13 @@ class Database:
         if self.held() is not None:
             return None
         pg, _ = _import_psycopg()
+        locks = () if lock is None else (lock,) if isinstance(lock, int) else tuple(lock)
 
         def send(conn: psycopg.Connection[Any]) -> list[int]:
             with conn.pipeline():
                 conn.execute("BEGIN")
-                if lock is not None:
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
+                for key in locks:
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
                 cursors = [conn.execute(sql, params) for sql, params in statements]
                 conn.execute("COMMIT")
             return [cursor.rowcount for cursor in cursors]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 __all__ = ["Guess"]
@@ -29,9 +30,15 @@ _MAX_MISSES = 6
 
 
 class Guess(Generic[E]):
-    """The end this process last wrote (``E``), while it may still be the end."""
+    """The end this process last wrote (``E``), while it may still be the end.
 
-    def __init__(self) -> None:
+    ``order``: for ends that only grow (the audit chain's seq), so that a
+    writer reporting an end after another thread reported a later one leaves
+    the later one remembered.
+    """
+
+    def __init__(self, order: Callable[[E], int] | None = None) -> None:
+        self._order = order
         self._mutex = threading.Lock()
         self._end: tuple[int, E] | None = None  # (pid, end)
         self._misses = 0
@@ -47,16 +54,41 @@ class Guess(Generic[E]):
         # A forked child knows nothing its parent wrote after the fork.
         return end[1] if end is not None and end[0] == os.getpid() else None
 
+    def take(self) -> E | None:
+        """:meth:`get`, and the end is no longer remembered until the taker says what it wrote.
+
+        For writers of one process that must not both write after the same end
+        (the audit chain's batches and its joined writes, ``_joined``): the one
+        that took it writes after it, and the others read the end under the lock.
+        """
+        with self._mutex:
+            if self._skip:
+                self._skip -= 1
+                return None
+            end, self._end = self._end, None
+        return end[1] if end is not None and end[0] == os.getpid() else None
+
     def wrote(self, end: E) -> None:
         """Remember ``end``: this process just committed the write that made it."""
         with self._mutex:
-            self._end = (os.getpid(), end)
+            self._keep(end)
 
     def hit(self, end: E) -> None:
         """A guarded write committed, making ``end``."""
         with self._mutex:
-            self._end = (os.getpid(), end)
+            self._keep(end)
             self._misses = 0
+
+    def _keep(self, end: E) -> None:
+        held, pid = self._end, os.getpid()
+        if (
+            self._order is not None
+            and held is not None
+            and held[0] == pid
+            and self._order(held[1]) > self._order(end)
+        ):
+            return  # another thread committed a later end meanwhile
+        self._end = (pid, end)
 
     def forget(self, *, missed: bool = False) -> None:
         """The end is no longer known (``missed``: a guarded write found another end)."""
