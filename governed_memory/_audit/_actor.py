@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .._protocols import AuditSink
 
 __all__ = ["ActorSink"]
@@ -45,6 +47,28 @@ class ActorSink:
         if attrs.get("actor") is None:
             attrs["actor"] = self.actor
         self._inner.record(operation, agent=agent, subject_id=subject_id, outcome=outcome, **attrs)
+
+    def record_with(
+        self,
+        operation: str,
+        write: Callable[..., Any],
+        *,
+        agent: str | None,
+        subject_id: str | None,
+        outcome: str,
+        **attrs: Any,
+    ) -> bool:
+        """The wrapped sink's ``record_with``, with ``actor`` as :meth:`record` adds it
+        (False when the sink has none: then the caller uses :meth:`record`)."""
+        joined = getattr(self._inner, "record_with", None)
+        if joined is None:
+            return False
+        if attrs.get("actor") is None:
+            attrs["actor"] = self.actor
+        done: bool = joined(
+            operation, write, agent=agent, subject_id=subject_id, outcome=outcome, **attrs
+        )
+        return done
 
     def __getattr__(self, name: str) -> Any:
         # The rest of the sink's interface (entries_for, subject_hash, ...) as it is.

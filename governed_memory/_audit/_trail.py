@@ -21,7 +21,7 @@ import base64
 import binascii
 import datetime as _dt
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -29,7 +29,7 @@ from .._base import AUDIT_DIR, GOVERNANCE_DIR, Clock
 from .._errors import AuditWriteError, ConfigurationError
 from .._policy import Policy, RetentionPolicy
 from ._entry import AuditEntry
-from ._events import audit_attributes, span_attributes, span_name, validate_event
+from ._events import AttrValue, audit_attributes, span_attributes, span_name, validate_event
 from ._keys import AuditKey, AuditKeyLike, as_audit_key, derived_root
 from ._log import AuditLog, Period
 from ._telemetry import Telemetry
@@ -313,15 +313,7 @@ class AuditTrail:
             ConfigurationError: ``operation`` or ``outcome`` is malformed.
         """
         event = validate_event(operation)
-        clean = audit_attributes(
-            agent=agent,
-            subject_id=subject_id,
-            outcome=outcome,
-            attrs=attrs,
-            key=self._key,
-            include_content=self._include_content,
-            include_subject_ids=self._include_subject_ids,
-        )
+        clean = self._attributes(agent, subject_id, outcome, attrs)
         entry: AuditEntry | None = None
         failure: AuditWriteError | None = None
         if self._log is not None:
@@ -341,6 +333,56 @@ class AuditTrail:
         if failure is not None:
             raise failure
         return entry
+
+    def _attributes(
+        self, agent: str | None, subject_id: str | None, outcome: str, attrs: Mapping[str, Any]
+    ) -> dict[str, AttrValue]:
+        """The entry's attributes: keyed hashes, and the raw values only as the policy allows."""
+        return audit_attributes(
+            agent=agent,
+            subject_id=subject_id,
+            outcome=outcome,
+            attrs=attrs,
+            key=self._key,
+            include_content=self._include_content,
+            include_subject_ids=self._include_subject_ids,
+        )
+
+    def record_with(
+        self,
+        operation: str,
+        write: Callable[[AuditLogLike, str, dict[str, Any]], AuditEntry | None],
+        *,
+        agent: str | None,
+        subject_id: str | None,
+        outcome: str,
+        **attrs: Any,
+    ) -> bool:
+        """Record one operation whose own write also writes its log entry, atomically.
+
+        ``write(log, event, attributes)`` does the operation and appends the entry
+        to ``log`` in the same transaction (a database store's
+        ``append_audited``), returning the committed entry; or writes nothing and
+        returns None when it cannot. Returns whether it wrote (then the span is
+        emitted too); False means nothing was done: do the operation, then
+        :meth:`record`. Without a log, always False.
+
+        Raises:
+            Exception: what ``write`` raised (nothing was recorded).
+        """
+        if self._log is None:
+            return False
+        event = validate_event(operation)
+        clean = self._attributes(agent, subject_id, outcome, attrs)
+        entry = write(self._log, event, clean)
+        if entry is None:
+            return False
+        if self._telemetry is not None:
+            error = str(clean.get("error.type", "error")) if outcome == "error" else None
+            self._telemetry.emit(
+                span_name(event), span_attributes(event, clean, entry.seq), error=error
+            )
+        return True
 
     # -- keyed hashes (for auditors) -------------------------------------------
 

@@ -271,6 +271,8 @@ class PolicyGate:
             return True
         attrs = self._allowed_attrs(needs_consent, block)
         try:
+            if self._persist_joined(store, block, agent, subject_id, attrs):
+                return True
             store.append(block)
         except BaseException as exc:
             audit.record(
@@ -284,6 +286,34 @@ class PolicyGate:
             raise
         audit.record(_PERSIST_OP, agent=agent, subject_id=subject_id, outcome="ok", **attrs)
         return True
+
+    def _persist_joined(
+        self,
+        store: AgentStore,
+        block: str,
+        agent: str | None,
+        subject_id: str | None,
+        attrs: dict[str, Any],
+    ) -> bool:
+        """Append ``block`` and record it in one write, when the store and the log can.
+
+        A database store appends the block and the ``persist`` entry in one
+        transaction (``append_audited``), so no block is ever stored without
+        its entry. False when they cannot (nothing was done).
+        """
+        joined = getattr(store, "append_audited", None)
+        record_with = getattr(self.audit, "record_with", None)
+        if joined is None or record_with is None:
+            return False
+        done: bool = record_with(
+            _PERSIST_OP,
+            lambda log, event, clean: joined(block, log, event, clean),
+            agent=agent,
+            subject_id=subject_id,
+            outcome="ok",
+            **attrs,
+        )
+        return done
 
     def _persist_decided(
         self, store: AgentStore, block: str, *, agent: str | None, subject_id: str | None

@@ -20,6 +20,7 @@ requests, the keyring as its observer) reaches the sink as
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from .._protocols import AuditSink
@@ -89,6 +90,26 @@ class PolicyLoadSink:
         self._sink.record(operation, agent=agent, subject_id=subject_id, outcome=outcome, **attrs)
         if failure is not None:
             raise failure
+
+    def record_with(
+        self,
+        operation: str,
+        write: Callable[..., Any],
+        *,
+        agent: str | None,
+        subject_id: str | None,
+        outcome: str,
+        **attrs: Any,
+    ) -> bool:
+        """The wrapped sink's ``record_with`` (an operation writing its own entry), once
+        ``policy.load`` is recorded; False before (then :meth:`record` records it first)."""
+        joined = getattr(self._sink, "record_with", None)
+        if self._pending or joined is None:
+            return False
+        done: bool = joined(
+            operation, write, agent=agent, subject_id=subject_id, outcome=outcome, **attrs
+        )
+        return done
 
     def _record_policy_load(self) -> None:
         with self._lock:  # two threads' first entries: one policy.load, before both

@@ -27,6 +27,13 @@ the write guarded by that end (``_WRITE_IF``, ``_guarded``). A guard that fails
 writes nothing, and the batch takes the steps above; a connection lost after the
 send is settled under the lock by the entries' own lines.
 
+A memory store in the same database writes an entry in its own transaction
+(:meth:`PgAuditStorage.joined`, :class:`JoinedEntry`, used by the store's
+``append_audited``): the entry is sealed after the end this process wrote and
+written only if that end still holds and the store's rows are written too. The
+end is *taken* while that write is in flight (``Guess.take``), so a batch of the
+process's other threads reads the end under the lock rather than guess the same.
+
 Entries are stored as their canonical line, byte for byte the file log's, so
 :func:`~governed_memory._audit.verify_storage` checks them with the same code.
 There is no torn entry to repair: a transaction commits whole or not at all.
@@ -74,7 +81,7 @@ if TYPE_CHECKING:
     from .._protocols import AuditStorage
     from ._db import Binding, Database
 
-__all__ = ["PgAuditStorage"]
+__all__ = ["JoinedEntry", "PgAuditStorage"]
 
 # An append: (event, its attributes or the function making them from the newest entry, time).
 _Item = tuple[
@@ -98,18 +105,29 @@ _WRITE = f"""
     ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash,
         segment = EXCLUDED.segment, mac = EXCLUDED.mac"""
 
-# _WRITE guarded (``_guarded``): only while the head and the newest entry are the
-# ones this process last wrote; the row count of the head's UPDATE says (1 or 0).
-_WRITE_IF = f"""
-    WITH ok AS (
-        SELECT FROM {_HEAD} WHERE seq = %s AND hash = %s AND mac = %s
-            AND (SELECT max(seq) FROM {_ENTRIES}) = %s
-    ), added AS (
+# The guard of a guessed write (``_guarded``): the head and the newest entry are still
+# the ones this process last wrote (parameters: the head's seq, hash and MAC, the seq).
+_GUARD = f"""EXISTS (SELECT FROM {_HEAD} WHERE seq = %s AND hash = %s AND mac = %s
+    AND (SELECT max(seq) FROM {_ENTRIES}) = %s)"""
+# Whether an entry was written (parameters: its seq and line).
+_WRITTEN = f"EXISTS (SELECT FROM {_ENTRIES} WHERE seq = %s AND line = %s)"
+
+
+def _write_if(also: str) -> str:
+    """_WRITE guarded by ``_GUARD`` and by ``also`` (SQL, its parameters after the guard's).
+
+    The row count of the head's UPDATE says whether it wrote (1 or 0).
+    """
+    return f"""
+    WITH ok AS (SELECT WHERE {_GUARD} AND {also}), added AS (
         INSERT INTO {_ENTRIES} (seq, segment, ts, event, line)
         SELECT * FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[], %s::text[], %s::bytea[])
         WHERE EXISTS (SELECT FROM ok)
     )
     UPDATE {_HEAD} SET seq = %s, hash = %s, segment = %s, mac = %s WHERE EXISTS (SELECT FROM ok)"""
+
+
+_WRITE_IF = _write_if("true")
 
 
 class _End(NamedTuple):
@@ -157,7 +175,7 @@ class PgAuditStorage:
             ) from None
         self._lock_key = advisory_key("audit", "log")
         self._batcher: Batcher[_Item, AuditEntry] = Batcher(self._write_batch)
-        self._guess: Guess[_End] = Guess()
+        self._guess: Guess[_End] = Guess(order=lambda end: end.last.seq)
 
     @property
     def key(self) -> AuditKey:
@@ -176,6 +194,11 @@ class PgAuditStorage:
     def where(self) -> str:
         """The table the log lives in, for messages and reports."""
         return f"postgresql://{self._db.where} ({_ENTRIES})"
+
+    @property
+    def db(self) -> Database:
+        """The database the log lives in."""
+        return self._db
 
     # -- writing ---------------------------------------------------------------
 
@@ -242,7 +265,7 @@ class PgAuditStorage:
         # Not inside a transaction of this thread (a pooled connection is not its to use),
         # nor for attributes made from the newest entry (read under the lock).
         if self._db.held() is None and not any(callable(r.item[1]) for r in batch):
-            end = self._guess.get()
+            end = self._guess.take()
         if end is not None:
             done, unsure = self._write_guessed(batch, end)
             if done:
@@ -304,6 +327,31 @@ class PgAuditStorage:
             return True, None
         self._guess.forget(missed=counts is not None)
         return False, chain.last if counts is None else None
+
+    def joined(self, event: str, attrs: Mapping[str, Any]) -> JoinedEntry | None:
+        """``event`` sealed after the end this process wrote, for another store's transaction.
+
+        The store writes it with its own rows, in one transaction (``_joined``).
+        None when this process does not know the end (or another of its threads
+        is writing after it), or inside a transaction of this thread: then
+        append the usual way.
+        """
+        from .._audit import validate_event
+
+        validate_event(event)
+        if self._db.held() is not None:
+            return None
+        end = self._guess.take()
+        if end is None:
+            return None
+        chain = _Chain(None, end.last, end.head.segment, end.head, None)
+        entry = self._write(chain, event, dict(attrs), self._clock.now(), head=False)
+        return JoinedEntry(self, end, chain.head_params(self._key), entry, chain)
+
+    def _joined_unknown(self, entry: AuditEntry) -> bool:
+        """Whether a joined write whose outcome is unknown committed (read under the lock)."""
+        with self._locked("check an append to") as chain:
+            return self._committed(chain, entry)
 
     @staticmethod
     def _committed(chain: _Chain, newest: AuditEntry) -> bool:
@@ -567,6 +615,67 @@ class PgAuditStorage:
 
     def __repr__(self) -> str:
         return f"PgAuditStorage({self._db.where!r}, key_id={self._key.key_id!r})"
+
+
+class JoinedEntry:
+    """An audit entry sealed after the end this process wrote, not yet written (``_joined``).
+
+    ``write(also)`` is the statement writing it, guarded by that end (``guard``)
+    and by ``also``; ``written`` is SQL true once it is written. The store
+    that writes it reports the outcome: :meth:`hit`, :meth:`missed` or
+    :meth:`abandon` or :meth:`unknown`, exactly once.
+    """
+
+    __slots__ = ("_chain", "_end", "_head", "_storage", "entry", "guard", "lock", "written")
+
+    def __init__(
+        self,
+        storage: PgAuditStorage,
+        end: _End,
+        head: tuple[Any, ...],
+        entry: AuditEntry,
+        chain: _Chain,
+    ) -> None:
+        self._storage = storage
+        self._end = end
+        self._head = head
+        self._chain = chain
+        self.entry = entry
+        self.lock = storage._lock_key
+        self.guard: tuple[str, tuple[Any, ...]] = (
+            _GUARD,
+            (end.head.seq, end.head.hash, end.head.mac, end.last.seq),
+        )
+        self.written: tuple[str, tuple[Any, ...]] = (_WRITTEN, (entry.seq, entry.line))
+
+    def write(self, also: tuple[str, tuple[Any, ...]]) -> tuple[str, tuple[Any, ...]]:
+        """The statement writing the entry (and the head naming it), if ``guard`` and ``also`` hold.
+
+        Its row count is 1 when it wrote, 0 when it did not.
+        """
+        return _write_if(also[0]), (*self.guard[1], *also[1], *self._head)
+
+    def hit(self) -> None:
+        """The entry committed."""
+        known = self._chain.end()
+        assert known is not None  # (it wrote the head)
+        self._storage._guess.hit(known)
+
+    def missed(self, *, stale: bool) -> None:
+        """Nothing was written; ``stale``: because ``guard`` failed (another wrote the end)."""
+        if stale:
+            self._storage._guess.forget(missed=True)
+        else:
+            self._storage._guess.wrote(self._end)  # (taken: still the end)
+
+    def abandon(self) -> None:
+        """The write raised: nothing committed, or nothing known; the end is read again."""
+        self._storage._guess.forget()
+
+    def unknown(self) -> bool:
+        """The connection was lost after the send: whether the entry committed after all."""
+        self._storage._guess.forget()
+        return self._storage._joined_unknown(self.entry)
 
 
 class _Chain:

@@ -23,6 +23,10 @@
   INSERT is guarded by the memory's header, last position and the keyring's
   change counter (``_INSERT_IF``, ``_guarded``); otherwise the tail is read under
   the lock.
+* Joined with its audit entry (:meth:`PgAgentStore.append_audited`, which the consent
+  gate uses when the audit chain is in the same database): the block and its
+  ``persist`` entry in one transaction, one round trip, each write guarded by its
+  own end and by the other's, so both commit or neither is written.
 
 What is kept is named as the file backend names it (``MEMORY.md``,
 ``archive/history_<ts>.md``, ``subjects/<p>/...``; ``.gmenc`` when encrypted), so
@@ -31,7 +35,7 @@ receipts and exports read the same on both backends.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
@@ -48,6 +52,7 @@ from .._stores import (
     is_partition_name,
     plain_partition_name,
 )
+from ._audit import PgAuditStorage
 from ._db import _import_psycopg
 from ._guarded import Guess
 from ._keyring import PgKeyStorage
@@ -56,6 +61,7 @@ from ._memory_locks import agent_key
 if TYPE_CHECKING:
     import psycopg
 
+    from .._audit import AuditEntry
     from ._memory_backend import PgStores
 
 __all__ = ["PgAgentStore"]
@@ -83,15 +89,29 @@ _TAIL = f"""
     FROM {_T}.memories m
     LEFT JOIN {_T}.memory_blocks b ON b.memory_id = m.id AND b.position = 0
     WHERE m.agent = %(a)s AND m.partition = %(p)s"""
-# An encrypted append guessed (``_guarded``): only while the memory's header, its last
-# position and the keyring's change counter are the ones this store last wrote under.
+# The guard of an encrypted append guessed (``_guarded``): the memory's header, its last
+# position and the keyring's change counter are the ones this store last wrote under
+# (parameters: the memory's id, its last position, its id, its header, the counter).
+_GUARD = f"""(SELECT coalesce(max(position), -1) FROM {_T}.memory_blocks
+           WHERE memory_id = %s) = %s
+      AND EXISTS (SELECT FROM {_T}.memories WHERE id = %s AND header = %s)
+      AND (SELECT value FROM {_T}.keyring_counter WHERE singleton) = %s"""
+# The frames of an encrypted append, if _GUARD and ``also`` hold (parameters: the memory's
+# id, the positions, the frames, _GUARD's, ``also``'s).
 _INSERT_IF = f"""
     INSERT INTO {_T}.memory_blocks (memory_id, position, data)
-    SELECT %(m)s, t.p, t.d FROM unnest(%(ps)s::integer[], %(ds)s::bytea[]) AS t(p, d)
-    WHERE (SELECT coalesce(max(position), -1) FROM {_T}.memory_blocks
-           WHERE memory_id = %(m)s) = %(last)s
-      AND EXISTS (SELECT FROM {_T}.memories WHERE id = %(m)s AND header = %(h)s)
-      AND (SELECT value FROM {_T}.keyring_counter WHERE singleton) = %(c)s"""
+    SELECT %s, t.p, t.d FROM unnest(%s::integer[], %s::bytea[]) AS t(p, d)
+    WHERE {_GUARD} AND {{also}}"""
+# A plaintext memory to append to (parameters: the agent, the partition).
+_PLAIN_GUARD = f"""EXISTS (SELECT FROM {_T}.memories
+    WHERE agent = %s AND partition = %s AND header IS NULL)"""
+# _APPEND_PLAIN if ``also`` holds (parameters: the block, the agent, the partition, ``also``'s).
+_APPEND_PLAIN_IF = f"""
+    INSERT INTO {_T}.memory_blocks (memory_id, position, data)
+    SELECT m.id, coalesce((SELECT max(b.position) FROM {_T}.memory_blocks b
+                            WHERE b.memory_id = m.id), -1) + 1, %s
+    FROM {_T}.memories m WHERE m.agent = %s AND m.partition = %s AND m.header IS NULL
+        AND {{also}}"""
 _ROWS_AT = f"""
     SELECT data FROM {_T}.memory_blocks WHERE memory_id = %s AND position = ANY(%s::integer[])
     ORDER BY position"""
@@ -115,6 +135,24 @@ class _Unsure(NamedTuple):
     memory_id: int
     first: int
     frames: list[bytes]
+
+
+class _Prepared(NamedTuple):
+    """An append prepared after the end this store knows (``_guarded``), not yet sent."""
+
+    guard: tuple[str, tuple[Any, ...]]  # SQL true while that end is still the end
+    insert: str  # the INSERT, guarded by ``guard`` and by ``{also}``
+    params: tuple[Any, ...]  # its parameters, ``also``'s after them
+    rows: int  # the rows it inserts when it writes
+    made: _Tail | None  # the end it makes (encrypted: the next append is guessed after it)
+    unsure: _Unsure | None  # what to look for when its outcome is unknown (encrypted)
+
+    def write(self, also: tuple[str, tuple[Any, ...]]) -> tuple[str, tuple[Any, ...]]:
+        """The INSERT, if ``guard`` and ``also`` (SQL, its parameters) hold."""
+        return self.insert.format(also=also[0]), (*self.params, *also[1])
+
+
+_TRUE: tuple[str, tuple[Any, ...]] = ("true", ())
 
 
 class PgAgentStore:
@@ -385,14 +423,106 @@ class PgAgentStore:
         sending them, so that the outcome is unknown.) Not inside this thread's
         lock session or transaction: those run on their own connection.
         """
-        end = self._guess.get()
-        if (
-            end is None
-            or self._stores.sessions.active()
-            or self._stores.db.held() is not None
-            or not self._keys_in_database()
-        ):
+        prepared = self._prepare_encrypted(block, data)
+        if prepared is None:
             return False, None
+        doing = f"appending to the memory ({self._agent!r}, {self.source()})"
+        psycopg, _ = _import_psycopg()
+        try:
+            counts = self._stores.db.pipelined(doing, [prepared.write(_TRUE)], lock=self._key)
+        except DatabaseError:
+            self._guess.forget()
+            raise
+        except psycopg.Error as exc:
+            self._guess.forget()
+            raise self._stores.sessions.error(exc, doing) from None
+        if counts is not None and counts[0] == prepared.rows:
+            assert prepared.made is not None  # (encrypted)
+            self._guess.hit(prepared.made)
+            return True, None
+        self._guess.forget(missed=counts is not None)
+        return False, None if counts is not None else prepared.unsure
+
+    def append_audited(
+        self, block: str, log: object, event: str, attrs: Mapping[str, Any]
+    ) -> AuditEntry | None:
+        """Append ``block`` and its audit entry in one transaction, in one round trip.
+
+        The entry (``event``, ``attrs``) goes to ``log``, the deployment's audit
+        chain in this store's database, sealed after the end this process last
+        wrote (``_audit.JoinedEntry``). Each write is guarded by its own end and
+        by the other's: both commit, or neither is written. Returns the entry,
+        committed; None when they cannot be joined here (another database's log,
+        an end not known, inside a lock session or transaction of this thread, a
+        guard that failed): nothing was written then, and the caller appends and
+        records the usual way, one after the other.
+
+        Raises:
+            DatabaseError: the server refused (nothing was committed).
+            AuditWriteError: the connection was lost after the send, and whether
+                the transaction committed could not be read back.
+        """
+        if not block or not isinstance(log, PgAuditStorage) or log.db is not self._stores.db:
+            return None
+        data = block.encode("utf-8")
+        prepared = (
+            self._prepare_encrypted(block, data) if self._encrypted else self._prepare_plain(data)
+        )
+        if prepared is None:
+            return None
+        entry = log.joined(event, attrs)
+        if entry is None:
+            return None
+        statements = [
+            (f"SELECT WHERE {entry.guard[0]}", entry.guard[1]),
+            (f"SELECT WHERE {prepared.guard[0]}", prepared.guard[1]),
+            entry.write(also=prepared.guard),
+            prepared.write(also=entry.written),
+        ]
+        doing = f"appending to the memory ({self._agent!r}, {self.source()}) and the audit log"
+        psycopg, _ = _import_psycopg()
+        try:
+            counts = self._stores.db.pipelined(doing, statements, lock=(self._key, entry.lock))
+        except BaseException as exc:
+            self._guess.forget()
+            entry.abandon()
+            if isinstance(exc, psycopg.Error):
+                raise self._stores.sessions.error(exc, doing) from None
+            raise
+        if counts is None:  # lost after the send: committed whole, or not at all
+            self._guess.forget()
+            return entry.entry if entry.unknown() else None
+        if counts[2] == 1 and counts[3] == prepared.rows:
+            entry.hit()
+            if prepared.made is not None:
+                self._guess.hit(prepared.made)
+            return entry.entry
+        entry.missed(stale=counts[0] != 1)
+        if counts[1] != 1 and prepared.made is not None:
+            self._guess.forget(missed=True)
+        return None
+
+    def _joinable(self) -> bool:
+        """Whether a write of its own connection may run now (not inside this thread's
+        lock session or transaction: those hold the agent's lock, or a connection)."""
+        return not self._stores.sessions.active() and self._stores.db.held() is None
+
+    def _prepare_plain(self, data: bytes) -> _Prepared | None:
+        """A plaintext append of ``data`` at the memory's end, wherever that is."""
+        if not self._joinable():
+            return None
+        where = (self._where["a"], self._where["p"])
+        return _Prepared((_PLAIN_GUARD, where), _APPEND_PLAIN_IF, (data, *where), 1, None, None)
+
+    def _prepare_encrypted(self, block: str | None, data: bytes) -> _Prepared | None:
+        """The frames of an encrypted append sealed after the end this store last wrote.
+
+        None when that end is not known (or guesses back off), when a subject's
+        keys are not remembered, or when the keyring is kept outside the database.
+        """
+        end = self._guess.get()
+        if end is None or not self._joinable() or not self._keys_in_database():
+            return None
         codec = self.codec
         context = codec.context(end.header, self.source())
         frames = []
@@ -401,31 +531,18 @@ class PgAgentStore:
                 end.epoch, context, end.next + n, piece.encode("utf-8"), subject
             )
             if frame is None:  # (a subject whose keys this store has not used yet)
-                return False, None
+                return None
             frames.append(frame)
-        params = {
-            "m": end.memory_id,
-            "ps": list(range(end.next, end.next + len(frames))),
-            "ds": frames,
-            "last": end.next - 1,
-            "h": end.header,
-            "c": end.epoch,
-        }
-        doing = f"appending to the memory ({self._agent!r}, {self.source()})"
-        psycopg, _ = _import_psycopg()
-        try:
-            counts = self._stores.db.pipelined(doing, [(_INSERT_IF, params)], lock=self._key)
-        except DatabaseError:
-            self._guess.forget()
-            raise
-        except psycopg.Error as exc:
-            self._guess.forget()
-            raise self._stores.sessions.error(exc, doing) from None
-        if counts is not None and counts[0] == len(frames):
-            self._guess.hit(end._replace(next=end.next + len(frames)))
-            return True, None
-        self._guess.forget(missed=counts is not None)
-        return False, None if counts is not None else _Unsure(end.memory_id, end.next, frames)
+        positions = list(range(end.next, end.next + len(frames)))
+        guard = (end.memory_id, end.next - 1, end.memory_id, end.header, end.epoch)
+        return _Prepared(
+            (_GUARD, guard),
+            _INSERT_IF,
+            (end.memory_id, positions, frames, *guard),
+            len(frames),
+            end._replace(next=end.next + len(frames)),
+            _Unsure(end.memory_id, end.next, frames),
+        )
 
     def _keys_in_database(self) -> bool:
         """Whether the keyring's change counter is this database's (the guard checks that one).

@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from sends import lose_the_next_send
 
 from governed_memory import FixedClock, Keyring, LocalKeyProvider, parse_memory
 from governed_memory._audit import AuditEvent, AuditKey, verify_storage
@@ -225,26 +226,10 @@ def test_a_connection_lost_after_the_send_neither_loses_nor_repeats_an_append(
     stores, _ = _encrypted(pg_db, tmp_path)
     store = stores.open("A", lambda: HEADER)
     store.append(_block("before"))
-    _lose_the_connection(pg_db, monkeypatch, committed)
+    lose_the_next_send(pg_db, monkeypatch, committed=committed)
     store.append(_block("the one sent"))
     store.append(_block("after"))
     assert _contents(store.read_memory()) == ["before", "the one sent", "after"]
-
-
-def _lose_the_connection(db: Database, monkeypatch: pytest.MonkeyPatch, committed: bool) -> None:
-    """The next one-round-trip transaction runs (or not) and then reports the connection lost."""
-    real = db.pipelined
-    calls = []
-
-    def lost(*args: Any, **kwargs: Any) -> list[int] | None:
-        calls.append(1)
-        if len(calls) > 1:
-            return real(*args, **kwargs)
-        if committed:
-            real(*args, **kwargs)
-        return None
-
-    monkeypatch.setattr(db, "pipelined", lost)
 
 
 def test_inside_a_held_lock_an_append_uses_the_lock_session(
@@ -318,7 +303,7 @@ def test_a_connection_lost_after_the_send_neither_loses_nor_repeats_an_entry(
 ) -> None:
     log = PgAuditStorage(pg_db, KEY)
     log.append("persist", {"n": 0}, at=T0)
-    _lose_the_connection(pg_db, monkeypatch, committed)
+    lose_the_next_send(pg_db, monkeypatch, committed=committed)
     sent = log.append("persist", {"n": 1}, at=T0)
     log.append("persist", {"n": 2}, at=T0)
     entries = [e for e in log.entries() if e.event == "persist"]

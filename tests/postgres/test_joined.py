@@ -1,0 +1,361 @@
+"""Joined writes (_postgres/_memory.py ``append_audited``): a block and its audit entry, one transaction.
+
+On a database deployment with audit on, an allowed add stores the block and its
+``persist`` entry in one transaction sent in one round trip, once the process
+knows the ends of the memory and of the chain. What must hold: a block is never
+stored without its entry (nor the entry without the block); every guess that is
+wrong (another host's entry, another writer's block) writes nothing and the add
+goes the usual way; a connection lost after the send neither loses nor repeats
+either; and the other ways in (a held lock, an unknown end) still work.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from sealing_helpers import TEST_MASTER_KEY_B64
+from sends import lose_the_next_send
+
+from governed_memory import (
+    AuditWriteError,
+    Conversation,
+    DatabaseError,
+    Governance,
+    memory_md_path,
+    parse_memory,
+)
+from governed_memory._audit import ActorSink, AuditEvent, AuditKey, verify_storage
+from governed_memory._governance._policy_load import PolicyLoadSink
+from governed_memory._policy import Settings
+from governed_memory._postgres import Database, upgrade_schema
+from governed_memory._postgres._guarded import Guess
+
+SUBJECT = "alice"
+AUDIT_KEY = "ab" * 32
+
+
+def _environment(monkeypatch: pytest.MonkeyPatch, url: str, tmp_path: Path, policy: str) -> None:
+    db = Database(url)
+    try:
+        upgrade_schema(db)
+    finally:
+        db.close()
+    monkeypatch.setenv("GOVERNED_MEMORY_DATABASE_URL", url)
+    monkeypatch.setenv("GOVERNED_MEMORY_POLICY", policy)
+    monkeypatch.setenv("GOVERNED_MEMORY_AUDIT_KEY", AUDIT_KEY)
+    monkeypatch.setenv("GOVERNED_MEMORY_MASTER_KEY", TEST_MASTER_KEY_B64)
+    monkeypatch.setenv("WORKSPACE_DIR", str(tmp_path / "ws"))
+
+
+@pytest.fixture
+def made() -> Iterator[list[Governance]]:
+    """The Governances a test builds (each a host of its own), closed at the end."""
+    governances: list[Governance] = []
+    yield governances
+    for gov in governances:
+        gov.storage.close()
+
+
+@pytest.fixture(params=["regulated", "plaintext"])
+def host(
+    request: pytest.FixtureRequest,
+    pg_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    made: list[Governance],
+) -> Governance:
+    """A regulated host (consent, subject isolation, encryption, audit), or a plaintext audited one."""
+    if request.param == "regulated":
+        _environment(monkeypatch, pg_url, tmp_path, "regulated")
+    else:
+        policy = tmp_path / "audited.toml"
+        policy.write_text('[policy]\nid = "audited"\nversion = "1"\n[audit]\nenabled = true\n')
+        _environment(monkeypatch, pg_url, tmp_path, str(policy))
+    return _another_host(made)
+
+
+def _another_host(made: list[Governance]) -> Governance:
+    gov = Governance(settings=Settings())
+    assert gov.storage.files is None  # really the database
+    gov.grant(SUBJECT, "persist", actor="dpo@bank.example")
+    made.append(gov)
+    return gov
+
+
+def _chat(gov: Governance, agent: str = "teller") -> Conversation:
+    return Conversation(
+        name=f"{agent}_conv",
+        memory_md_path=memory_md_path(agent, gov.workspace),
+        governance=gov,
+        subject_id=SUBJECT,
+    )
+
+
+def _db(gov: Governance) -> Database:
+    db = getattr(gov.storage, "db", None)
+    assert isinstance(db, Database)
+    return db
+
+
+def _store(gov: Governance, agent: str = "teller") -> Any:
+    """The memory the agent's turns go to (the subject's own under isolation)."""
+    store = gov.memory_backend.open(agent, str)
+    return store.subject_store(SUBJECT) if gov.policy.memory.isolation == "subject" else store
+
+
+def _stored(gov: Governance, agent: str = "teller") -> list[str]:
+    """The turns stored for the agent."""
+    text = _store(gov, agent).read_memory()
+    return [] if text is None else [r.content for r in parse_memory(text).records]
+
+
+def _persisted(gov: Governance) -> list[int]:
+    """The bytes recorded by each ``persist`` entry of the chain, oldest first."""
+    log = gov.audit.log
+    assert log is not None
+    return [int(e.attrs["bytes"]) for e in log.entries() if e.event == "persist"]
+
+
+def _verified(gov: Governance) -> None:
+    log = gov.audit.log
+    assert log is not None
+    assert verify_storage(log, [AuditKey.from_text(AUDIT_KEY)]).ok
+    assert not [e for e in log.entries() if e.event == AuditEvent.DISCONTINUITY]
+
+
+class Spy:
+    """The one-round-trip transactions sent, with the locks each held, and the locked ones."""
+
+    def __init__(self, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sent: list[tuple[Any, list[int] | None]] = []
+        self.locked = 0
+        self._pipelined = db.pipelined
+        self._transaction = db.transaction
+        monkeypatch.setattr(db, "pipelined", self.pipelined)
+        monkeypatch.setattr(db, "transaction", self.transaction)
+
+    def pipelined(self, *args: Any, **kwargs: Any) -> list[int] | None:
+        counts = self._pipelined(*args, **kwargs)
+        self.sent.append((kwargs.get("lock"), counts))
+        return counts
+
+    def transaction(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("lock") is not None:
+            self.locked += 1
+        return self._transaction(*args, **kwargs)
+
+    @property
+    def joined(self) -> list[list[int] | None]:
+        """The counts of the joined writes (two locks: the agent's, then the chain's)."""
+        return [counts for lock, counts in self.sent if isinstance(lock, tuple) and len(lock) == 2]
+
+
+# -- the joined write ----------------------------------------------------------------------------
+
+
+def test_an_add_after_the_first_is_one_transaction_for_the_block_and_its_entry(
+    host: Governance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat = _chat(host)
+    chat.add("Human", "first: the ends are read under the locks")
+    spy = Spy(_db(host), monkeypatch)
+    for n in range(5):
+        chat.add("Human", f"turn {n}")
+    assert len(spy.joined) == 5 and all(counts and counts[2] == 1 for counts in spy.joined)
+    assert spy.locked == 0 and len(spy.sent) == 5  # nothing else was written
+    assert _stored(host) == ["first: the ends are read under the locks"] + [
+        f"turn {n}" for n in range(5)
+    ]
+    persisted = _persisted(host)
+    assert len(persisted) == 6 and persisted[1:] == [persisted[1]] * 5  # one entry per block
+    _verified(host)
+
+
+def test_a_refused_write_stores_neither_the_block_nor_its_entry(
+    host: Governance, pg_url: str
+) -> None:
+    """Both in one transaction: the server refusing the entry keeps the block out too."""
+    chat = _chat(host)
+    chat.add("Human", "kept")
+    chat.add("Human", "kept too")  # (the ends are now known: the next add is joined)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'the audit table is full'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON governed_memory.audit_entries "
+            "FOR EACH ROW EXECUTE FUNCTION refuse()"
+        )
+    with pytest.raises((DatabaseError, AuditWriteError)) as raised:
+        chat.add("Human", "refused with its entry")
+    assert "audit" in str(raised.value)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP TRIGGER refuse ON governed_memory.audit_entries")
+    chat.add("Human", "after the refusal")
+    assert _stored(host) == ["kept", "kept too", "after the refusal"]
+    assert len(_persisted(host)) == 3
+    _verified(host)
+
+
+def test_another_hosts_entry_in_between_makes_the_joined_write_miss_and_lose_nothing(
+    host: Governance, made: list[Governance], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = _another_host(made)  # the same database: its grant moved the chain's end
+    chat, theirs = _chat(host), _chat(other, "clerk")
+    chat.add("Human", "a0")
+    theirs.add("Human", "b0")
+    spy = Spy(_db(host), monkeypatch)
+    chat.add("Human", "a1")  # the chain's end it knows is before b0: the guard misses
+    assert spy.joined == [[0, 1, 0, 0]]  # then the usual two writes
+    for n in range(2, 8):
+        (chat if n % 2 == 0 else theirs).add("Human", f"turn {n}")
+    assert _stored(host) == ["a0", "a1", "turn 2", "turn 4", "turn 6"]
+    assert _stored(host, "clerk") == ["b0", "turn 3", "turn 5", "turn 7"]
+    assert len(_persisted(host)) == 9
+    _verified(host)
+
+
+def test_another_writer_on_the_same_memory_makes_the_joined_write_miss_and_lose_nothing(
+    host: Governance, made: list[Governance], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = _another_host(made)
+    mine, theirs = _chat(host), _chat(other)  # one agent, two hosts
+    mine.add("Human", "a0")
+    mine.add("Human", "a1")
+    theirs.add("Human", "b0")  # its entry moves the chain too
+    mine.add("Human", "a2")
+    theirs.add("Human", "b1")
+    mine.add("Human", "a3")
+    assert _stored(host) == ["a0", "a1", "b0", "a2", "b1", "a3"]
+    assert len(_persisted(host)) == 6
+    _verified(host)
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["lost-after-commit", "lost-before"])
+def test_a_connection_lost_after_the_send_neither_loses_nor_repeats_the_block_or_its_entry(
+    host: Governance, monkeypatch: pytest.MonkeyPatch, committed: bool
+) -> None:
+    chat = _chat(host)
+    chat.add("Human", "before")
+    chat.add("Human", "before too")
+    lose_the_next_send(_db(host), monkeypatch, committed=committed)
+    chat.add("Human", "the one sent")
+    chat.add("Human", "after")
+    assert _stored(host) == ["before", "before too", "the one sent", "after"]
+    assert len(_persisted(host)) == 4
+    _verified(host)
+
+
+def test_threads_adding_at_once_each_store_every_block_with_its_entry(host: Governance) -> None:
+    """One joined write in flight per process; the others take the usual path meanwhile."""
+    chats = [_chat(host, f"agent{t}") for t in range(6)]
+    errors: list[BaseException] = []
+
+    def talk(chat: Conversation) -> None:
+        try:
+            for n in range(15):
+                chat.add("Human", f"turn {n}")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=talk, args=(chat,)) for chat in chats]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for t in range(6):
+        assert _stored(host, f"agent{t}") == [f"turn {n}" for n in range(15)]
+    assert len(_persisted(host)) == 90
+    _verified(host)
+
+
+def test_inside_a_held_lock_an_add_is_not_joined_and_does_not_wait_on_itself(
+    host: Governance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock is held through a store of another set (the memory backend's, not the gate's).
+
+    A joined write runs on a pooled connection, which would wait for ever on the
+    lock this thread's session holds; the locked path runs on that session. (Before
+    the lock sessions were one per database, the gate's store did not see the
+    backend's session, and any add here waited on itself.)
+    """
+    chat = _chat(host)
+    chat.add("Human", "first")
+    chat.add("Human", "second")
+    spy = Spy(_db(host), monkeypatch)
+    with _store(host).lock():
+        chat.add("Human", "under the lock")
+    assert spy.joined == []
+    assert _stored(host) == ["first", "second", "under the lock"]
+
+
+def test_an_add_without_consent_is_not_joined_and_stores_nothing(
+    host: Governance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat = _chat(host)
+    chat.add("Human", "first")
+    chat.add("Human", "second")
+    if host.policy.consent.required_for:
+        host.withdraw(SUBJECT, "persist", actor="dpo@bank.example")
+        spy = Spy(_db(host), monkeypatch)
+        chat.add("Human", "kept in memory only")
+        assert spy.joined == []
+        assert _stored(host) == ["first", "second"]
+    else:  # (the plaintext policy asks no consent: joined, stored)
+        chat.add("Human", "stored")
+        assert _stored(host) == ["first", "second", "stored"]
+
+
+# -- the parts -------------------------------------------------------------------------------------
+
+
+def test_a_taken_guess_is_given_to_one_writer_and_a_later_end_is_not_replaced_by_an_earlier() -> (
+    None
+):
+    guess: Guess[int] = Guess(order=lambda end: end)
+    guess.wrote(5)
+    assert guess.take() == 5
+    assert guess.take() is None and guess.get() is None  # taken: the others read under the lock
+    guess.wrote(7)  # another thread wrote the chain meanwhile
+    guess.hit(6)  # the taker reports its end late: the later one stays
+    assert guess.get() == 7
+
+
+def test_the_first_entry_after_loading_a_policy_is_not_joined_so_policy_load_comes_first() -> None:
+    seen: list[str] = []
+
+    class Trail:
+        def record_with(self, operation: str, write: Any, **attrs: Any) -> bool:
+            seen.append(f"joined {operation}")
+            return True
+
+        def record(self, operation: str, **attrs: Any) -> None:
+            seen.append(operation)
+
+    sink = PolicyLoadSink(Trail(), {"policy_id": "p", "policy_version": "1", "source": "x"})  # type: ignore[arg-type]
+    assert not sink.record_with("persist", None, agent="a", subject_id=None, outcome="ok")
+    sink.record("persist", agent="a", subject_id=None, outcome="ok")
+    assert sink.record_with("persist", None, agent="a", subject_id=None, outcome="ok")
+    assert seen == ["policy.load", "persist", "joined persist"]
+
+
+def test_an_actor_sink_names_its_actor_in_a_joined_entry() -> None:
+    seen: list[dict[str, Any]] = []
+
+    class Trail:
+        def record_with(self, operation: str, write: Any, **attrs: Any) -> bool:
+            seen.append(attrs)
+            return True
+
+    sink = ActorSink(Trail(), "ops:alice")  # type: ignore[arg-type]
+    assert sink.record_with("persist", None, agent="a", subject_id=None, outcome="ok")
+    assert seen == [{"agent": "a", "subject_id": None, "outcome": "ok", "actor": "ops:alice"}]
+    bare = ActorSink(object(), "ops:alice")  # type: ignore[arg-type]
+    assert not bare.record_with("persist", None, agent="a", subject_id=None, outcome="ok")
