@@ -331,6 +331,8 @@ class PurgeScheduler:
             report.total_held,
             report.as_of.isoformat(timespec="seconds"),
         )
+        for note in report.notes:  # what no purge deletes: for the operator, by hand
+            logger.warning("purge %s did not delete: %s", report.purge_id, note)
         self._run_tasks()
         return report
 
@@ -455,7 +457,13 @@ def start_scheduler(governance: Governance, **options: Any) -> PurgeScheduler:
 
 
 def schedule_status(governance: Governance) -> dict[str, Any]:
-    """The schedule, the last successful run, the next due run and the leader (read-only)."""
+    """The schedule, the last successful run, the next due run and the leader (read-only).
+
+    ``overdue``: a run was due after the last successful one and has not happened.
+    ``never_run``: a purge is scheduled but none has succeeded yet (a new
+    deployment, or a scheduler that was never started); not called overdue,
+    since nothing says since when the schedule has been in force.
+    """
     schedule = governance.policy.schedule
     last = _State(governance.records).last_success()
     status: dict[str, Any] = {
@@ -469,6 +477,7 @@ def schedule_status(governance: Governance) -> dict[str, Any]:
         "last_success": last.isoformat() if last else None,
         "next_due": None,
         "overdue": False,
+        "never_run": False,
         "leader_pid": _leader_of(governance),
     }
     if schedule.purge_cron or schedule.purge_interval:
@@ -477,7 +486,8 @@ def schedule_status(governance: Governance) -> dict[str, Any]:
         after = last + _dt.timedelta(microseconds=1) if last else now
         due = trigger.get_next_fire_time(None, after)
         status["next_due"] = due.isoformat() if due else None
-        status["overdue"] = last is None or (due is not None and due <= now)
+        status["overdue"] = last is not None and due is not None and due <= now
+        status["never_run"] = last is None
     return status
 
 

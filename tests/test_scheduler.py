@@ -338,8 +338,27 @@ def test_scheduler_status_json(workspace: Path, policy_file: Path) -> None:
     status = json.loads(result.stdout)
     assert status["schedule"] == "every 1d" and status["timezone"] == "UTC"
     assert status["last_success"].startswith("2026-01-01T03:00:00")
-    assert status["overdue"] is True and status["leader_pid"] is None
+    assert status["overdue"] is True and status["never_run"] is False
+    assert status["leader_pid"] is None
     assert "every 1d" in CliRunner().invoke(main, args).stdout
+
+
+def test_a_schedule_that_never_ran_is_reported_as_such_not_as_overdue(
+    workspace: Path, policy_file: Path
+) -> None:
+    """A new deployment: nothing says since when the schedule is in force, so not "overdue"."""
+    from click.testing import CliRunner
+
+    from governed_memory._cli import main
+
+    args = ["--workspace", str(workspace), "--policy", str(policy_file), "scheduler", "status"]
+    result = CliRunner().invoke(main, [*args, "--json"])
+    assert result.exit_code == 0
+    status = json.loads(result.stdout)
+    assert status["last_success"] is None and status["next_due"] is not None
+    assert status["never_run"] is True and status["overdue"] is False
+    table = CliRunner().invoke(main, args).stdout
+    assert "never_run" in table and "True" in table
 
 
 def test_state_of_a_newer_format_version_is_refused_with_the_fix(workspace: Path) -> None:

@@ -66,7 +66,8 @@ def test_a_run_keeps_its_state_in_the_database(
     conv.add("User", "day 0")
     conv.compact("summary")
     gov = governance(governances, url, workspace, T0 + 40 * DAY)
-    assert schedule_status(gov)["last_success"] is None and schedule_status(gov)["overdue"]
+    before = schedule_status(gov)
+    assert before["last_success"] is None and before["never_run"] and not before["overdue"]
     report = PurgeScheduler(gov, tasks=()).run_once()
     assert report is not None and report.total_deleted == 1
     # Another host (another Governance, another workspace folder) reads the same state.
@@ -74,7 +75,8 @@ def test_a_run_keeps_its_state_in_the_database(
     status = schedule_status(other)
     last = dt.datetime.fromisoformat(status["last_success"])
     assert dt.timedelta(0) <= last - (T0 + 40 * DAY).astimezone() < dt.timedelta(seconds=1)
-    assert status["overdue"] is False and status["leader_pid"] is None
+    assert status["overdue"] is False and status["never_run"] is False
+    assert status["leader_pid"] is None
     assert list(workspace.iterdir()) == []  # no state.json on this host's disk
 
 

@@ -16,6 +16,7 @@ def test_the_page_shows_the_leader_the_work_and_the_key_ids(
     page = cweb_user("adam").get("/health")
     assert page.status_code == 200 and 'data-page="health"' in page.text
     assert "no scheduler leads" in page.text
+    assert 'data-testid="never-run"' in page.text and "(overdue)" not in page.text
     signer = cweb_governance.signer
     assert signer is not None and signer.key_id in page.text
     assert 'data-testid="audit-key">' in page.text

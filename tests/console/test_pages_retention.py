@@ -5,10 +5,13 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 from pages_client import User, flash
 
 import governed_memory as gm
+
+DAY = dt.timedelta(days=1)
 
 
 def _archive(gov: gm.Governance) -> None:
@@ -26,6 +29,8 @@ def test_the_page_shows_the_policy_and_the_next_purge(cweb_user: Callable[[str],
     assert "console-test v1" in page.text and "30 days" in page.text
     assert "every 1d" in page.text or "every" in page.text
     assert "No purge has run yet." in page.text
+    # A schedule that never ran is said to be so, not "overdue" (nothing says since when).
+    assert 'data-testid="never-run"' in page.text and "(overdue)" not in page.text
 
 
 def test_the_preview_lists_what_a_purge_that_day_would_delete_and_changes_nothing(
@@ -68,3 +73,26 @@ def test_a_bad_preview_date_is_the_one_line_error(cweb_user: Callable[[str], Use
 
 def test_the_privacy_officer_has_no_retention_page(cweb_user: Callable[[str], User]) -> None:
     assert cweb_user("olivia").get("/retention").status_code == 403
+
+
+def test_the_page_counts_the_exports_the_last_purge_could_not_delete_and_names_none(
+    cweb_user: Callable[[str], User], cweb_governance: gm.Governance, tmp_path: Path
+) -> None:
+    """Their folders may name a person: the page gives the number, the CLI and the log the paths."""
+    gov = cweb_governance
+    gov.policy = gov.policy.model_copy(
+        update={"retention": gov.policy.retention.model_copy(update={"exports_max_age": DAY * 7})}
+    )
+    _archive(gov)  # (a purge that deletes nothing leaves no receipt)
+    folder = tmp_path / "alice-handed-over"
+    gm.export_subject(gov, "alice", folder)
+    clock = gov.clock
+    assert isinstance(clock, gm.FixedClock)
+    clock.advance(DAY * 40)  # the archive is past archives_max_age, the export past 7 days
+    report = gm.Retention(gov).purge()
+    assert report.total_deleted == 1 and len(report.unmanaged_exports) == 1
+    page = cweb_user("audrey").get("/retention").text
+    assert re.search(
+        r'data-testid="unmanaged-exports">The last purge found 1 subject-access export ', page
+    )
+    assert "alice-handed-over" not in page

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from governed_memory import (
@@ -13,6 +15,7 @@ from governed_memory import (
     FixedClock,
     Governance,
     Policy,
+    PurgeScheduler,
     Retention,
     Settings,
     export_subject,
@@ -155,3 +158,25 @@ def test_the_purge_command_prints_each_unmanaged_export(
     assert result.exit_code == 0, result.stderr
     [listed] = json.loads(result.stdout)["unmanaged_exports"]
     assert listed["id"] == export_id
+
+
+def test_a_scheduled_purge_logs_each_export_it_does_not_delete(
+    workspace: Path, tmp_path: Path, governances: list[Governance], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The scheduler runs unattended: its log is where the operator learns what to delete."""
+    clock = FixedClock(T0, tick=dt.timedelta(milliseconds=1))
+    gov = Governance(
+        workspace=workspace,
+        policy=Policy.model_validate({**POLICY, "schedule": {"purge_interval": "1d"}}),
+        clock=clock,
+    )
+    governances.append(gov)
+    export_id = _export(gov, tmp_path / "handed-over")
+    clock.advance(8 * DAY)
+    with caplog.at_level(logging.WARNING, logger="governed_memory.scheduler"):
+        report = PurgeScheduler(gov, tasks=()).run_once()
+    assert report is not None
+    [note] = report.notes
+    [logged] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert note in logged.getMessage() and export_id in logged.getMessage()
+    assert str((tmp_path / "handed-over").resolve()) in logged.getMessage()
