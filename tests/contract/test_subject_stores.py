@@ -9,20 +9,10 @@ from __future__ import annotations
 
 import pytest
 from backends import HEADER, Backend
+from memory_blocks import block, contents
 
 from governed_memory import StorageError, parse_memory
-from governed_memory._format import render_block
 from governed_memory._stores import isolate_subjects
-
-
-def _block(text: str, subject: str | None = None) -> str:
-    meta = {"subject": subject} if subject is not None else None
-    return render_block("Human", "2026-11-30T10:00:00", text, meta)
-
-
-def _contents(text: str | None) -> list[str]:
-    assert text is not None
-    return [r.content for r in parse_memory(text).records]
 
 
 def test_a_subject_memory_is_a_store_of_the_same_agent_named_without_the_id(
@@ -42,13 +32,13 @@ def test_a_subject_memory_is_a_store_of_the_same_agent_named_without_the_id(
 
 def test_each_subject_has_its_own_memory_beside_the_agents(backend: Backend) -> None:
     agent = backend.open("A")
-    agent.append(_block("shared"))
+    agent.append(block("shared"))
     alice, bob = agent.subject_store("alice"), agent.subject_store("bob")
-    alice.append(_block("alice's IBAN", "alice"))
-    bob.append(_block("bob's IBAN", "bob"))
-    assert _contents(agent.read_memory()) == ["shared"]
-    assert _contents(backend.open("A").subject_store("alice").read_memory()) == ["alice's IBAN"]
-    assert _contents(backend.open("A").subject_store("bob").read_memory()) == ["bob's IBAN"]
+    alice.append(block("alice's IBAN", "alice"))
+    bob.append(block("bob's IBAN", "bob"))
+    assert contents(agent.read_memory()) == ["shared"]
+    assert contents(backend.open("A").subject_store("alice").read_memory()) == ["alice's IBAN"]
+    assert contents(backend.open("A").subject_store("bob").read_memory()) == ["bob's IBAN"]
     assert alice.partition != bob.partition
     listed = backend.open("A").subject_stores()
     assert sorted(s.partition or "" for s in listed) == sorted([alice.partition, bob.partition])
@@ -57,16 +47,16 @@ def test_each_subject_has_its_own_memory_beside_the_agents(backend: Backend) -> 
 
 def test_a_subject_memory_compacts_and_archives_on_its_own(backend: Backend) -> None:
     agent = backend.open("A")
-    agent.append(_block("shared"))
+    agent.append(block("shared"))
     alice = agent.subject_store("alice")
-    alice.append(_block("one", "alice"))
-    archive = alice.compact(_block("summary", "alice"))
+    alice.append(block("one", "alice"))
+    archive = alice.compact(block("summary", "alice"))
     assert archive is not None
     assert alice.list_archives() == [archive]
-    assert _contents(alice.read_archive(archive)) == ["one"]
-    assert _contents(alice.read_memory()) == ["summary"]
+    assert contents(alice.read_archive(archive)) == ["one"]
+    assert contents(alice.read_memory()) == ["summary"]
     assert agent.list_archives() == []  # the agent's own memory was not touched
-    assert _contents(agent.read_memory()) == ["shared"]
+    assert contents(agent.read_memory()) == ["shared"]
 
 
 def test_only_the_agents_own_store_has_subject_stores(backend: Backend) -> None:
@@ -80,8 +70,8 @@ def test_only_the_agents_own_store_has_subject_stores(backend: Backend) -> None:
 
 def test_deleting_the_agent_deletes_its_subject_memories(backend: Backend) -> None:
     agent = backend.open("A")
-    agent.append(_block("shared"))
-    agent.subject_store("alice").append(_block("secret", "alice"))
+    agent.append(block("shared"))
+    agent.subject_store("alice").append(block("secret", "alice"))
     with agent.lock():
         agent.delete()
     again = backend.open("A")
@@ -92,34 +82,34 @@ def test_deleting_the_agent_deletes_its_subject_memories(backend: Backend) -> No
 
 def test_deleting_a_subject_memory_leaves_the_others(backend: Backend) -> None:
     agent = backend.open("A")
-    agent.append(_block("shared"))
+    agent.append(block("shared"))
     alice, bob = agent.subject_store("alice"), agent.subject_store("bob")
-    alice.append(_block("a", "alice"))
-    bob.append(_block("b", "bob"))
+    alice.append(block("a", "alice"))
+    bob.append(block("b", "bob"))
     with alice.lock():
         alice.delete()
     assert alice.read_memory() is None
-    assert _contents(bob.read_memory()) == ["b"]
-    assert _contents(agent.read_memory()) == ["shared"]
+    assert contents(bob.read_memory()) == ["b"]
+    assert contents(agent.read_memory()) == ["shared"]
 
 
 def test_isolate_subjects_moves_each_subjects_records_and_keeps_the_shared_ones(
     backend: Backend,
 ) -> None:
     agent = backend.open("A")
-    agent.append(_block("shared one"))
-    agent.append(_block("alice one", "alice"))
-    agent.append(_block("bob one", "bob"))
-    agent.append(_block("alice two", "alice"))
+    agent.append(block("shared one"))
+    agent.append(block("alice one", "alice"))
+    agent.append(block("bob one", "bob"))
+    agent.append(block("alice two", "alice"))
     assert isolate_subjects(agent) == 3
-    assert agent.read_memory() == HEADER + _block("shared one")
+    assert agent.read_memory() == HEADER + block("shared one")
     alice = agent.subject_store("alice")
-    assert _contents(alice.read_memory()) == ["alice one", "alice two"]
+    assert contents(alice.read_memory()) == ["alice one", "alice two"]
     assert [r.subject_id for r in parse_memory(alice.read_memory() or "").records] == [
         "alice",
         "alice",
     ]
-    assert _contents(agent.subject_store("bob").read_memory()) == ["bob one"]
+    assert contents(agent.subject_store("bob").read_memory()) == ["bob one"]
     assert isolate_subjects(agent) == 0  # done: a second run changes nothing
 
 
@@ -127,31 +117,31 @@ def test_isolate_subjects_after_a_crash_between_the_copies_does_not_duplicate(
     backend: Backend,
 ) -> None:
     agent = backend.open("A")
-    agent.append(_block("alice one", "alice"))
-    agent.append(_block("shared"))
+    agent.append(block("alice one", "alice"))
+    agent.append(block("shared"))
     # What a run killed after copying alice's records, before rewriting the agent's memory, left.
     alice = agent.subject_store("alice")
     alice.ensure()
-    alice.rewrite_memory((alice.read_memory() or "") + _block("alice one", "alice"))
+    alice.rewrite_memory((alice.read_memory() or "") + block("alice one", "alice"))
     assert isolate_subjects(agent) == 1
-    assert _contents(alice.read_memory()) == ["alice one"]
-    assert _contents(agent.read_memory()) == ["shared"]
+    assert contents(alice.read_memory()) == ["alice one"]
+    assert contents(agent.read_memory()) == ["shared"]
 
 
 def test_isolate_subjects_appends_after_what_a_subject_already_has(backend: Backend) -> None:
     agent = backend.open("A")
     alice = agent.subject_store("alice")
-    alice.append(_block("kept", "alice"))
-    agent.append(_block("moved", "alice"))
+    alice.append(block("kept", "alice"))
+    agent.append(block("moved", "alice"))
     assert isolate_subjects(agent) == 1
-    assert _contents(alice.read_memory()) == ["kept", "moved"]
+    assert contents(alice.read_memory()) == ["kept", "moved"]
 
 
 def test_isolate_subjects_of_an_agent_without_subjects_writes_nothing(backend: Backend) -> None:
     agent = backend.open("A")
     assert isolate_subjects(agent) == 0
     assert agent.read_memory() is None
-    agent.append(_block("shared"))
+    agent.append(block("shared"))
     before = agent.stat()
     assert isolate_subjects(agent) == 0
     assert agent.stat() == before
@@ -161,11 +151,11 @@ def test_isolate_subjects_after_a_crash_and_a_later_write_still_does_not_duplica
     backend: Backend,
 ) -> None:
     agent = backend.open("A")
-    agent.append(_block("alice one", "alice"))
+    agent.append(block("alice one", "alice"))
     alice = agent.subject_store("alice")
     alice.ensure()
-    alice.rewrite_memory((alice.read_memory() or "") + _block("alice one", "alice"))
-    alice.append(_block("alice later", "alice"))  # written after the crashed run
+    alice.rewrite_memory((alice.read_memory() or "") + block("alice one", "alice"))
+    alice.append(block("alice later", "alice"))  # written after the crashed run
     assert isolate_subjects(agent) == 1
-    assert _contents(alice.read_memory()) == ["alice one", "alice later"]
-    assert _contents(agent.read_memory()) == []
+    assert contents(alice.read_memory()) == ["alice one", "alice later"]
+    assert contents(agent.read_memory()) == []

@@ -17,11 +17,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from memory_blocks import block, contents
 from sends import lose_the_next_send
 
-from governed_memory import FixedClock, Keyring, LocalKeyProvider, parse_memory
+from governed_memory import FixedClock, Keyring, LocalKeyProvider
 from governed_memory._audit import AuditEvent, AuditKey, verify_storage
-from governed_memory._format import render_block, render_header
+from governed_memory._format import render_header
 from governed_memory._postgres import (
     Database,
     PgAuditStorage,
@@ -59,16 +60,6 @@ class Spy:
 
     def reset(self) -> None:
         self.sent, self.locked = [], 0
-
-
-def _block(text: str, subject: str | None = None) -> str:
-    meta = {"subject": subject} if subject is not None else None
-    return render_block("Human", "2026-11-30T10:00:00", text, meta)
-
-
-def _contents(text: str | None) -> list[str]:
-    assert text is not None
-    return [r.content for r in parse_memory(text).records]
 
 
 def _encrypted(db: Database, tmp_path: Path) -> tuple[PgStores, Keyring]:
@@ -127,16 +118,16 @@ def test_an_encrypted_append_after_its_own_is_one_round_trip(
 ) -> None:
     stores, _ = _encrypted(pg_db, tmp_path)
     store = stores.open("A", lambda: HEADER)
-    store.append(_block("first"))  # reads the end under the lock, and remembers it
+    store.append(block("first"))  # reads the end under the lock, and remembers it
     spy = Spy(pg_db, monkeypatch)
-    store.append(_block("second"))
+    store.append(block("second"))
     assert spy.sent == [[1]] and spy.locked == 0
     # alice's keys are read, the first time, under the lock; then remembered
-    store.append(_block("third", "alice") + _block("fourth"))
+    store.append(block("third", "alice") + block("fourth"))
     assert spy.sent == [[1]] and spy.locked == 1
-    store.append(_block("fifth", "alice") + _block("sixth"))  # two frames, two keys
+    store.append(block("fifth", "alice") + block("sixth"))  # two frames, two keys
     assert spy.sent == [[1], [2]] and spy.locked == 1
-    assert _contents(store.read_memory()) == [
+    assert contents(store.read_memory()) == [
         "first",
         "second",
         "third",
@@ -153,14 +144,14 @@ def test_two_writers_taking_turns_on_one_memory_miss_their_guesses_and_lose_noth
     one, _ = _encrypted(pg_db, tmp_path)
     two, _ = _encrypted(pg_db, tmp_path)  # another process or host: nothing shared
     a, b = one.open("A", lambda: HEADER), two.open("A", lambda: HEADER)
-    a.append(_block("a0"))
-    b.append(_block("b0"))
+    a.append(block("a0"))
+    b.append(block("b0"))
     spy = Spy(pg_db, monkeypatch)
-    a.append(_block("a1"))  # a's guess is before b0: missed
+    a.append(block("a1"))  # a's guess is before b0: missed
     assert spy.sent == [[0]] and spy.locked == 1
     for n in range(2, 8):
-        (a if n % 2 == 0 else b).append(_block(f"{'ab'[n % 2]}{n}"))
-    assert _contents(a.read_memory()) == ["a0", "b0", "a1", "a2", "b3", "a4", "b5", "a6", "b7"]
+        (a if n % 2 == 0 else b).append(block(f"{'ab'[n % 2]}{n}"))
+    assert contents(a.read_memory()) == ["a0", "b0", "a1", "a2", "b3", "a4", "b5", "a6", "b7"]
     positions = _positions(pg_db)
     assert positions == list(range(len(positions)))
 
@@ -179,13 +170,13 @@ def test_a_shred_between_appends_makes_the_guess_miss_and_the_memory_start_afres
     """Keys are guessed with the keyring's counter: a shred (from any host) moves it."""
     stores, ring = _encrypted(pg_db, tmp_path)
     alice = stores.open("A", lambda: HEADER).subject_store("alice")
-    alice.append(_block("alice's first words", "alice"))
-    alice.append(_block("alice's second words", "alice"))
+    alice.append(block("alice's first words", "alice"))
+    alice.append(block("alice's second words", "alice"))
     ring.shred_subject("alice")
     spy = Spy(pg_db, monkeypatch)
-    alice.append(_block("after the erasure", "alice"))
+    alice.append(block("after the erasure", "alice"))
     assert spy.locked == 1 and all(counts in ([0], None) for counts in spy.sent)
-    assert _contents(alice.read_memory()) == ["after the erasure"]
+    assert contents(alice.read_memory()) == ["after the erasure"]
 
 
 def test_with_a_keyring_outside_the_database_every_append_reads_its_end_under_the_lock(
@@ -195,13 +186,13 @@ def test_with_a_keyring_outside_the_database_every_append_reads_its_end_under_th
     ring = Keyring(tmp_path / "keyring", LocalKeyProvider(bytes(range(32))))
     stores = pg_store_factory(pg_db, keyring=lambda: ring, clock=FixedClock())
     alice = stores.open("A", lambda: HEADER).subject_store("alice")
-    alice.append(_block("alice's first words", "alice"))
+    alice.append(block("alice's first words", "alice"))
     spy = Spy(pg_db, monkeypatch)
-    alice.append(_block("alice's second words", "alice"))
+    alice.append(block("alice's second words", "alice"))
     ring.shred_subject("alice")
-    alice.append(_block("after the erasure", "alice"))
+    alice.append(block("after the erasure", "alice"))
     assert spy.sent == [] and spy.locked == 2
-    assert _contents(alice.read_memory()) == ["after the erasure"]
+    assert contents(alice.read_memory()) == ["after the erasure"]
 
 
 def test_a_compaction_by_the_store_is_followed_by_a_locked_append_then_guessed_ones(
@@ -209,13 +200,13 @@ def test_a_compaction_by_the_store_is_followed_by_a_locked_append_then_guessed_o
 ) -> None:
     stores, _ = _encrypted(pg_db, tmp_path)
     store = stores.open("A", lambda: HEADER)
-    store.append(_block("old"))
-    store.compact(_block("summary"))
+    store.append(block("old"))
+    store.compact(block("summary"))
     spy = Spy(pg_db, monkeypatch)
-    store.append(_block("new 1"))
-    store.append(_block("new 2"))
+    store.append(block("new 1"))
+    store.append(block("new 2"))
     assert spy.locked == 2 - len(spy.sent) and spy.sent in ([], [[1]])  # never a wasted guess
-    assert _contents(store.read_memory()) == ["summary", "new 1", "new 2"]
+    assert contents(store.read_memory()) == ["summary", "new 1", "new 2"]
 
 
 @pytest.mark.parametrize("committed", [True, False], ids=["lost-after-commit", "lost-before"])
@@ -225,11 +216,11 @@ def test_a_connection_lost_after_the_send_neither_loses_nor_repeats_an_append(
     """The outcome unknown: settled under the lock, by the frames' own bytes."""
     stores, _ = _encrypted(pg_db, tmp_path)
     store = stores.open("A", lambda: HEADER)
-    store.append(_block("before"))
+    store.append(block("before"))
     lose_the_next_send(pg_db, monkeypatch, committed=committed)
-    store.append(_block("the one sent"))
-    store.append(_block("after"))
-    assert _contents(store.read_memory()) == ["before", "the one sent", "after"]
+    store.append(block("the one sent"))
+    store.append(block("after"))
+    assert contents(store.read_memory()) == ["before", "the one sent", "after"]
 
 
 def test_inside_a_held_lock_an_append_uses_the_lock_session(
@@ -238,12 +229,12 @@ def test_inside_a_held_lock_an_append_uses_the_lock_session(
     """A pooled connection would wait for ever on the lock this thread's session holds."""
     stores, _ = _encrypted(pg_db, tmp_path)
     store = stores.open("A", lambda: HEADER)
-    store.append(_block("first"))
+    store.append(block("first"))
     spy = Spy(pg_db, monkeypatch)
     with store.lock():
-        store.append(_block("under the lock"))
+        store.append(block("under the lock"))
     assert spy.sent == []
-    assert _contents(store.read_memory()) == ["first", "under the lock"]
+    assert contents(store.read_memory()) == ["first", "under the lock"]
 
 
 # -- audit appends ---------------------------------------------------------------------------------

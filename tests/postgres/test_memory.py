@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from memory_blocks import block, contents
 from pg_server import SUPERUSER, PgServer
 
 from governed_memory import (
@@ -19,24 +20,13 @@ from governed_memory import (
     FixedClock,
     Keyring,
     LocalKeyProvider,
-    parse_memory,
 )
-from governed_memory._format import render_block, render_header
+from governed_memory._format import render_header
 from governed_memory._postgres import Database, PgMemoryBackend, PgStores, pg_store_factory
 
 HEADER = render_header("A_conversation", "2026-11-30T10:00:00")
 CANARY = "canary-IBAN-DE89370400440532013000"
 SUBJECT = "subject-canary-7731@example.com"
-
-
-def _block(text: str, subject: str | None = None) -> str:
-    meta = {"subject": subject} if subject is not None else None
-    return render_block("Human", "2026-11-30T10:00:00", text, meta)
-
-
-def _contents(text: str | None) -> list[str]:
-    assert text is not None
-    return [r.content for r in parse_memory(text).records]
 
 
 def _stores(db: Database, tmp_path: Path, encrypted: bool) -> tuple[PgStores, Keyring | None]:
@@ -72,12 +62,12 @@ def _found(dump: bytes, secret: str) -> bool:
 
 def _write_canaries(stores: PgStores) -> None:
     agent = stores.open("A", lambda: HEADER)
-    agent.append(_block(f"shared words, {CANARY}", SUBJECT))
-    agent.compact(_block(f"summary naming {CANARY}", SUBJECT))
+    agent.append(block(f"shared words, {CANARY}", SUBJECT))
+    agent.compact(block(f"summary naming {CANARY}", SUBJECT))
     own = agent.subject_store(SUBJECT)
-    own.append(_block(f"own words {CANARY}", SUBJECT))
+    own.append(block(f"own words {CANARY}", SUBJECT))
     own.compact(None)
-    own.append(_block(f"after the archive {CANARY}", SUBJECT))
+    own.append(block(f"after the archive {CANARY}", SUBJECT))
 
 
 @pytest.mark.parametrize("encrypted", [False, True], ids=["plaintext", "encrypted"])
@@ -92,7 +82,7 @@ def test_a_dump_of_an_encrypted_database_holds_no_canary(
     assert b"memory_blocks" in dump and b"memory_archives" in dump
     assert _found(dump, CANARY) is not encrypted
     assert _found(dump, SUBJECT) is not encrypted
-    assert _contents(stores.open("A", lambda: HEADER).subject_store(SUBJECT).read_memory()) == [
+    assert contents(stores.open("A", lambda: HEADER).subject_store(SUBJECT).read_memory()) == [
         f"after the archive {CANARY}"
     ]
 
@@ -101,11 +91,11 @@ def test_a_shredded_subjects_rows_no_longer_decrypt(pg_db: Database, tmp_path: P
     stores, ring = _stores(pg_db, tmp_path, encrypted=True)
     assert ring is not None
     agent = stores.open("A", lambda: HEADER)
-    agent.append(_block("kept"))
-    agent.append(_block(f"alice's {CANARY}", "alice"))
+    agent.append(block("kept"))
+    agent.append(block(f"alice's {CANARY}", "alice"))
     alice = agent.subject_store("alice")
-    alice.append(_block(f"alice's own {CANARY}", "alice"))
-    archive = alice.compact(_block("alice's summary", "alice"))
+    alice.append(block(f"alice's own {CANARY}", "alice"))
+    archive = alice.compact(block("alice's summary", "alice"))
     assert archive is not None
     ring.shred_subject("alice")
     with pg_db.transaction() as conn:
@@ -113,11 +103,11 @@ def test_a_shredded_subjects_rows_no_longer_decrypt(pg_db: Database, tmp_path: P
     assert rows is not None and rows[0] == 5  # the rows are still there: only the key went
     fresh, _ = _stores(pg_db, tmp_path, encrypted=True)  # another host: nothing cached
     again = fresh.open("A", lambda: HEADER)
-    assert _contents(again.read_memory()) == ["kept"]
+    assert contents(again.read_memory()) == ["kept"]
     assert again.subject_store("alice").read_memory() == HEADER  # her summary is gone
-    assert _contents(again.subject_store("alice").read_archive(archive)) == []
-    again.append(_block("still writable"))
-    assert _contents(again.read_memory()) == ["kept", "still writable"]
+    assert contents(again.subject_store("alice").read_archive(archive)) == []
+    again.append(block("still writable"))
+    assert contents(again.read_memory()) == ["kept", "still writable"]
 
 
 def _swap(db: Database, sql: str) -> None:
@@ -131,9 +121,9 @@ def test_rows_moved_to_another_subject_or_position_do_not_decrypt(
     stores, _ = _stores(pg_db, tmp_path, encrypted=True)
     agent = stores.open("A", lambda: HEADER)
     alice, bob = agent.subject_store("alice"), agent.subject_store("bob")
-    alice.append(_block("alice one", "alice"))
-    alice.append(_block("alice two", "alice"))
-    bob.append(_block("bob one", "bob"))
+    alice.append(block("alice one", "alice"))
+    alice.append(block("alice two", "alice"))
+    bob.append(block("bob one", "bob"))
     # Bob's block replaced by Alice's first one, same position: another memory's frame.
     _swap(
         pg_db,
@@ -162,8 +152,8 @@ def test_nothing_is_written_to_the_local_disk(pg_db: Database, tmp_path: Path) -
     workspace = tmp_path / "ws"
     store = stores(workspace / "agents" / "A" / "MEMORY.md", lambda: HEADER)
     assert store.agent == "A"
-    store.append(_block("one"))
-    store.subject_store("alice").append(_block("hers", "alice"))
+    store.append(block("one"))
+    store.subject_store("alice").append(block("hers", "alice"))
     store.compact(None)
     assert not workspace.exists()
     backend = PgMemoryBackend(pg_db, stores)
@@ -183,20 +173,20 @@ def test_a_server_restart_between_appends_loses_nothing(
         upgrade_schema(db)
         stores, _ = _stores(db, tmp_path, encrypted=True)
         store = stores.open("A", lambda: HEADER)
-        store.append(_block("before the restart"))
+        store.append(block("before the restart"))
         pg_server.restart()
-        store.append(_block("after the restart"))  # the pool's dead connection is replaced
+        store.append(block("after the restart"))  # the pool's dead connection is replaced
         pg_server.stop()
         try:
             with pytest.raises(DatabaseError) as refused:
-                store.append(_block("while it is down"))
+                store.append(block("while it is down"))
         finally:
             pg_server.start()
         message = str(refused.value)
         assert refused.value.retryable and "\n" not in message
         assert pg_server.socket_dir.name in message and "retry" in message
-        store.append(_block("once it is back"))
-        assert _contents(store.read_memory()) == [
+        store.append(block("once it is back"))
+        assert contents(store.read_memory()) == [
             "before the restart",
             "after the restart",
             "once it is back",
@@ -212,7 +202,7 @@ def test_a_database_without_the_schema_is_a_one_line_error_naming_the_fix(
     try:
         stores, _ = _stores(db, tmp_path, encrypted=False)
         with pytest.raises(DatabaseError, match="governed-memory db upgrade") as raised:
-            stores.open("A", lambda: HEADER).append(_block("one"))
+            stores.open("A", lambda: HEADER).append(block("one"))
         assert "\n" not in str(raised.value)
         with pytest.raises(DatabaseError, match="governed-memory db upgrade"):
             PgMemoryBackend(db, stores).agents()
@@ -227,14 +217,14 @@ def test_a_memory_of_the_other_mode_is_refused_not_overwritten(
 
     plain, _ = _stores(pg_db, tmp_path, encrypted=False)
     sealed, _ = _stores(pg_db, tmp_path, encrypted=True)
-    plain.open("P", lambda: HEADER).append(_block("plain"))
-    sealed.open("E", lambda: HEADER).append(_block("sealed"))
+    plain.open("P", lambda: HEADER).append(block("plain"))
+    sealed.open("E", lambda: HEADER).append(block("sealed"))
     with pytest.raises(ConfigurationError, match="enables encryption"):
-        sealed.open("P", lambda: HEADER).append(_block("x"))
+        sealed.open("P", lambda: HEADER).append(block("x"))
     with pytest.raises(ConfigurationError, match="does not enable encryption"):
         plain.open("E", lambda: HEADER).read_memory()
-    assert _contents(plain.open("P", lambda: HEADER).read_memory()) == ["plain"]
-    assert _contents(sealed.open("E", lambda: HEADER).read_memory()) == ["sealed"]
+    assert contents(plain.open("P", lambda: HEADER).read_memory()) == ["plain"]
+    assert contents(sealed.open("E", lambda: HEADER).read_memory()) == ["sealed"]
 
 
 @pytest.mark.parametrize("encrypted", [False, True], ids=["plaintext", "encrypted"])
@@ -262,7 +252,7 @@ def test_two_hosts_conversations_share_one_memory_and_write_no_file(
     assert "written on host a" in second.return_history_as_string()
     second.add("user", "written on host b")
     text = stores.open("Shared", lambda: HEADER).read_memory()
-    assert _contents(text) == ["written on host a", "written on host b"]
+    assert contents(text) == ["written on host a", "written on host b"]
     assert not host_a.exists() and not host_b.exists()
 
 
@@ -272,12 +262,12 @@ def test_a_memory_rewritten_to_nothing_takes_the_next_append(
 ) -> None:
     stores, _ = _stores(pg_db, tmp_path, encrypted)
     store = stores.open("A", lambda: HEADER)
-    store.append(_block("erased"))
+    store.append(block("erased"))
     with store.lock():
         store.rewrite_memory("")
     assert store.read_memory() == ""
-    store.append(_block("next"))
-    assert store.read_memory() == _block("next")  # no header added back over the rewrite
+    store.append(block("next"))
+    assert store.read_memory() == block("next")  # no header added back over the rewrite
 
 
 @pytest.mark.parametrize("encrypted", [False, True], ids=["plaintext", "encrypted"])
@@ -293,8 +283,8 @@ def test_a_lock_held_through_one_set_of_stores_is_the_lock_of_every_set(
     one, _ = _stores(pg_db, tmp_path, encrypted)
     two, _ = _stores(pg_db, tmp_path / "other", encrypted)
     locker, writer = one.open("A", lambda: HEADER), two.open("A", lambda: HEADER)
-    writer.append(_block("first"))
-    writer.append(_block("second"))  # (an encrypted writer now knows its end)
+    writer.append(block("first"))
+    writer.append(block("second"))  # (an encrypted writer now knows its end)
     with locker.lock():
-        writer.append(_block("under the other set's lock"))
-    assert _contents(writer.read_memory()) == ["first", "second", "under the other set's lock"]
+        writer.append(block("under the other set's lock"))
+    assert contents(writer.read_memory()) == ["first", "second", "under the other set's lock"]

@@ -14,11 +14,12 @@ from typing import Any
 
 import psycopg_pool
 import pytest
+from memory_blocks import block
 
 from governed_memory import FixedClock, generate_audit_key, parse_memory
 from governed_memory._audit import verify_storage
 from governed_memory._crypto import Keyring, LocalKeyProvider
-from governed_memory._format import render_block, render_header
+from governed_memory._format import render_header
 from governed_memory._postgres import (
     Database,
     PgAuditStorage,
@@ -29,12 +30,6 @@ from governed_memory._postgres import (
 )
 
 HEADER = render_header("A_conversation", "2026-11-30T10:00:00")
-
-
-def _block(text: str, subject: str | None = None) -> str:
-    return render_block(
-        "Human", "2026-11-30T10:00:00", text, {"subject": subject} if subject else None
-    )
 
 
 def _deployment(db: Database) -> tuple[PgStores, PgAuditStorage, Keyring]:
@@ -104,7 +99,7 @@ def test_sixteen_threads_on_a_pool_of_four_land_every_encrypted_audited_message(
         try:
             barrier.wait()
             for i in range(messages):
-                store.append(_block(f"writer {n} message {i}", subject))
+                store.append(block(f"writer {n} message {i}", subject))
                 audit.append("memory.persist", {"agent": store.agent, "n": n, "i": i})
         except BaseException as exc:
             errors.append(exc)
@@ -134,16 +129,16 @@ def test_one_writer_works_on_a_pool_of_one_connection(
     stores, audit, ring = _deployment(db)
     agent = stores.open("A", lambda: HEADER)
     agent.ensure()
-    agent.append(_block("first words", "S-1"))
+    agent.append(block("first words", "S-1"))
     audit.append("memory.persist", {"agent": "A"})
     own = agent.subject_store("S-1")
-    own.append(_block("own words", "S-1"))
-    assert own.compact(_block("summary", "S-1")) is not None
+    own.append(block("own words", "S-1"))
+    assert own.compact(block("summary", "S-1")) is not None
     ring.shred_subject("S-1")  # the next append starts the subject's key afresh, mid-transaction
-    own.append(_block("after the shred", "S-1"))
-    agent.append(_block("more words", "S-2"))
+    own.append(block("after the shred", "S-1"))
+    agent.append(block("more words", "S-2"))
     with agent.lock():
-        agent.rewrite_memory(HEADER + _block("rewritten", "S-2"))
+        agent.rewrite_memory(HEADER + block("rewritten", "S-2"))
     assert [r.content for r in parse_memory(agent.read_memory() or "").records] == ["rewritten"]
     assert "after the shred" in (own.read_memory() or "")
     assert verify_storage(audit, audit.key).ok
@@ -161,7 +156,7 @@ def test_readers_and_writers_of_one_agent_on_a_small_pool_never_starve(
     """
     db = small_pool(2)
     stores, _audit, _ring = _deployment(db)
-    stores.open("one", lambda: HEADER).append(_block("first", "S-0"))
+    stores.open("one", lambda: HEADER).append(block("first", "S-0"))
     threads, messages = 8, 6
     barrier = threading.Barrier(threads)
     errors: list[BaseException] = []
@@ -171,7 +166,7 @@ def test_readers_and_writers_of_one_agent_on_a_small_pool_never_starve(
         try:
             barrier.wait()
             for i in range(messages):
-                store.append(_block(f"writer {n} message {i}", f"S-{n}-{i}"))
+                store.append(block(f"writer {n} message {i}", f"S-{n}-{i}"))
                 store.read_memory()
         except BaseException as exc:
             errors.append(exc)
