@@ -332,14 +332,16 @@ class PgAuditStorage:
         """``event`` sealed after the end this process wrote, for another store's transaction.
 
         The store writes it with its own rows, in one transaction (``_joined``).
-        None when this process does not know the end (or another of its threads
-        is writing after it), or inside a transaction of this thread: then
-        append the usual way.
+        None when this process does not know the end, while its other threads
+        are appending (a batch is written or waiting, or a joined write is in
+        flight), or inside a transaction of this thread: then append the usual way.
         """
         from .._audit import validate_event
 
         validate_event(event)
-        if self._db.held() is not None:
+        if self._db.held() is not None or not self._batcher.idle:
+            # Other threads appending: their batch shares one commit, which is cheaper
+            # for all of them than a joined write each, one at a time, on the chain's lock.
             return None
         end = self._guess.take()
         if end is None:

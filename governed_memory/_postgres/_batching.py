@@ -53,6 +53,12 @@ class Batcher(Generic[Q, R]):
         self._queue: list[Request[Q, R]] = []
         self._leading = False
 
+    @property
+    def idle(self) -> bool:
+        """Whether no batch is being written or waiting (a moment's view: threads move on)."""
+        with self._mutex:
+            return not self._leading and not self._queue
+
     def submit(self, item: Q) -> R:
         """``item``'s result, once the transaction that wrote it committed; its error else."""
         request: Request[Q, R] = Request(item)

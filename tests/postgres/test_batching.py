@@ -135,3 +135,46 @@ def test_an_append_after_whose_attributes_fail_writes_nothing(pg_db: Database) -
     with pytest.raises(ValueError):
         audit.append_after("audit.checkpoint", broken)
     assert audit.tail(5) == []
+
+
+def test_a_batcher_is_idle_only_while_no_batch_is_written_or_waiting() -> None:
+    """What a joined write checks before it skips the batch (``PgAuditStorage.joined``)."""
+    log = _Log()
+    batcher: Batcher[int, str] = Batcher(log.write)
+    assert batcher.idle
+    leader = threading.Thread(target=batcher.submit, args=(1,))
+    leader.start()
+    assert log.entered.wait(60)
+    assert not batcher.idle  # a batch is being written
+    follower = threading.Thread(target=batcher.submit, args=(2,))
+    follower.start()
+    _queued(batcher, 1)
+    log.release.set()
+    leader.join(60)
+    follower.join(60)
+    assert batcher.idle and log.batches == [[1], [2]]
+
+
+def test_an_audit_entry_is_not_joined_while_the_process_has_a_batch_in_flight(
+    pg_db: Database,
+) -> None:
+    log = PgAuditStorage(pg_db, generate_audit_key())
+    log.append("persist", {"n": 0})  # the end is known now
+    entered, release = threading.Event(), threading.Event()
+    real = log._write_batch
+
+    def slow(batch: Sequence[Request[object, object]]) -> None:
+        entered.set()
+        release.wait(60)
+        real(batch)  # type: ignore[arg-type]
+
+    log._batcher._write = slow  # type: ignore[assignment]
+    writer = threading.Thread(target=log.append, args=("persist", {"n": 1}))
+    writer.start()
+    assert entered.wait(60)
+    assert log.joined("persist", {"n": 2}) is None  # another thread is appending
+    release.set()
+    writer.join(60)
+    joined = log.joined("persist", {"n": 2})
+    assert joined is not None  # idle again, the end known
+    joined.abandon()
