@@ -44,7 +44,7 @@ from .._policy import (
 from .._stores import AgentStore, PlaintextAgentStore, StoreFactory
 
 if TYPE_CHECKING:
-    from .._protocols import ErasureWatch, SubjectRecord
+    from .._protocols import ErasureWatch, SubjectRecord, WriteGuard
 
 __all__ = ["ConsentLookup", "PolicyGate"]
 
@@ -258,22 +258,37 @@ class PolicyGate:
             # Hot path (every add): nothing to check, nothing to record.
             store.append(block)
             return True
-        if needs_consent and (
-            subject_id is None or not self.consent.is_granted(subject_id, _PERSIST)
-        ):
-            return self._persist_decided(store, block, agent=agent, subject_id=subject_id)
-        # Allowed (every add of a consenting subject): what check() decides and
-        # the audit records, without building the Decision.
+        guard = None  # the consent write's guard, when allowed on the cached read
         if needs_consent:
+            if (
+                subject_id is not None
+                and type(audit) is not NullAuditSink
+                and hasattr(store, "append_audited")
+            ):
+                guard = self._consent_guard(subject_id)
+            if guard is None and (
+                subject_id is None or not self.consent.is_granted(subject_id, _PERSIST)
+            ):
+                return self._persist_decided(store, block, agent=agent, subject_id=subject_id)
+            # Allowed (every add of a consenting subject): what check() decides and
+            # the audit records, without building the Decision.
             self._warned.keys.discard((agent, subject_id, _PERSIST))  # warn again on a withdrawal
         if type(audit) is NullAuditSink:
             store.append(block)
             return True
         attrs = self._allowed_attrs(needs_consent, block)
         try:
-            if self._persist_joined(store, block, agent, subject_id, attrs):
+            if self._persist_joined(store, block, agent, subject_id, attrs, guard):
                 return True
-            store.append(block)
+            # Not joined: a grant taken from the cache is read again first (the log
+            # changed since, or the write could not check it).
+            stale = (
+                guard is not None
+                and subject_id is not None  # (a guard is a subject's)
+                and not self.consent.is_granted(subject_id, _PERSIST)
+            )
+            if not stale:
+                store.append(block)
         except BaseException as exc:
             audit.record(
                 _PERSIST_OP,
@@ -284,8 +299,24 @@ class PolicyGate:
                 **attrs,
             )
             raise
+        if stale:  # withdrawn since the cached read: decided again, on this read
+            return self._persist_decided(store, block, agent=agent, subject_id=subject_id)
         audit.record(_PERSIST_OP, agent=agent, subject_id=subject_id, outcome="ok", **attrs)
         return True
+
+    def _consent_guard(self, subject_id: str) -> WriteGuard | None:
+        """The guard of a write ``subject_id``'s cached ``persist`` grant allows (or None).
+
+        A database store checks it in the write's own transaction, so the add
+        reads nothing first: it commits only if the consent log is unchanged
+        since the grant was read. None when the registry cannot give one (the
+        file place, nothing read yet, no grant cached): read consent then.
+        """
+        granted_guard = getattr(self.consent, "granted_guard", None)
+        if granted_guard is None:
+            return None
+        guard: WriteGuard | None = granted_guard(subject_id, _PERSIST)
+        return guard
 
     def _persist_joined(
         self,
@@ -294,12 +325,14 @@ class PolicyGate:
         agent: str | None,
         subject_id: str | None,
         attrs: dict[str, Any],
+        guard: WriteGuard | None,
     ) -> bool:
         """Append ``block`` and record it in one write, when the store and the log can.
 
         A database store appends the block and the ``persist`` entry in one
         transaction (``append_audited``), so no block is ever stored without
-        its entry. False when they cannot (nothing was done).
+        its entry; ``guard`` (the consent read's) is checked in it too. False
+        when they cannot, or the guard failed (nothing was done).
         """
         joined = getattr(store, "append_audited", None)
         record_with = getattr(self.audit, "record_with", None)
@@ -307,7 +340,7 @@ class PolicyGate:
             return False
         done: bool = record_with(
             _PERSIST_OP,
-            lambda log, event, clean: joined(block, log, event, clean),
+            lambda log, event, clean: joined(block, log, event, clean, also=guard),
             agent=agent,
             subject_id=subject_id,
             outcome="ok",

@@ -26,7 +26,9 @@
 * Joined with its audit entry (:meth:`PgAgentStore.append_audited`, which the consent
   gate uses when the audit chain is in the same database): the block and its
   ``persist`` entry in one transaction, one round trip, each write guarded by its
-  own end and by the other's, so both commit or neither is written.
+  own end and by the other's, so both commit or neither is written; and by the consent
+  log's row as the gate last read it (``WriteGuard``), so an allowed add reads nothing
+  before its one round trip.
 
 What is kept is named as the file backend names it (``MEMORY.md``,
 ``archive/history_<ts>.md``, ``subjects/<p>/...``; ``.gmenc`` when encrypted), so
@@ -44,7 +46,7 @@ from .._base import ARCHIVE_DIR, MEMORY_FILE
 from .._crypto import KIND_ARCHIVE, KIND_MEMORY, SUBJECT, AgentCodec, split_segments
 from .._errors import ConfigurationError, DatabaseError, StorageError
 from .._format import META_OPEN, has_records
-from .._protocols import StoredInfo
+from .._protocols import StoredInfo, WriteGuard
 from .._stores import (
     ENCRYPTED_SUFFIX,
     SUBJECTS_DIR,
@@ -444,25 +446,36 @@ class PgAgentStore:
         return False, None if counts is not None else prepared.unsure
 
     def append_audited(
-        self, block: str, log: object, event: str, attrs: Mapping[str, Any]
+        self,
+        block: str,
+        log: object,
+        event: str,
+        attrs: Mapping[str, Any],
+        *,
+        also: WriteGuard | None = None,
     ) -> AuditEntry | None:
         """Append ``block`` and its audit entry in one transaction, in one round trip.
 
         The entry (``event``, ``attrs``) goes to ``log``, the deployment's audit
         chain in this store's database, sealed after the end this process last
         wrote (``_audit.JoinedEntry``). Each write is guarded by its own end and
-        by the other's: both commit, or neither is written. Returns the entry,
-        committed; None when they cannot be joined here (another database's log,
-        an end not known, inside a lock session or transaction of this thread, a
-        guard that failed): nothing was written then, and the caller appends and
-        records the usual way, one after the other.
+        by the other's: both commit, or neither is written. ``also`` (the consent
+        gate's: the consent log as it read it) guards both as well. Returns the
+        entry, committed; None when they cannot be joined here (another
+        database's log or guard, an end not known, inside a lock session or
+        transaction of this thread, a guard that failed): nothing was written
+        then, and the caller appends and records the usual way, one after the
+        other (reading consent again first).
 
         Raises:
             DatabaseError: the server refused (nothing was committed).
             AuditWriteError: the connection was lost after the send, and whether
                 the transaction committed could not be read back.
         """
-        if not block or not isinstance(log, PgAuditStorage) or log.db is not self._stores.db:
+        db = self._stores.db
+        if not block or not isinstance(log, PgAuditStorage) or log.db is not db:
+            return None
+        if also is not None and also.database is not db:
             return None
         data = block.encode("utf-8")
         prepared = (
@@ -476,13 +489,13 @@ class PgAgentStore:
         statements = [
             (f"SELECT WHERE {entry.guard[0]}", entry.guard[1]),
             (f"SELECT WHERE {prepared.guard[0]}", prepared.guard[1]),
-            entry.write(also=prepared.guard),
+            entry.write(also=prepared.guard if also is None else _both(prepared.guard, also)),
             prepared.write(also=entry.written),
         ]
         doing = f"appending to the memory ({self._agent!r}, {self.source()}) and the audit log"
         psycopg, _ = _import_psycopg()
         try:
-            counts = self._stores.db.pipelined(doing, statements, lock=(self._key, entry.lock))
+            counts = db.pipelined(doing, statements, lock=(self._key, entry.lock))
         except BaseException as exc:
             self._guess.forget()
             entry.abandon()
@@ -497,6 +510,8 @@ class PgAgentStore:
             if prepared.made is not None:
                 self._guess.hit(prepared.made)
             return entry.entry
+        # A guard failed: nothing was written. Both ends still there (counts 1, 1) means
+        # ``also`` failed: each guess is kept for the write the caller decides anew.
         entry.missed(stale=counts[0] != 1)
         if counts[1] != 1 and prepared.made is not None:
             self._guess.forget(missed=True)
@@ -856,6 +871,11 @@ class PgAgentStore:
 
     def __repr__(self) -> str:
         return f"PgAgentStore({self._stores.db.where!r}, {self._agent!r}, {self.source()!r})"
+
+
+def _both(guard: tuple[str, tuple[Any, ...]], also: WriteGuard) -> tuple[str, tuple[Any, ...]]:
+    """SQL true when ``guard`` and ``also`` both hold, with their parameters in order."""
+    return f"({guard[0]}) AND ({also.sql})", (*guard[1], *also.params)
 
 
 def _pieces(block: str | None, data: bytes) -> list[tuple[str, str | None]]:

@@ -21,6 +21,11 @@ Concurrency:
   row by key (its ``generation``, changed by every rewrite or removal, and its
   ``last_seq``) joined to the lines after the reader's mark. A consent
   withdrawal committed on one host is seen by the next read on every other.
+* A reader that decides on what it read can instead hand a write the guard
+  :meth:`PgPlace.unchanged`: that log row's ``generation`` and ``last_seq`` as
+  read. The consent gate does, so an allowed add reads nothing first: its write
+  commits only if the consent log is as the gate last read it (else it reads
+  again and decides again).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import SchemaVersionError
-from .._protocols import LineBatch
+from .._protocols import LineBatch, WriteGuard
 from ._db import _import_psycopg, advisory_key, translate
 
 if TYPE_CHECKING:
@@ -44,6 +49,10 @@ __all__ = ["PgLock", "PgPlace"]
 
 _S = "governed_memory"
 _BACK = 64  # lines fetched at a time when an append reads the log back from its end
+# A log as read_lines left it at a mark: no line appended, rewritten or removed since
+# (parameters: the name, the mark's generation and last seq).
+_UNCHANGED = f"""EXISTS (SELECT FROM {_S}.record_logs
+    WHERE name = %s AND present AND generation = %s AND last_seq = %s)"""
 T = TypeVar("T")
 
 
@@ -144,6 +153,12 @@ class PgPlace:
         lines = [bytes(r[4]) for r in rows if r[3] is not None]
         start = 1 if restarted else last + 1
         return LineBatch(lines, new, restarted, f"seq {start}")
+
+    def unchanged(self, name: str, mark: Any) -> WriteGuard | None:
+        if mark is None:
+            return None
+        generation, last = mark
+        return WriteGuard(self.db, _UNCHANGED, (name, generation, last))
 
     def stored_lines(self, name: str, *, under: Any = None) -> list[bytes] | None:
         def query(conn: psycopg.Connection[Any]) -> list[bytes] | None:

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
         StoredInfo,
         StoreFactory,
         WrappedKeyStorage,
+        WriteGuard,
     )
 
 __all__ = [
@@ -103,6 +104,7 @@ __all__ = [
     "Transcript",
     "UseLocal",
     "WrappedKeyStorage",
+    "WriteGuard",
     "default_governance",
     "install_governance_provider",
     "is_local_model",
@@ -150,6 +152,7 @@ _EXPORTS: dict[str, str] = {
     "Transcript": "._extension",
     "UseLocal": "._gate",
     "WrappedKeyStorage": "._storage",
+    "WriteGuard": "._storage",
     "default_governance": "._provider",
     "install_governance_provider": "._provider",
     "is_local_model": "._gate",

@@ -45,6 +45,7 @@ __all__ = [
     "StoreFactory",
     "StoredInfo",
     "WrappedKeyStorage",
+    "WriteGuard",
 ]
 
 
@@ -310,6 +311,22 @@ class LineBatch:
     at: str
 
 
+@dataclass(frozen=True)
+class WriteGuard:
+    """What a reader saw, as a condition a database write checks in its own statement.
+
+    ``sql`` (with ``params``, in order) is true while what was read is
+    unchanged. A write in ``database`` that includes it commits only if it
+    holds, so a decision made on a cached read (the consent gate's) is as good
+    as one made on a read at that write. A write elsewhere cannot check it and
+    reads again instead.
+    """
+
+    database: object
+    sql: str
+    params: tuple[Any, ...]
+
+
 class RecordPlace(Protocol):
     """Where one workspace's records live: line stores (logs) and documents, by name.
 
@@ -352,6 +369,14 @@ class RecordPlace(Protocol):
 
         Called by the consent gate before every write, so an unchanged log
         costs one cheap check (the file place: one ``stat``).
+        """
+        ...
+
+    def unchanged(self, name: str, mark: Any) -> WriteGuard | None:
+        """A guard true while the log is as :meth:`read_lines` left it at ``mark``.
+
+        None when the place cannot express one (the file place): a decision
+        on the log then reads it again before each write.
         """
         ...
 

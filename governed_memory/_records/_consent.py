@@ -64,7 +64,7 @@ from ._text import validate_text
 from ._version import check_version
 
 if TYPE_CHECKING:
-    from .._protocols import RecordLock, RecordPlace
+    from .._protocols import RecordLock, RecordPlace, WriteGuard
 
 __all__ = [
     "CONSENT_FORMAT_VERSION",
@@ -274,8 +274,12 @@ class ConsentRegistry:
     def _events(self) -> Sequence[ConsentEvent]:
         """Every event, with the latest-per-pair state brought up to date (hold the mutex)."""
         events = self._log.read()
-        if self._log.generation != self._generation:
-            self._state, self._seen, self._generation = {}, 0, self._log.generation
+        return self._apply(events, self._log.generation)
+
+    def _apply(self, events: Sequence[ConsentEvent], generation: int) -> Sequence[ConsentEvent]:
+        """Bring the latest-per-pair state up to ``events`` read at ``generation`` (hold the mutex)."""
+        if generation != self._generation:
+            self._state, self._seen, self._generation = {}, 0, generation
         if len(events) != self._seen:
             for event in events[self._seen :]:
                 self._state[(event.subject, event.purpose)] = event
@@ -292,6 +296,23 @@ class ConsentRegistry:
         """Whether ``subject_id`` currently consents to ``purpose``."""
         event = self.latest(subject_id, purpose)
         return event is not None and event.granted
+
+    def granted_guard(self, subject_id: str, purpose: str) -> WriteGuard | None:
+        """A write's guard for ``subject_id``'s ``purpose`` consent as last read, without reading.
+
+        The guard is true while the log is unchanged since that read (see
+        ``WriteGuard``): a write that checks it in its own transaction is
+        allowed exactly as :meth:`is_granted` would allow it then. None when
+        the consent read last is not a grant, when nothing was read yet, or in
+        a place without guards (the file place): call :meth:`is_granted`.
+        """
+        with self._mutex:
+            events, generation, guard = self._log.cached()
+            if guard is None:
+                return None
+            self._apply(events, generation)
+            event = self._state.get((subject_id, purpose))
+            return guard if event is not None and event.granted else None
 
     def status(self, subject_id: str) -> dict[str, ConsentEvent]:
         """The latest event per purpose for one subject."""

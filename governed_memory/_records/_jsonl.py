@@ -48,7 +48,7 @@ from ._placed import Placed
 from ._version import check_version
 
 if TYPE_CHECKING:
-    from .._protocols import RecordLock, RecordPlace
+    from .._protocols import RecordLock, RecordPlace, WriteGuard
 
 __all__ = ["JsonlLog", "encode_line"]
 
@@ -141,6 +141,18 @@ class JsonlLog(Placed, Generic[Record]):
         with self._mutex:
             self._refresh()
             return self._records
+
+    def cached(self) -> tuple[Sequence[Record], int, WriteGuard | None]:
+        """What :meth:`read` last returned, without reading: the records, the
+        :attr:`generation`, and a guard true while they are still all of the log.
+
+        The guard is None before the first read, and in a place that cannot
+        express one (the file place): call :meth:`read` then.
+        """
+        with self._mutex:
+            mark = self._mark
+            guard = None if mark is None else self.place.unchanged(self.name, mark)
+            return self._records, self.generation, guard
 
     def _refresh(self) -> None:
         try:

@@ -11,6 +11,7 @@ either; and the other ways in (a held lock, an unknown end) still work.
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,8 +33,10 @@ from governed_memory import (
 from governed_memory._audit import ActorSink, AuditEvent, AuditKey, verify_storage
 from governed_memory._governance._policy_load import PolicyLoadSink
 from governed_memory._policy import Settings
-from governed_memory._postgres import Database, upgrade_schema
+from governed_memory._postgres import Database, PgPlace, upgrade_schema
 from governed_memory._postgres._guarded import Guess
+from governed_memory._protocols import WriteGuard
+from governed_memory._records import ConsentAction, ConsentRegistry
 
 SUBJECT = "alice"
 AUDIT_KEY = "ab" * 32
@@ -296,7 +299,7 @@ def test_inside_a_held_lock_an_add_is_not_joined_and_does_not_wait_on_itself(
     assert _stored(host) == ["first", "second", "under the lock"]
 
 
-def test_an_add_without_consent_is_not_joined_and_stores_nothing(
+def test_an_add_without_consent_stores_nothing(
     host: Governance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     chat = _chat(host)
@@ -306,11 +309,148 @@ def test_an_add_without_consent_is_not_joined_and_stores_nothing(
         host.withdraw(SUBJECT, "persist", actor="dpo@bank.example")
         spy = Spy(_db(host), monkeypatch)
         chat.add("Human", "kept in memory only")
-        assert spy.joined == []
+        chat.add("Human", "this one too")
+        # The first is tried on the grant it had read: the consent guard fails (the
+        # ends held), nothing is written, the log is read again. The second reads first.
+        assert spy.joined == [[1, 1, 0, 0]]
         assert _stored(host) == ["first", "second"]
+        assert _outcomes(host)[-2:] == ["memory_only", "memory_only"]
     else:  # (the plaintext policy asks no consent: joined, stored)
         chat.add("Human", "stored")
         assert _stored(host) == ["first", "second", "stored"]
+    _verified(host)
+
+
+# -- the consent guard (regulated: consent is needed to persist) ------------------------------
+
+
+@pytest.fixture
+def regulated(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, made: list[Governance]
+) -> Governance:
+    _environment(monkeypatch, pg_url, tmp_path, "regulated")
+    return _another_host(made)
+
+
+def _outcomes(gov: Governance) -> list[str]:
+    """The outcome of each ``persist`` entry of the chain, oldest first."""
+    log = gov.audit.log
+    assert log is not None
+    return [str(e.attrs["outcome"]) for e in log.entries() if e.event == "persist"]
+
+
+def _talking(gov: Governance) -> Conversation:
+    """A conversation after two adds ("a0", "a1"): its ends and its consent are known."""
+    chat = _chat(gov)
+    chat.add("Human", "a0")
+    chat.add("Human", "a1")
+    return chat
+
+
+class Reads:
+    """The reads sent outside a transaction (a consent check is one)."""
+
+    def __init__(self, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        self._read = db.read
+        monkeypatch.setattr(db, "read", self.read)
+
+    def read(self, *args: Any, **kwargs: Any) -> Any:
+        self.count += 1
+        return self._read(*args, **kwargs)
+
+
+def test_an_allowed_add_reads_no_consent_first_its_write_checks_the_consent_log(
+    regulated: Governance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat = _chat(regulated)
+    chat.add("Human", "first: consent is read, the ends under the locks")
+    reads, spy = Reads(_db(regulated), monkeypatch), Spy(_db(regulated), monkeypatch)
+    for n in range(5):
+        chat.add("Human", f"turn {n}")
+    assert reads.count == 0  # one round trip per add: the joined write, nothing before it
+    assert spy.joined == [[1, 1, 1, 1]] * 5
+    assert _stored(regulated)[1:] == [f"turn {n}" for n in range(5)]
+
+
+def test_a_withdrawal_on_another_host_stops_the_next_add_inside_its_own_transaction(
+    regulated: Governance, made: list[Governance], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No window: the write commits only if the consent log is as this host read it."""
+    other, chat = _another_host(made), _talking(regulated)
+    other.withdraw(SUBJECT, "persist", actor=SUBJECT)  # committed on the other host
+    spy = Spy(_db(regulated), monkeypatch)
+    chat.add("Human", "said after the withdrawal")
+    # Nothing written. (The withdrawal's own audit entry moved the chain too, so the
+    # chain's guard refused it as well: the next test changes consent alone.)
+    assert [counts[2:] for counts in spy.joined if counts] == [[0, 0]]
+    assert _stored(regulated) == ["a0", "a1"]
+    assert chat.conversation_history[-1]["content"] == "said after the withdrawal"
+    other.grant(SUBJECT, "persist", actor=SUBJECT)
+    for n in range(3):  # (the grant's entry moved the chain: one miss, one back-off)
+        chat.add("Human", f"granted again {n}")
+    assert _stored(regulated) == ["a0", "a1"] + [f"granted again {n}" for n in range(3)]
+    assert spy.joined[-1] == [1, 1, 1, 1]  # joined again, on the new read's guard
+    assert _outcomes(regulated)[-4:] == ["memory_only", "ok", "ok", "ok"]
+    _verified(regulated)
+
+
+def test_another_subjects_consent_changing_costs_one_read_and_loses_nothing(
+    regulated: Governance, made: list[Governance], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other, chat = _another_host(made), _talking(regulated)
+    other.grant("bob", "persist", actor="dpo@bank.example")  # the log changed, not alice's
+    reads, spy = Reads(_db(regulated), monkeypatch), Spy(_db(regulated), monkeypatch)
+    chat.add("Human", "a2")  # not written (the guards), the log is read again: still granted
+    assert [counts[2:] for counts in spy.joined if counts] == [[0, 0]] and reads.count >= 1
+    chat.add("Human", "a3")
+    assert spy.joined[-1] == [1, 1, 1, 1]  # the new read's guard holds
+    assert _stored(regulated) == ["a0", "a1", "a2", "a3"]
+    assert _outcomes(regulated)[-4:] == ["ok"] * 4
+    _verified(regulated)
+
+
+def test_the_consent_guard_alone_refuses_a_write_after_a_change_it_did_not_read(
+    regulated: Governance, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The consent log changed on another host, and nothing else: the ends held."""
+    chat = _talking(regulated)
+    elsewhere = Database(pg_url)
+    try:
+        registry = ConsentRegistry(PgPlace(elsewhere), sealing=regulated.consent.sealing)
+        registry.record(
+            registry.make_event(
+                SUBJECT,
+                "persist",
+                ConsentAction.WITHDRAW,
+                at=dt.datetime.now(dt.UTC),
+                actor=SUBJECT,
+                policy_id="p",
+                policy_version="1",
+            )
+        )
+    finally:
+        elsewhere.close()
+    spy = Spy(_db(regulated), monkeypatch)
+    chat.add("Human", "said after the withdrawal")
+    assert spy.joined == [[1, 1, 0, 0]]  # both ends held: the consent guard refused it
+    assert _stored(regulated) == ["a0", "a1"]
+    assert _outcomes(regulated)[-1] == "memory_only"
+    _verified(regulated)
+
+
+def test_a_guard_of_another_database_is_not_joined_and_writes_nothing(
+    regulated: Governance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A guard is checked where it was read: a write elsewhere cannot, so it is not joined."""
+    _talking(regulated)  # (the ends are known: the write would be joined)
+    log = regulated.audit.log
+    assert log is not None
+    elsewhere = WriteGuard(object(), "true", ())
+    spy = Spy(_db(regulated), monkeypatch)
+    written = _store(regulated).append_audited("a block", log, "persist", {}, also=elsewhere)
+    assert written is None and spy.sent == []
+    assert _stored(regulated) == ["a0", "a1"]
 
 
 # -- the parts -------------------------------------------------------------------------------------

@@ -14,12 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from sealing_helpers import RecordMode
 
 from governed_memory import FixedClock, StorageError
 from governed_memory._crypto import CONSENT_PURPOSE
 from governed_memory._postgres import Database, PgPlace
+from governed_memory._protocols import WriteGuard
 from governed_memory._records import (
     ConsentAction,
     ConsentRegistry,
@@ -70,6 +72,47 @@ def test_a_withdrawal_on_one_host_stops_the_next_check_on_another(
     there.record(_event(there, ConsentAction.GRANT, subject="bob"))  # the chain continues there
     assert [e.subject for e in here.history()] == ["alice", "alice", "bob"]
     assert "PostgreSQL" in here.where and "consent.jsonl" in here.where
+
+
+def _holds(db: Database, guard: WriteGuard) -> bool:
+    """Whether ``guard`` is true in the database now (as a write would check it)."""
+    assert guard.database is db
+    with psycopg.connect(db._url, autocommit=True) as conn:
+        row = conn.execute(f"SELECT {guard.sql}", guard.params).fetchone()
+    assert row is not None
+    return bool(row[0])
+
+
+def test_a_cached_grant_guards_a_write_until_the_log_changes_on_any_host(
+    hosts: tuple[PgPlace, PgPlace], record_mode: RecordMode, pg_db: Database
+) -> None:
+    """``granted_guard``: the grant as last read, and SQL true while no host changed the log."""
+    here, there = _consent(hosts[0], record_mode), _consent(hosts[1], record_mode)
+    there.record(_event(there, ConsentAction.GRANT))
+    assert here.granted_guard("alice", "persist") is None  # nothing read yet: read first
+    assert here.is_granted("alice", "persist")
+    guard = here.granted_guard("alice", "persist")
+    assert guard is not None and _holds(pg_db, guard)
+    assert here.granted_guard("bob", "persist") is None  # no grant cached for bob
+    assert here.granted_guard("alice", "export") is None  # nor for another purpose
+    there.record(_event(there, ConsentAction.GRANT, subject="bob"))  # any change, any subject
+    assert not _holds(pg_db, guard)
+    assert here.granted_guard("alice", "persist") == guard  # (cached: it reads nothing)
+    assert here.is_granted("alice", "persist")  # read again: a new guard, true again
+    guard = here.granted_guard("alice", "persist")
+    assert guard is not None and _holds(pg_db, guard)
+    there.record(_event(there, ConsentAction.WITHDRAW))
+    assert not _holds(pg_db, guard)
+    assert not here.is_granted("alice", "persist")
+    assert here.granted_guard("alice", "persist") is None  # withdrawn as read: no guard
+    assert here.is_granted("bob", "persist")
+    guard = here.granted_guard("bob", "persist")
+    assert guard is not None and _holds(pg_db, guard)
+    bob = [r.id for r in there.records() if r.event is not None and r.event.subject == "bob"]
+    there.remove(bob)  # a rewrite: a new generation, even if the count came back the same
+    assert not _holds(pg_db, guard)
+    there._log.delete()
+    assert not _holds(pg_db, guard)
 
 
 def test_the_consent_log_rows_are_the_file_lines_sealed_when_sealing(

@@ -76,6 +76,16 @@ def test_grant_then_withdraw_latest_wins(
     assert granted.actor == "dpo@example.org"
 
 
+def test_the_file_place_gives_no_write_guard_so_every_decision_reads_the_log(
+    workspace: Path, record_mode: RecordMode
+) -> None:
+    """A guard is a database's (``granted_guard``); on files the gate reads (one ``stat``)."""
+    gov = governance(workspace, record_mode)
+    gov.grant("alice", "persist", actor="dpo@example.org")
+    assert gov.consent.is_granted("alice", "persist")
+    assert gov.consent.granted_guard("alice", "persist") is None
+
+
 def test_events_carry_an_aware_time_from_the_clock(
     workspace: Path, clock: FixedClock, record_mode: RecordMode
 ) -> None:
