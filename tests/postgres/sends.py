@@ -1,4 +1,5 @@
-"""What the tests of one-round-trip transactions (``Database.pipelined``) share."""
+"""What the tests of one-round-trip transactions (``Database.pipelined``) share: a spy on the
+transactions a database runs, and a connection lost after a send."""
 
 from __future__ import annotations
 
@@ -24,3 +25,40 @@ def lose_the_next_send(db: Database, monkeypatch: pytest.MonkeyPatch, *, committ
         return None
 
     monkeypatch.setattr(db, "pipelined", lost)
+
+
+class Spy:
+    """The transactions ``db`` runs: each one-round-trip one (its row counts, and the locks
+    it held) and how many ordinary ones took a lock."""
+
+    def __init__(self, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sent: list[list[int] | None] = []  # each one-round-trip transaction's row counts
+        self.locks: list[Any] = []  # the lock (or locks) each held, in the same order
+        self.locked = 0
+        self._pipelined = db.pipelined
+        self._transaction = db.transaction
+        monkeypatch.setattr(db, "pipelined", self.pipelined)
+        monkeypatch.setattr(db, "transaction", self.transaction)
+
+    def pipelined(self, *args: Any, **kwargs: Any) -> list[int] | None:
+        counts = self._pipelined(*args, **kwargs)
+        self.sent.append(counts)
+        self.locks.append(kwargs.get("lock"))
+        return counts
+
+    def transaction(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("lock") is not None:
+            self.locked += 1
+        return self._transaction(*args, **kwargs)
+
+    @property
+    def joined(self) -> list[list[int] | None]:
+        """The counts of the joined writes (two locks: the agent's, then the chain's)."""
+        return [
+            counts
+            for lock, counts in zip(self.locks, self.sent, strict=True)
+            if isinstance(lock, tuple) and len(lock) == 2
+        ]
+
+    def reset(self) -> None:
+        self.sent, self.locks, self.locked = [], [], 0

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 from memory_blocks import block, contents
-from sends import lose_the_next_send
+from sends import Spy, lose_the_next_send
 
 from governed_memory import FixedClock, Keyring, LocalKeyProvider
 from governed_memory._audit import AuditEvent, AuditKey, verify_storage
@@ -35,31 +35,6 @@ from governed_memory._postgres._guarded import Guess
 HEADER = render_header("A_conversation", "2026-11-30T10:00:00")
 KEY = AuditKey(bytes(range(32)))
 T0 = dt.datetime(2026, 11, 1, 12, 0, tzinfo=dt.UTC)
-
-
-class Spy:
-    """Counts the database's one-round-trip transactions and its ordinary ones."""
-
-    def __init__(self, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.sent: list[list[int] | None] = []
-        self.locked = 0
-        self._pipelined = db.pipelined
-        self._transaction = db.transaction
-        monkeypatch.setattr(db, "pipelined", self.pipelined)
-        monkeypatch.setattr(db, "transaction", self.transaction)
-
-    def pipelined(self, *args: Any, **kwargs: Any) -> list[int] | None:
-        counts = self._pipelined(*args, **kwargs)
-        self.sent.append(counts)
-        return counts
-
-    def transaction(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("lock") is not None:
-            self.locked += 1
-        return self._transaction(*args, **kwargs)
-
-    def reset(self) -> None:
-        self.sent, self.locked = [], 0
 
 
 def _encrypted(db: Database, tmp_path: Path) -> tuple[PgStores, Keyring]:

@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 from sealing_helpers import TEST_MASTER_KEY_B64
-from sends import lose_the_next_send
+from sends import Spy, lose_the_next_send
 
 from governed_memory import (
     AuditWriteError,
@@ -129,33 +129,6 @@ def _verified(gov: Governance) -> None:
     assert log is not None
     assert verify_storage(log, [AuditKey.from_text(AUDIT_KEY)]).ok
     assert not [e for e in log.entries() if e.event == AuditEvent.DISCONTINUITY]
-
-
-class Spy:
-    """The one-round-trip transactions sent, with the locks each held, and the locked ones."""
-
-    def __init__(self, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.sent: list[tuple[Any, list[int] | None]] = []
-        self.locked = 0
-        self._pipelined = db.pipelined
-        self._transaction = db.transaction
-        monkeypatch.setattr(db, "pipelined", self.pipelined)
-        monkeypatch.setattr(db, "transaction", self.transaction)
-
-    def pipelined(self, *args: Any, **kwargs: Any) -> list[int] | None:
-        counts = self._pipelined(*args, **kwargs)
-        self.sent.append((kwargs.get("lock"), counts))
-        return counts
-
-    def transaction(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("lock") is not None:
-            self.locked += 1
-        return self._transaction(*args, **kwargs)
-
-    @property
-    def joined(self) -> list[list[int] | None]:
-        """The counts of the joined writes (two locks: the agent's, then the chain's)."""
-        return [counts for lock, counts in self.sent if isinstance(lock, tuple) and len(lock) == 2]
 
 
 # -- the joined write ----------------------------------------------------------------------------
