@@ -235,6 +235,12 @@ class RecordLog(Protocol):
         """Append one record durably."""
         ...
 
+    def cached(self) -> tuple[Sequence[Any], int, WriteGuard | None]:
+        """What :meth:`read` last returned, without reading: the records, how many times
+        the log was found replaced, and a guard true while they are still all of it
+        (None: nothing read yet, or a place without guards)."""
+        ...
+
     def open(self, raw: bytes) -> bytes:
         """The plaintext JSON of one stored record (stored records may be sealed)."""
         ...

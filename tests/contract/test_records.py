@@ -60,6 +60,47 @@ def test_a_reader_sees_what_another_writer_appended_since(open_log: OpenLog) -> 
     assert _bodies(reader) == [{"n": 1}, {"n": 2}]
 
 
+def _holds(guard: Any) -> bool:
+    """Whether a write guard is true now, checked in its database as a write would."""
+
+    def query(conn: Any) -> bool:
+        return bool(conn.execute(f"SELECT {guard.sql}", guard.params).fetchone()[0])
+
+    held: bool = guard.database.read("checking a write guard", query)
+    return held
+
+
+def test_a_cached_read_and_its_guard_hold_until_any_writer_changes_the_log(
+    open_log: OpenLog,
+) -> None:
+    """``cached`` reads nothing; a guard (a database place's) is false after any change.
+
+    A place may give none (the file place: the consent gate then reads before
+    each write, tests/records/test_consent.py); one that does must not outlive a change.
+    """
+    reader, writer = _log(open_log), _log(open_log)
+    writer.append({"n": 1})
+    records, _, guard = reader.cached()
+    assert list(records) == [] and guard is None  # nothing read yet
+    reader.read()
+    records, generation, guard = reader.cached()
+    assert [{k: v for k, v in r.items() if k != "v"} for r in records] == [{"n": 1}]
+    changes: list[Any] = [
+        lambda: writer.append({"n": 2}),
+        lambda: writer.rewrite(lambda raw: raw),  # (rewritten the same: nothing changed)
+        lambda: writer.rewrite(lambda raw: None),
+        writer.delete,
+    ]
+    for change in changes:
+        reader.read()
+        records, generation, guard = reader.cached()
+        assert guard is None or _holds(guard)
+        unchanged = change() is False
+        assert guard is None or _holds(guard) is unchanged
+        assert reader.cached()[2] == guard  # (still cached: nothing was read)
+    assert reader.read() == [] and reader.cached()[1] >= generation
+
+
 def test_rewrite_drops_and_keeps_records_atomically(open_log: OpenLog) -> None:
     log = _log(open_log)
     for n in range(4):
