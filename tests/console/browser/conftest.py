@@ -1,10 +1,13 @@
 """Fixtures of the console's browser tests: the distribution's Chromium and a real console.
 
-* ``browser``: one headless Chromium per test process (each xdist worker), the
+* ``browser``: one headless Chromium per test module (in each xdist worker), the
   distribution's ``/usr/bin/chromium`` driven by Playwright (never a downloaded
   browser: tests/system-packages.sh installs the package). ``browser.new_context()``
   gives every test fresh cookies; Playwright starts Chromium on a fresh temporary
-  user-data dir and removes it at exit.
+  user-data dir and removes it at exit. Not once per process: while Playwright's
+  sync API is open it keeps an event loop running on the thread, and every later
+  test of that worker that runs a loop of its own (the OpenAI Agents adapter's)
+  would fail with "Cannot run the event loop while another loop is running".
 * ``console``: ``governed-memory console`` as a subprocess over a prepared
   deployment, once per module and backend: the file backend and PostgreSQL (a
   fresh database of the suite's throw-away server). Walks in one module share it
@@ -36,9 +39,9 @@ ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts" / "console"
 BACKENDS = ("files", "postgres")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """This test process's headless Chromium (the distribution's binary)."""
+    """This module's headless Chromium (the distribution's binary), closed after it."""
     with sync_playwright() as playwright:
         try:
             launched = launch(playwright)
