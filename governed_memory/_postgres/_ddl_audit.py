@@ -1,6 +1,6 @@
 """The tables of the PostgreSQL backend's audit part (schema ``governed_memory``), as DDL statements.
 
-Part of schema version 1 (``_schema.MIGRATIONS``); statements run in order, in one
+Schema versions 1 and 2 (``_schema.MIGRATIONS``); statements run in order, in one
 transaction, by ``governed-memory db upgrade``. Each is idempotent-free: a migration runs
 once, recorded in ``governed_memory.schema_version``.
 
@@ -12,6 +12,11 @@ Tables:
   queries, never trusted by ``verify``.
 * ``audit_head``: one row, the newest entry (seq, hash, segment) MACed under the audit
   key, rewritten in the same transaction as each append.
+* ``audit_pending`` (schema version 2): entries committed with the write they record
+  but not chained yet (``_audit``'s group chaining). Each row is MACed under the audit
+  key by its writer (a row without a valid MAC is chained as an ``audit.discontinuity``,
+  never as what it claims); ``audit_entries.token`` names the pending row an entry
+  was chained from.
 
 Tamper evidence and least privilege, in two layers:
 
@@ -19,7 +24,8 @@ Tamper evidence and least privilege, in two layers:
    owns the tables, the trigger and the purge function. The *application role* the
    hosts connect as gets only what appending needs (:func:`application_grants`):
    ``SELECT, INSERT`` on ``audit_entries``, ``SELECT, INSERT, UPDATE`` on
-   ``audit_head`` and ``EXECUTE`` on ``audit_purge_segments``. It has no ``UPDATE``,
+   ``audit_head``, ``SELECT, INSERT, DELETE`` on ``audit_pending`` (and its sequence)
+   and ``EXECUTE`` on ``audit_purge_segments``. It has no ``UPDATE``,
    ``DELETE`` or ``TRUNCATE`` on the entries, and not being the owner it can neither
    ``DROP`` nor ``ALTER`` them (nor disable the trigger).
 2. A trigger refuses ``UPDATE``, ``DELETE`` and ``TRUNCATE`` of ``audit_entries`` for
@@ -29,7 +35,10 @@ Tamper evidence and least privilege, in two layers:
    its caller may not) that removes whole segments only when the chain's newest entry
    is the ``audit.purge`` entry naming exactly them and they are the oldest. Setting
    the variable by hand gives the application role nothing (it still lacks ``DELETE``);
-   the owner could, but the owner can drop the trigger anyway.
+   the owner could, but the owner can drop the trigger anyway. A second trigger
+   refuses ``UPDATE`` and ``TRUNCATE`` of ``audit_pending`` and lets a ``DELETE`` through
+   only for a row whose token the chain already holds: a waiting entry cannot be
+   dropped before it is chained.
 
 What this does not stop: a superuser, or the owner, can disable the trigger and
 rewrite rows. That is what the chain is for: ``verify`` finds every changed, removed or
@@ -39,7 +48,7 @@ kept off the database catch a rollback of the whole table.
 
 from __future__ import annotations
 
-__all__ = ["DDL", "PURGE_SETTING", "application_grants"]
+__all__ = ["DDL", "PENDING_DDL", "PURGE_SETTING", "application_grants"]
 
 PURGE_SETTING = "governed_memory.audit_purge"
 """The transaction-local setting under which the trigger lets a purge delete rows."""
@@ -113,6 +122,41 @@ DDL: tuple[str, ...] = (
 )
 
 
+PENDING_DDL: tuple[str, ...] = (
+    """CREATE TABLE governed_memory.audit_pending (
+        id bigserial PRIMARY KEY,
+        token bytea NOT NULL UNIQUE,
+        at timestamptz NOT NULL,
+        event text NOT NULL,
+        attrs bytea NOT NULL,
+        kid text NOT NULL,
+        mac text NOT NULL
+    )""",
+    "ALTER TABLE governed_memory.audit_entries ADD COLUMN token bytea",
+    """CREATE UNIQUE INDEX audit_entries_token ON governed_memory.audit_entries (token)
+        WHERE token IS NOT NULL""",
+    """CREATE FUNCTION governed_memory.audit_pending_refuse_change() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'DELETE' AND EXISTS (
+                SELECT FROM governed_memory.audit_entries WHERE token = OLD.token) THEN
+            RETURN OLD;
+        END IF;
+        RAISE EXCEPTION 'governed_memory.audit_pending: % refused', TG_OP
+            USING ERRCODE = 'insufficient_privilege',
+            HINT = 'a waiting audit entry leaves only once the chain holds it';
+    END
+    $$""",
+    """CREATE TRIGGER audit_pending_append_only
+        BEFORE UPDATE OR DELETE ON governed_memory.audit_pending
+        FOR EACH ROW EXECUTE FUNCTION governed_memory.audit_pending_refuse_change()""",
+    """CREATE TRIGGER audit_pending_no_truncate
+        BEFORE TRUNCATE ON governed_memory.audit_pending
+        FOR EACH STATEMENT EXECUTE FUNCTION governed_memory.audit_pending_refuse_change()""",
+)
+"""Schema version 2: entries waiting to be chained (``audit_pending``), see the module docstring."""
+
+
 def application_grants(role: str) -> tuple[str, ...]:
     """The statements that give the application ``role`` what the audit log needs, no more.
 
@@ -124,5 +168,7 @@ def application_grants(role: str) -> tuple[str, ...]:
         f"GRANT USAGE ON SCHEMA governed_memory TO {quoted}",
         f"GRANT SELECT, INSERT ON governed_memory.audit_entries TO {quoted}",
         f"GRANT SELECT, INSERT, UPDATE ON governed_memory.audit_head TO {quoted}",
+        f"GRANT SELECT, INSERT, DELETE ON governed_memory.audit_pending TO {quoted}",
+        f"GRANT USAGE ON SEQUENCE governed_memory.audit_pending_id_seq TO {quoted}",
         f"GRANT EXECUTE ON FUNCTION governed_memory.audit_purge_segments(text[]) TO {quoted}",
     )

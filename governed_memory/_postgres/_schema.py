@@ -47,6 +47,7 @@ MIGRATIONS: dict[int, tuple[str, tuple[str, ...]]] = {
         "agent memory, registries, keyring, audit log, purge journal",
         (*_ddl_memory.DDL, *_ddl_records.DDL, *_ddl_audit.DDL, *_ddl_keys.DDL),
     ),
+    2: ("audit entries waiting to be chained (group chaining)", _ddl_audit.PENDING_DDL),
 }
 """Version -> (description, statements). A new release appends; a published one never changes."""
 
