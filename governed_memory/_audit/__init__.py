@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._base import lazy_attributes
-from ._entry import GENESIS, AuditEntry, format_ts, parse_entry, seal
+from ._entry import GENESIS, AuditEntry, canonical, format_ts, parse_entry, seal
 from ._events import GEN_AI_OPERATIONS, AuditEvent, audit_attributes, validate_event
 from ._keys import AUDIT_KEY_INFO, AuditKey, AuditKeyLike, as_audit_key, generate_audit_key
 from ._log import (
@@ -91,6 +91,7 @@ __all__ = [
     "audit_keys_from_settings",
     "audit_log_dir",
     "audit_log_exists",
+    "canonical",
     "configure_otlp",
     "export_lines",
     "export_since",

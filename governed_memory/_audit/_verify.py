@@ -634,12 +634,14 @@ def _check_shape(walk: _Walk, item: _Item) -> None:
             "the segment does not start with its anchor: a segment file was split or renamed",
         )
     elif entry.event == AuditEvent.DISCONTINUITY:
-        walk.add(
-            FindingKind.DISCONTINUITY,
-            item,
-            f"the log found its head file {entry.attrs.get('reason_code')} at this point; "
-            "entries before it may have been removed",
+        reason = entry.attrs.get("reason_code")
+        found = (
+            "an entry waiting to be chained without a valid MAC under the audit key "
+            "(written by a role without the key), recorded here instead of it"
+            if reason == "pending_unauthenticated"
+            else f"its head file {reason} at this point; entries before it may have been removed"
         )
+        walk.add(FindingKind.DISCONTINUITY, item, f"the log found {found}")
 
 
 def _check_key_change(walk: _Walk, item: _Item) -> None:

@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import json
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -56,6 +58,7 @@ from .._audit import (
     Head,
     Period,
     as_audit_key,
+    canonical,
     format_ts,
     parse_entry,
     rekey_endorsement,
@@ -71,6 +74,7 @@ from .._errors import (
     NotFoundError,
 )
 from ._batching import Batcher, Request
+from ._chaining import Chainer
 from ._db import advisory_key, translate
 from ._guarded import Guess
 
@@ -81,7 +85,7 @@ if TYPE_CHECKING:
     from .._protocols import AuditStorage
     from ._db import Binding, Database
 
-__all__ = ["JoinedEntry", "PgAuditStorage"]
+__all__ = ["JoinedEntry", "PgAuditStorage", "WaitingEntry"]
 
 # An append: (event, its attributes or the function making them from the newest entry, time).
 _Item = tuple[
@@ -89,17 +93,38 @@ _Item = tuple[
 ]
 _ENTRIES = "governed_memory.audit_entries"
 _HEAD = "governed_memory.audit_head"
+_PENDING = "governed_memory.audit_pending"
+_CHAIN_AT_MOST = 2000  # waiting entries chained per transaction
 # The newest entry and the head row, both possibly absent, in one row.
 _END = f"""
     SELECT e.seq, e.segment, e.line, h.seq, h.hash, h.segment, h.mac
     FROM (SELECT 1) AS one
     LEFT JOIN (SELECT seq, segment, line FROM {_ENTRIES} ORDER BY seq DESC LIMIT 1) AS e ON true
     LEFT JOIN {_HEAD} AS h ON true"""
+# The waiting entries, oldest first (at most _CHAIN_AT_MOST: a backlog takes several chainings).
+_WAITING = f"""
+    SELECT token, at, event, attrs, kid, mac FROM {_PENDING} ORDER BY id LIMIT {_CHAIN_AT_MOST}"""
+
+
+# _END and the waiting entries, one row each (their columns NULL when none), in one query.
+_END_WAITING = f"""
+    SELECT e.seq, e.segment, e.line, h.seq, h.hash, h.segment, h.mac,
+        w.token, w.at, w.event, w.attrs, w.kid, w.mac
+    FROM (SELECT 1) AS one
+    LEFT JOIN (SELECT seq, segment, line FROM {_ENTRIES} ORDER BY seq DESC LIMIT 1) AS e ON true
+    LEFT JOIN (SELECT * FROM {_HEAD} LIMIT 1) AS h ON true
+    LEFT JOIN (SELECT * FROM {_PENDING} ORDER BY id LIMIT {_CHAIN_AT_MOST}) AS w ON true
+    ORDER BY w.id"""
+# (The head LIMITed: estimated as the table's default 600-odd rows times the waiting
+# entries', the plan would cost enough for PostgreSQL to JIT-compile it, 8-10 ms a time.)
+
+
 # The entries sealed since the last write, then the head naming the newest, in one statement.
 _WRITE = f"""
     WITH added AS (
-        INSERT INTO {_ENTRIES} (seq, segment, ts, event, line)
-        SELECT * FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[], %s::text[], %s::bytea[])
+        INSERT INTO {_ENTRIES} (seq, segment, ts, event, line, token)
+        SELECT * FROM unnest(
+            %s::bigint[], %s::text[], %s::timestamptz[], %s::text[], %s::bytea[], %s::bytea[])
     )
     INSERT INTO {_HEAD} (id, seq, hash, segment, mac) VALUES (true, %s, %s, %s, %s)
     ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash,
@@ -120,8 +145,9 @@ def _write_if(also: str) -> str:
     """
     return f"""
     WITH ok AS (SELECT WHERE {_GUARD} AND {also}), added AS (
-        INSERT INTO {_ENTRIES} (seq, segment, ts, event, line)
-        SELECT * FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[], %s::text[], %s::bytea[])
+        INSERT INTO {_ENTRIES} (seq, segment, ts, event, line, token)
+        SELECT * FROM unnest(
+            %s::bigint[], %s::text[], %s::timestamptz[], %s::text[], %s::bytea[], %s::bytea[])
         WHERE EXISTS (SELECT FROM ok)
     )
     UPDATE {_HEAD} SET seq = %s, hash = %s, segment = %s, mac = %s WHERE EXISTS (SELECT FROM ok)"""
@@ -176,6 +202,7 @@ class PgAuditStorage:
         self._lock_key = advisory_key("audit", "log")
         self._batcher: Batcher[_Item, AuditEntry] = Batcher(self._write_batch)
         self._guess: Guess[_End] = Guess(order=lambda end: end.last.seq)
+        self._chainer = Chainer(self._chain_quietly, self.where)
 
     @property
     def key(self) -> AuditKey:
@@ -205,11 +232,17 @@ class PgAuditStorage:
     @contextlib.contextmanager
     def _locked(self, what: str) -> Iterator[_Chain]:
         """The chain's end under the log's advisory lock, in one transaction."""
+        with self._locked_on(what, _END) as chain:
+            yield chain
+
+    @contextlib.contextmanager
+    def _locked_on(self, what: str, opening: str) -> Iterator[_Chain]:
+        """:meth:`_locked`, the end read by ``opening`` (its first seven columns: ``_END``'s)."""
         psycopg = _psycopg()
         self._guess.forget()  # what this writes is the new end: remembered by the caller
         try:
             with self._db.transaction(
-                f"{what} the audit log", lock=self._lock_key, opening=_END
+                f"{what} the audit log", lock=self._lock_key, opening=opening
             ) as conn:
                 binding = self._db.held()
                 assert binding is not None  # (this transaction's)
@@ -369,6 +402,125 @@ class PgAuditStorage:
         ).fetchone()
         return row is not None and bytes(row[0]) == newest.line
 
+    # -- group chaining ----------------------------------------------------------------
+
+    def waiting(self, event: str, attrs: Mapping[str, Any]) -> WaitingEntry:
+        """``event``, MACed and not chained yet, for another store's transaction (group chaining).
+
+        The store inserts it with its own rows, taking no lock of the log, so
+        the writers of every host commit at once (PostgreSQL's group commit);
+        :meth:`WaitingEntry.chained` then chains it, with every other entry
+        waiting, in one transaction under the log's lock.
+        """
+        from .._audit import validate_event
+
+        validate_event(event)
+        now = self._clock.now()
+        # Aware and in UTC, so the instant read back formats to the same ``ts``.
+        when = now if now.tzinfo is _dt.UTC else now.astimezone(_dt.UTC)
+        token = os.urandom(16)
+        body = canonical(dict(attrs))
+        mac = self._key.mac(_waiting_body(token, when, event, body))
+        return WaitingEntry(token, (token, when, event, body, self._key.key_id, mac))
+
+    def chain_soon(self) -> None:
+        """Chain the waiting entries in the background (a store just committed one)."""
+        self._chainer.soon()
+
+    def waiting_committed(self, token: bytes) -> bool:
+        """Whether the waiting entry ``token`` was committed (it waits, or is chained).
+
+        For a write whose connection was lost after it was sent.
+        """
+        rows = self._read(
+            "a waiting entry",
+            f"SELECT EXISTS (SELECT FROM {_PENDING} WHERE token = %s) "
+            f"OR EXISTS (SELECT FROM {_ENTRIES} WHERE token = %s)",
+            (token, token),
+        )
+        return bool(rows and rows[0][0])
+
+    def _chain_waiting(
+        self, chain: _Chain, rows: list[Any] | None = None, *, last: bool = True
+    ) -> dict[bytes, AuditEntry]:
+        """Chain the waiting entries, oldest first, and remove them from ``audit_pending``.
+
+        ``rows``: (token, at, event, attrs, kid, mac) of each, as read under the
+        lock (a row of NULLs: none); read here when not given. ``last``: the
+        transaction writes nothing after, so the entries and the head are
+        written, and the rows removed, with the COMMIT (else at once).
+        """
+        if rows is None:
+            rows = chain.conn.execute(_WAITING).fetchall()
+        rows = [row for row in rows if row[0] is not None]
+        if not rows:
+            return {}
+        self._settle(chain)
+        chained: dict[bytes, AuditEntry] = {}
+        for token, at, event, body, kid, mac in rows:
+            token, body = bytes(token), bytes(body)
+            key = self._key if kid == self._key.key_id else self._previous.get(str(kid))
+            attrs = _authentic(key, token, at, str(event), body, str(mac))
+            if attrs is None:  # not written by a holder of the audit key: recorded, not chained
+                problem = {
+                    "reason_code": "pending_unauthenticated",
+                    "found_seq": chain.next_seq - 1,
+                    "found_hash": chain.prev,
+                }
+                now = self._clock.now()
+                entry = self._write(
+                    chain, AuditEvent.DISCONTINUITY, problem, now, head=False, token=token
+                )
+            else:
+                entry = self._write(chain, str(event), attrs, at, head=False, token=token)
+            chained[token] = entry
+        chain.write_head(self._key, last=last)
+        remove = (f"DELETE FROM {_PENDING} WHERE token = ANY(%s)", (list(chained),))
+        binding = self._db.held()
+        assert binding is not None  # (this transaction's)
+        if last:
+            binding.defer(*remove)
+        else:
+            chain.conn.execute(*remove)
+        return chained
+
+    def chain_all_waiting(self) -> int:
+        """Chain every waiting entry now, oldest first; how many.
+
+        Each transaction takes the log's lock and chains the entries committed
+        before it (at most ``_CHAIN_AT_MOST``: a backlog takes several).
+
+        Raises:
+            AuditWriteError: the chain could not be written (the entries stay waiting).
+        """
+        count = 0
+        while True:
+            with self._locked_on("chain the waiting entries into", _END_WAITING) as chain:
+                binding = self._db.held()
+                assert binding is not None  # (this transaction's)
+                chained = self._chain_waiting(chain, [row[7:] for row in binding.opened])
+                known = chain.end() if chained else None
+            if known is not None:
+                self._guess.wrote(known)
+            count += len(chained)
+            if len(chained) < _CHAIN_AT_MOST:
+                return count
+
+    def _chain_quietly(self) -> None:
+        """The background chaining: :meth:`chain_all_waiting` when anything waits."""
+        if self._any_waiting():
+            self.chain_all_waiting()
+
+    def _any_waiting(self) -> bool:
+        rows = self._read("waiting entries", f"SELECT EXISTS (SELECT FROM {_PENDING})")
+        return bool(rows and rows[0][0])
+
+    def _reading(self) -> None:
+        """Before a read of the chain: chain the entries waiting, if this role may."""
+        if self._any_waiting():
+            with contextlib.suppress(AuditWriteError):  # (a read-only role: they stay waiting)
+                self.chain_all_waiting()
+
     def import_entry(self, entry: AuditEntry, segment: str) -> None:
         """Append ``entry`` exactly as stored elsewhere, in ``segment``, and name it in the head (a migration).
 
@@ -393,7 +545,8 @@ class PgAuditStorage:
     def repair(self) -> list[AuditEntry]:
         """Record a key change or a lost end of the log now; the entries written."""
         with self._locked("repair") as chain:
-            return self._settle(chain)
+            written = self._settle(chain)
+            return written + list(self._chain_waiting(chain).values())
 
     def _settle(self, chain: _Chain) -> list[AuditEntry]:
         """Write the rekey and discontinuity entries the chain's state calls for."""
@@ -447,6 +600,7 @@ class PgAuditStorage:
         seq: int | None = None,
         stay: bool = False,
         head: bool = True,
+        token: bytes | None = None,
     ) -> AuditEntry:
         """Seal and insert one entry (and the anchor of a new segment first); update the head.
 
@@ -474,7 +628,7 @@ class PgAuditStorage:
             key=self._key,
         )
         # Behind the clock (a segment of a later period exists): stay in the newest.
-        chain.insert(entry, chain.segment or segment, when)
+        chain.insert(entry, chain.segment or segment, when, token)
         if head:  # (else the caller writes it, after more entries)
             chain.write_head(self._key)
         return entry
@@ -519,6 +673,7 @@ class PgAuditStorage:
             order = [name for name, _newest in chain.segments()]
             chosen = segments_to_purge(order, wanted, where=self.where)
             self._settle(chain)
+            self._chain_waiting(chain, last=False)  # (before the purge entry: the newest)
             last = chain.last_of(chosen[-1])
             self._write(
                 chain,
@@ -568,7 +723,12 @@ class PgAuditStorage:
         return [(str(name), newest) for name, newest in rows]
 
     def segment_ids(self) -> list[str]:
-        """The ids of the segments, oldest first (by the seq of their first entry)."""
+        """The ids of the segments, oldest first (by the seq of their first entry).
+
+        Entries left waiting (a writer killed between its commit and the chaining)
+        are chained first, so what a read of the log sees is every entry committed.
+        """
+        self._reading()
         return [name for name, _newest in self._segments()]
 
     def segment_entries(self, segment_id: str) -> list[AuditEntry]:
@@ -599,6 +759,7 @@ class PgAuditStorage:
         """The newest ``n`` readable entries, oldest first."""
         if n <= 0:
             return []
+        self._reading()
         rows = self._read(
             "the tail", f"SELECT line FROM {_ENTRIES} ORDER BY seq DESC LIMIT %s", (n,)
         )
@@ -606,6 +767,7 @@ class PgAuditStorage:
 
     def head(self) -> Head | None:
         """The head row (None when the log is empty)."""
+        self._reading()
         rows = self._read("the head", f"SELECT seq, hash, segment, mac FROM {_HEAD}")
         if not rows:
             return None
@@ -680,6 +842,37 @@ class JoinedEntry:
         return self._storage._joined_unknown(self.entry)
 
 
+class WaitingEntry:
+    """An audit entry MACed but not chained, for a store's own transaction (group chaining).
+
+    ``write(also)`` inserts it into ``audit_pending`` if ``also`` holds (its row
+    count: 1 or 0); ``written`` is SQL true once it is inserted. Once the
+    store's transaction committed, the entry is recorded: it is chained in the
+    background (``PgAuditStorage.chain_soon``) and by every read of the log.
+    Its ``seq`` is not known until then (None).
+    """
+
+    __slots__ = ("_params", "token", "written")
+
+    seq = None
+
+    def __init__(self, token: bytes, params: tuple[Any, ...]) -> None:
+        self._params = params
+        self.token = token
+        self.written: tuple[str, tuple[Any, ...]] = (
+            f"EXISTS (SELECT FROM {_PENDING} WHERE token = %s)",
+            (token,),
+        )
+
+    def write(self, also: tuple[str, tuple[Any, ...]]) -> tuple[str, tuple[Any, ...]]:
+        """The statement inserting the entry, if ``also`` holds."""
+        sql = (
+            f"INSERT INTO {_PENDING} (token, at, event, attrs, kid, mac) "
+            f"SELECT %s, %s, %s, %s, %s, %s WHERE {also[0]}"
+        )
+        return sql, (*self._params, *also[1])
+
+
 class _Chain:
     """The end of the chain as read under the lock, advanced by the inserts of one transaction."""
 
@@ -699,14 +892,14 @@ class _Chain:
         self.head = head
         self._seq = last.seq if last else 0
         self._prev = last.hash if last else GENESIS
-        self._pending: list[tuple[int, str, _dt.datetime, str, bytes]] = []
+        self._pending: list[tuple[int, str, _dt.datetime, str, bytes, bytes | None]] = []
 
     @classmethod
     def read(cls, conn: psycopg.Connection[Any], rows: list[Any], binding: Binding) -> _Chain:
         """The chain's end from ``rows``, what ``_END`` read when the transaction began."""
-        assert len(rows) == 1  # a SELECT without FROM returns its row
+        assert rows  # (a SELECT of (SELECT 1) LEFT JOINed returns a row)
         row = rows[0]
-        seq, segment_name, line, head_seq, head_hash, head_segment, head_mac = row
+        seq, segment_name, line, head_seq, head_hash, head_segment, head_mac = row[:7]
         last: AuditEntry | None = None
         segment: str | None = None
         if seq is not None:
@@ -737,9 +930,14 @@ class _Chain:
     def prev(self) -> str:
         return self._prev
 
-    def insert(self, entry: AuditEntry, segment: str, when: _dt.datetime) -> None:
-        """Add ``entry`` to the chain; written with the head by the next :meth:`write_head`."""
-        self._pending.append((entry.seq, segment, entry.time, entry.event, entry.line))
+    def insert(
+        self, entry: AuditEntry, segment: str, when: _dt.datetime, token: bytes | None = None
+    ) -> None:
+        """Add ``entry`` to the chain; written with the head by the next :meth:`write_head`.
+
+        ``token``: the waiting entry (``audit_pending``) it was chained from.
+        """
+        self._pending.append((entry.seq, segment, entry.time, entry.event, entry.line, token))
         self.last, self.segment = entry, segment
         self._seq, self._prev = entry.seq, entry.hash
 
@@ -764,7 +962,7 @@ class _Chain:
             self.last.seq, self.last.hash, self.segment, key.mac(b"head\x00" + body)
         )
         pending, self._pending = self._pending, []
-        columns = [list(column) for column in zip(*pending, strict=True)] if pending else [[]] * 5
+        columns = [list(column) for column in zip(*pending, strict=True)] if pending else [[]] * 6
         return (*columns, head.seq, head.hash, head.segment, head.mac)
 
     def end(self) -> _End | None:
@@ -833,6 +1031,34 @@ def _parsed(lines: Iterable[Any]) -> list[AuditEntry]:
         with contextlib.suppress(EntryFormatError):
             found.append(parse_entry(bytes(line)))
     return found
+
+
+def _waiting_body(token: bytes, when: _dt.datetime, event: str, attrs: bytes) -> bytes:
+    """What a waiting entry's MAC covers: its token, time, event and canonical attributes."""
+    return b"\x00".join((b"pending", token, format_ts(when).encode(), event.encode(), attrs))
+
+
+def _authentic(
+    key: AuditKey | None, token: bytes, when: _dt.datetime, event: str, body: bytes, mac: str
+) -> dict[str, Any] | None:
+    """The attributes of a waiting entry whose MAC verifies under ``key``; else None."""
+    if key is None or not key.verify_mac(_waiting_body(token, when, event, body), mac):
+        return None
+    try:
+        attrs = json.loads(body)
+    except ValueError:
+        return None
+    return attrs if isinstance(attrs, dict) else None
+
+
+def _one(line: Any, where: str) -> AuditEntry:
+    try:
+        return parse_entry(bytes(line))
+    except EntryFormatError as exc:
+        raise AuditWriteError(
+            f"an audit entry of {where} is not readable ({exc}); run "
+            "`governed-memory audit verify` and restore the table from a backup"
+        ) from None
 
 
 def _psycopg() -> Any:

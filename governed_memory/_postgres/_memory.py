@@ -54,7 +54,7 @@ from .._stores import (
     is_partition_name,
     plain_partition_name,
 )
-from ._audit import PgAuditStorage
+from ._audit import PgAuditStorage, WaitingEntry
 from ._db import _import_psycopg
 from ._guarded import Guess
 from ._keyring import PgKeyStorage
@@ -453,17 +453,19 @@ class PgAgentStore:
         attrs: Mapping[str, Any],
         *,
         also: WriteGuard | None = None,
-    ) -> AuditEntry | None:
+    ) -> AuditEntry | WaitingEntry | None:
         """Append ``block`` and its audit entry in one transaction, in one round trip.
 
         The entry (``event``, ``attrs``) goes to ``log``, the deployment's audit
-        chain in this store's database, sealed after the end this process last
-        wrote (``_audit.JoinedEntry``). Each write is guarded by its own end and
-        by the other's: both commit, or neither is written. ``also`` (the consent
+        chain in this store's database: sealed after the end this process last
+        wrote (``_audit.JoinedEntry``) when it knows that end, the write guarded
+        by it; else, or when another writer moved it, into ``audit_pending``, to
+        be chained soon after (:meth:`_append_waiting`). Each write is guarded by
+        the other's: both commit, or neither is written. ``also`` (the consent
         gate's: the consent log as it read it) guards both as well. Returns the
-        entry, committed; None when they cannot be joined here (another
-        database's log or guard, an end not known, inside a lock session or
-        transaction of this thread, a guard that failed): nothing was written
+        entry, committed (a waiting one has no ``seq`` yet); None when they cannot
+        be joined here (another database's log or guard, inside a lock session
+        or transaction of this thread, a guard that failed): nothing was written
         then, and the caller appends and records the usual way, one after the
         other (reading consent again first).
 
@@ -484,24 +486,15 @@ class PgAgentStore:
         if prepared is None:
             return None
         entry = log.joined(event, attrs)
-        if entry is None:
-            return None
+        if entry is None:  # the chain's end is not this process's to guess: chained after
+            return self._append_waiting(prepared, log, event, attrs, also)
         statements = [
             (f"SELECT WHERE {entry.guard[0]}", entry.guard[1]),
             (f"SELECT WHERE {prepared.guard[0]}", prepared.guard[1]),
             entry.write(also=prepared.guard if also is None else _both(prepared.guard, also)),
             prepared.write(also=entry.written),
         ]
-        doing = f"appending to the memory ({self._agent!r}, {self.source()}) and the audit log"
-        psycopg, _ = _import_psycopg()
-        try:
-            counts = db.pipelined(doing, statements, lock=(self._key, entry.lock))
-        except BaseException as exc:
-            self._guess.forget()
-            entry.abandon()
-            if isinstance(exc, psycopg.Error):
-                raise self._stores.sessions.error(exc, doing) from None
-            raise
+        counts = self._send_audited(statements, (self._key, entry.lock), entry.abandon)
         if counts is None:  # lost after the send: committed whole, or not at all
             self._guess.forget()
             return entry.entry if entry.unknown() else None
@@ -513,9 +506,74 @@ class PgAgentStore:
         # A guard failed: nothing was written. Both ends still there (counts 1, 1) means
         # ``also`` failed: each guess is kept for the write the caller decides anew.
         entry.missed(stale=counts[0] != 1)
-        if counts[1] != 1 and prepared.made is not None:
-            self._guess.forget(missed=True)
+        if counts[1] != 1:
+            if prepared.made is not None:
+                self._guess.forget(missed=True)
+            return None
+        if counts[0] != 1:  # another writer moved the chain's end: its rows still fit
+            return self._append_waiting(prepared, log, event, attrs, also)
         return None
+
+    def _append_waiting(
+        self,
+        prepared: _Prepared,
+        log: PgAuditStorage,
+        event: str,
+        attrs: Mapping[str, Any],
+        also: WriteGuard | None,
+    ) -> WaitingEntry | None:
+        """:meth:`append_audited` through group chaining: the rows and a waiting entry.
+
+        One transaction holding only the agent's lock writes the block and the
+        entry into ``audit_pending``, so writers of other agents and hosts commit
+        together (PostgreSQL's group commit); the entry is then chained in the
+        background with every other one waiting (``_chaining``), and by any read
+        of the log. The entry returned has no ``seq`` yet. None when a guard
+        failed (nothing was written).
+        """
+        waiting = log.waiting(event, attrs)
+        statements = [
+            (f"SELECT WHERE {prepared.guard[0]}", prepared.guard[1]),
+            waiting.write(also=prepared.guard if also is None else _both(prepared.guard, also)),
+            prepared.write(also=waiting.written),
+        ]
+        counts = self._send_audited(statements, self._key)
+        if counts is None:  # lost after the send: committed whole, or not at all
+            self._guess.forget()
+            if not log.waiting_committed(waiting.token):
+                return None
+        elif counts[1] == 1 and counts[2] == prepared.rows:
+            if prepared.made is not None:
+                self._guess.hit(prepared.made)
+        else:
+            if counts[0] != 1 and prepared.made is not None:
+                self._guess.forget(missed=True)
+            return None
+        log.chain_soon()
+        return waiting
+
+    def _send_audited(
+        self,
+        statements: Sequence[tuple[str, Any]],
+        lock: int | Sequence[int],
+        abandon: Callable[[], None] | None = None,
+    ) -> list[int] | None:
+        """One pipelined transaction of an audited append (:meth:`_Db.pipelined`).
+
+        On an error the end guesses are forgotten (``abandon`` drops the chain's)
+        and a database error becomes the session's clear, retryable one.
+        """
+        doing = f"appending to the memory ({self._agent!r}, {self.source()}) and the audit log"
+        psycopg, _ = _import_psycopg()
+        try:
+            return self._stores.db.pipelined(doing, statements, lock=lock)
+        except BaseException as exc:
+            self._guess.forget()
+            if abandon is not None:
+                abandon()
+            if isinstance(exc, psycopg.Error):
+                raise self._stores.sessions.error(exc, doing) from None
+            raise
 
     def _joinable(self) -> bool:
         """Whether a write of its own connection may run now (not inside this thread's

@@ -1,0 +1,120 @@
+"""Chaining in the background: the waiting audit entries of a process, chained soon after.
+
+A memory store that cannot join its audit entry to the chain's end (another
+writer, thread, process or host moved it) commits the entry with its rows into
+``audit_pending`` instead, taking no lock of the log (``_audit``'s group
+chaining). The add is then done: its block and its entry are committed, the
+entry MACed under the audit key and kept by a trigger until the chain holds it.
+:class:`Chainer` chains it: one thread per process, woken by each such commit,
+chains every entry waiting, from every host, in one transaction under the
+log's lock, and again while more arrived meanwhile. Entries committed while a
+chaining runs go into the next, so the chain's writes cost one commit per
+batch, not per entry.
+
+Nothing depends on this thread for correctness: every read of the log chains
+what is waiting first, a killed process's entries are chained by the next
+chaining of any host, and at exit the thread's last entries are chained once
+more (best effort). A chaining that fails (the server away) is retried with a
+growing delay and logged.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Callable
+
+__all__ = ["Chainer"]
+
+logger = logging.getLogger("governed_memory")
+
+_RETRY_FIRST = 0.05  # seconds before the first retry of a failed chaining, doubled up to
+_RETRY_MOST = 5.0
+
+
+class Chainer:
+    """Run ``chain()`` in a background thread soon after each :meth:`soon` (see the module docstring).
+
+    ``chain()`` chains every waiting entry; an exception it raises is logged and
+    the call retried. Safe across threads; a forked child starts its own thread.
+    """
+
+    def __init__(self, chain: Callable[[], object], where: str) -> None:
+        self._chain = chain
+        self._where = where
+        self._mutex = threading.Lock()
+        self._wake = threading.Condition(self._mutex)
+        self._asked = False  # a chaining was asked for since the last one began
+        self._thread: tuple[int, threading.Thread] | None = None
+        self._closed = False
+        atexit.register(_at_exit, weakref.ref(self))
+
+    def soon(self) -> None:
+        """Chain what is waiting now, in the background (a commit just added to it)."""
+        with self._mutex:
+            if self._closed:
+                return
+            self._asked = True
+            running = self._thread
+            if running is None or running[0] != os.getpid() or not running[1].is_alive():
+                thread = threading.Thread(
+                    target=self._run, name="governed-memory-audit-chaining", daemon=True
+                )
+                self._thread = (os.getpid(), thread)
+                thread.start()
+            else:
+                self._wake.notify()
+
+    def _run(self) -> None:
+        delay = _RETRY_FIRST
+        while True:
+            with self._mutex:
+                while not self._asked and not self._closed:
+                    self._wake.wait()
+                if self._closed:
+                    return
+                self._asked = False
+            try:
+                self._chain()
+            except Exception as exc:  # logged, retried: the entries stay waiting meanwhile
+                logger.warning(
+                    "chaining the waiting audit entries into %s failed (%s); retrying in "
+                    "%.2f s (they stay committed in governed_memory.audit_pending)",
+                    self._where,
+                    exc,
+                    delay,
+                )
+                with self._mutex:
+                    self._asked = True
+                    self._wake.wait(delay)
+                delay = min(delay * 2, _RETRY_MOST)
+            else:
+                delay = _RETRY_FIRST
+
+    def flush(self) -> None:
+        """Chain what is waiting now, in this thread (before the process exits)."""
+        with self._mutex:
+            running = self._thread
+        if running is None or running[0] != os.getpid():
+            return  # nothing of this process's was handed to the thread
+        self._chain()
+
+    def close(self) -> None:
+        """Stop the thread once its chaining in progress is done (entries left wait)."""
+        with self._mutex:
+            self._closed = True
+            self._wake.notify_all()
+
+
+def _at_exit(ref: weakref.ReferenceType[Chainer]) -> None:
+    chainer = ref()
+    if chainer is None:
+        return
+    try:
+        chainer.flush()
+    except Exception as exc:  # best effort: the next chaining of any host takes them
+        logger.warning("audit entries left waiting at exit (%s): chained by the next append", exc)
+    chainer.close()
