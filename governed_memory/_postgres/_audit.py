@@ -64,6 +64,7 @@ from .._audit import (
     rekey_endorsement,
     seal,
     segments_to_purge,
+    validate_event,
 )
 from .._base import Clock, SystemClock
 from .._errors import (
@@ -273,8 +274,6 @@ class PgAuditStorage:
         Raises:
             AuditWriteError: the entry could not be written (nothing was committed).
         """
-        from .._audit import validate_event
-
         validate_event(event)
         return self._batcher.submit((event, dict(attrs), at))
 
@@ -282,8 +281,6 @@ class PgAuditStorage:
         self, event: str, attrs_of: Callable[[AuditEntry | None], Mapping[str, Any]]
     ) -> AuditEntry:
         """Append one entry whose attributes are made from the newest entry, under the lock."""
-        from .._audit import validate_event
-
         validate_event(event)
         return self._batcher.submit((event, attrs_of, None))
 
@@ -369,8 +366,6 @@ class PgAuditStorage:
         are appending (a batch is written or waiting, or a joined write is in
         flight), or inside a transaction of this thread: then append the usual way.
         """
-        from .._audit import validate_event
-
         validate_event(event)
         if self._db.held() is not None or not self._batcher.idle:
             # Other threads appending: their batch shares one commit, which is cheaper
@@ -412,8 +407,6 @@ class PgAuditStorage:
         :meth:`WaitingEntry.chained` then chains it, with every other entry
         waiting, in one transaction under the log's lock.
         """
-        from .._audit import validate_event
-
         validate_event(event)
         now = self._clock.now()
         # Aware and in UTC, so the instant read back formats to the same ``ts``.
