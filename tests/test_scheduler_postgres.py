@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from governed_memory import Conversation, FixedClock, Governance, Policy, Settings
-from governed_memory._postgres import Database, upgrade_schema
+from governed_memory._postgres import Database
 from governed_memory._scheduler import PurgeScheduler, schedule_status, start_scheduler
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
@@ -25,13 +25,9 @@ DAY = dt.timedelta(days=1)
 
 
 @pytest.fixture
-def url(pg_url: str) -> str:
-    db = Database(pg_url)
-    try:
-        upgrade_schema(db)
-    finally:
-        db.close()
-    return pg_url
+def url(pg_schema_url: str) -> str:
+    """A fresh database with the schema upgraded (what `governed-memory db upgrade` does)."""
+    return pg_schema_url
 
 
 @pytest.fixture

@@ -549,13 +549,10 @@ def test_a_waiting_entry_without_the_audit_keys_mac_is_recorded_as_a_discontinui
     assert _waiting(pg_url) == 0
 
 
-def test_a_waiting_entry_cannot_be_changed_or_dropped_before_it_is_chained(pg_url: str) -> None:
-    db = Database(pg_url)
-    try:
-        upgrade_schema(db)
-    finally:
-        db.close()
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+def test_a_waiting_entry_cannot_be_changed_or_dropped_before_it_is_chained(
+    pg_schema_url: str,
+) -> None:
+    with psycopg.connect(pg_schema_url, autocommit=True) as conn:
         conn.execute(
             "INSERT INTO governed_memory.audit_pending (token, at, event, attrs, kid, mac) "
             "VALUES ('\\x01'::bytea, now(), 'persist', '{}', 'k', 'm')"

@@ -14,7 +14,7 @@ import pytest
 
 from governed_memory import Conversation, FixedClock, Governance, Policy, Settings
 from governed_memory._format import render_block, render_header
-from governed_memory._postgres import Database, PgLeadership, upgrade_schema
+from governed_memory._postgres import Database, PgLeadership
 from governed_memory._retention import PurgeInProgressError, Retention
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
@@ -24,14 +24,9 @@ POLICY = {"retention": {"archives_max_age": "30d"}}
 
 
 @pytest.fixture
-def url(pg_url: str) -> str:
+def url(pg_schema_url: str) -> str:
     """A fresh database with the schema upgraded (what `governed-memory db upgrade` does)."""
-    db = Database(pg_url)
-    try:
-        upgrade_schema(db)
-    finally:
-        db.close()
-    return pg_url
+    return pg_schema_url
 
 
 def governance(
