@@ -22,7 +22,7 @@ queued while a batch is written are sealed in order and written with one head
 update and one commit, each acknowledged after that commit.
 
 A process that wrote the chain's end skips steps 2-4: it seals the batch after
-the end it remembers and sends BEGIN, the lock, the write and COMMIT at once,
+the end it remembers and sends the lock and the write as one transaction at once,
 the write guarded by that end (``_WRITE_IF``, ``_guarded``). A guard that fails
 writes nothing, and the batch takes the steps above; a connection lost after the
 send is settled under the lock by the entries' own lines.

@@ -10,8 +10,9 @@ connections from its pool (psycopg_pool) for one transaction at a time:
   begins it (one round trip for both).
 * :meth:`Database.read` yields a connection for statements that only read, each
   its own snapshot: one round trip a statement, no BEGIN / COMMIT.
-* :meth:`Database.pipelined` sends a whole transaction known in advance (BEGIN,
-  the lock, its statements, COMMIT) in one round trip (``_guarded``).
+* :meth:`Database.pipelined` sends a whole transaction known in advance (the
+  lock, its statements, one Sync: an implicit transaction) in one round trip
+  (``_guarded``).
 * :meth:`Database.dedicated` yields a connection of its own, outside the pool,
   for what lives as long as a session does (a session-level advisory lock:
   leadership).
@@ -463,7 +464,7 @@ class Database:
         *,
         lock: int | Sequence[int] | None = None,
     ) -> list[int] | None:
-        """One whole transaction in one round trip: BEGIN, ``lock``, ``statements``, COMMIT.
+        """One whole transaction in one round trip: ``lock``, ``statements``, committed at once.
 
         ``lock``: the transaction-scoped advisory lock (or locks, taken in the
         order given) held from before the first statement to the commit.
@@ -479,19 +480,42 @@ class Database:
         Raises:
             DatabaseError: the server refused a statement (nothing was committed).
         """
+        sent = self._pipelined(doing, statements, lock)
+        return None if sent is None else [cursor.rowcount for cursor in sent]
+
+    def pipelined_row(
+        self, doing: str, sql: str, params: Any, *, lock: int | Sequence[int] | None = None
+    ) -> tuple[Any, ...] | None:
+        """:meth:`pipelined` of one statement returning one row: that row once committed.
+
+        None as for :meth:`pipelined` (the connection was lost after the send, or
+        inside another transaction of this thread).
+        """
+        sent = self._pipelined(doing, [(sql, params)], lock)
+        if sent is None:
+            return None
+        row = sent[0].fetchone()
+        assert row is not None  # (the caller's statement returns one row)
+        return tuple(row)
+
+    def _pipelined(
+        self, doing: str, statements: Sequence[tuple[str, Any]], lock: int | Sequence[int] | None
+    ) -> list[psycopg.Cursor[Any]] | None:
+        """:meth:`pipelined`, the statements' cursors (their results read after the commit)."""
         if self.held() is not None:
             return None
         pg, _ = _import_psycopg()
         locks = () if lock is None else (lock,) if isinstance(lock, int) else tuple(lock)
 
-        def send(conn: psycopg.Connection[Any]) -> list[int]:
+        def send(conn: psycopg.Connection[Any]) -> list[psycopg.Cursor[Any]]:
+            # No BEGIN or COMMIT: on a connection in autocommit, the statements up to
+            # the pipeline's one Sync (sent as it ends) are one implicit transaction,
+            # committed by that Sync, and rolled back whole if any of them fails.
+            assert conn.autocommit  # (the pool's connections are)
             with conn.pipeline():
-                conn.execute("BEGIN")
                 for key in locks:
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
-                cursors = [conn.execute(sql, params) for sql, params in statements]
-                conn.execute("COMMIT")
-            return [cursor.rowcount for cursor in cursors]
+                return [conn.execute(sql, params) for sql, params in statements]
 
         with self._checkout(doing) as conn:
             try:

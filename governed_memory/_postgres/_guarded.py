@@ -4,7 +4,7 @@ An append must know the end of what it appends to (the audit chain's newest
 entry, a memory's last position and keys) before it can seal its rows. Read
 under the lock, that end costs a round trip before the write. A process that
 wrote the last rows already knows it, so it sends the whole transaction at once
-(:meth:`~._db.Database.pipelined`): BEGIN, the advisory lock, then writes
+(:meth:`~._db.Database.pipelined`): the advisory lock, then writes
 guarded by ``WHERE`` clauses that hold only if the end is still the one
 remembered. Another writer in between (another process or host), a change of
 the keyring, a tampered head row: the guard fails, nothing is written, and the

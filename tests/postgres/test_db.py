@@ -105,3 +105,80 @@ def test_pooled_connections_the_server_dropped_are_replaced_without_an_error(
         )
     finally:
         db.close()
+
+
+# -- one-round-trip transactions (Database.pipelined) -----------------------------------------
+
+
+def _pipelined_table(db: Database) -> None:
+    with db.transaction("making the table") as conn:
+        conn.execute("CREATE TABLE sent (n integer PRIMARY KEY)")
+
+
+def _sent(db: Database) -> list[int]:
+    rows = db.read("reading", lambda conn: conn.execute("SELECT n FROM sent ORDER BY n").fetchall())
+    return [int(row[0]) for row in rows]
+
+
+def test_a_pipelined_transaction_commits_all_its_statements_and_counts_each(pg_url: str) -> None:
+    db = Database(pg_url, min_size=0)
+    try:
+        _pipelined_table(db)
+        counts = db.pipelined(
+            "inserting",
+            [
+                ("INSERT INTO sent VALUES (1), (2)", ()),
+                ("INSERT INTO sent SELECT 3 WHERE false", ()),
+            ],
+            lock=7,
+        )
+        assert counts == [2, 0]
+        row = db.pipelined_row(
+            "inserting",
+            "WITH i AS (INSERT INTO sent VALUES (4) RETURNING 1) SELECT count(*) FROM i",
+            (),
+        )
+        assert row == (1,)
+        assert _sent(db) == [1, 2, 4]
+    finally:
+        db.close()
+
+
+def test_a_pipelined_transaction_whose_last_statement_fails_commits_none_of_it(
+    pg_url: str,
+) -> None:
+    """No BEGIN is sent: the statements up to the pipeline's Sync are one implicit
+    transaction, rolled back whole when one fails, and the connection is usable after."""
+    db = Database(pg_url, min_size=0, max_size=1)
+    try:
+        _pipelined_table(db)
+        with pytest.raises(psycopg.errors.UniqueViolation):  # (its caller says what failed)
+            db.pipelined(
+                "inserting",
+                [("INSERT INTO sent VALUES (1)", ()), ("INSERT INTO sent VALUES (1)", ())],
+                lock=7,
+            )
+        assert _sent(db) == []
+        status = db.read("checking", lambda conn: conn.info.transaction_status)
+        assert status == psycopg.pq.TransactionStatus.IDLE
+        assert db.pipelined("inserting", [("INSERT INTO sent VALUES (5)", ())]) == [1]
+        assert _sent(db) == [5]
+    finally:
+        db.close()
+
+
+def test_a_pipelined_transaction_holds_its_lock_until_it_commits(pg_url: str) -> None:
+    """The advisory lock is transaction-scoped: gone once the implicit transaction ended."""
+    db = Database(pg_url, min_size=0, max_size=1)
+    try:
+        _pipelined_table(db)
+        db.pipelined("inserting", [("INSERT INTO sent VALUES (1)", ())], lock=(7, 8))
+        with psycopg.connect(pg_url, autocommit=True) as other:
+            held = other.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+            ).fetchone()
+            assert held == (0,)
+            taken = other.execute("SELECT pg_try_advisory_xact_lock(7)").fetchone()
+            assert taken == (True,)
+    finally:
+        db.close()
