@@ -104,6 +104,19 @@ _INSERT_IF = f"""
     INSERT INTO {_T}.memory_blocks (memory_id, position, data)
     SELECT %s, t.p, t.d FROM unnest(%s::integer[], %s::bytea[]) AS t(p, d)
     WHERE {_GUARD} AND {{also}}"""
+# The same frames if ``also`` holds, unguarded: for a statement that checks _GUARD itself
+# (parameters: the memory's id, the positions, the frames, ``also``'s).
+_INSERT_WHERE = f"""
+    INSERT INTO {_T}.memory_blocks (memory_id, position, data)
+    SELECT %s, t.p, t.d FROM unnest(%s::integer[], %s::bytea[]) AS t(p, d) WHERE {{also}}"""
+# _INSERT_IF and _INSERT_WHERE for one frame, the usual append (parameters: the memory's id,
+# the position, the frame, then as above): psycopg dumps arrays in Python, scalars in C.
+_ONE = "SELECT %s::bigint, %s::integer, %s::bytea"
+_INSERT_ONE_IF = f"""
+    INSERT INTO {_T}.memory_blocks (memory_id, position, data) {_ONE}
+    WHERE {_GUARD} AND {{also}}"""
+_INSERT_ONE_WHERE = f"""
+    INSERT INTO {_T}.memory_blocks (memory_id, position, data) {_ONE} WHERE {{also}}"""
 # A plaintext memory to append to (parameters: the agent, the partition).
 _PLAIN_GUARD = f"""EXISTS (SELECT FROM {_T}.memories
     WHERE agent = %s AND partition = %s AND header IS NULL)"""
@@ -148,6 +161,8 @@ class _Prepared(NamedTuple):
     rows: int  # the rows it inserts when it writes
     made: _Tail | None  # the end it makes (encrypted: the next append is guessed after it)
     unsure: _Unsure | None  # what to look for when its outcome is unknown (encrypted)
+    bare: str  # the INSERT guarded by ``{also}`` only (for a statement checking ``guard``)
+    bare_params: tuple[Any, ...]  # its parameters, ``also``'s after them
 
     def write(self, also: tuple[str, tuple[Any, ...]]) -> tuple[str, tuple[Any, ...]]:
         """The INSERT, if ``guard`` and ``also`` (SQL, its parameters) hold."""
@@ -155,6 +170,8 @@ class _Prepared(NamedTuple):
 
 
 _TRUE: tuple[str, tuple[Any, ...]] = ("true", ())
+# Inside the statement of ``_append_waiting``: its guards (the CTE ``g``) both held.
+_BOTH_HOLD: tuple[str, tuple[Any, ...]] = ("(SELECT mine AND allowed FROM g)", ())
 
 
 class PgAgentStore:
@@ -532,21 +549,26 @@ class PgAgentStore:
         failed (nothing was written).
         """
         waiting = log.waiting(event, attrs)
-        statements = [
-            (f"SELECT WHERE {prepared.guard[0]}", prepared.guard[1]),
-            waiting.write(also=prepared.guard if also is None else _both(prepared.guard, also)),
-            prepared.write(also=waiting.written),
-        ]
-        counts = self._send_audited(statements, self._key)
-        if counts is None:  # lost after the send: committed whole, or not at all
+        allowed = _TRUE if also is None else (also.sql, also.params)
+        entry_sql, entry_params = waiting.write(also=_BOTH_HOLD)
+        rows_sql, rows_params = prepared.bare.format(also=_BOTH_HOLD[0]), prepared.bare_params
+        # One statement: both guards read once, both inserts under them (so both are
+        # written or neither), and whether this store's own end still held.
+        sql = f"""
+            WITH g AS (SELECT ({prepared.guard[0]}) AS mine, ({allowed[0]}) AS allowed),
+            w AS ({entry_sql} RETURNING 1), r AS ({rows_sql} RETURNING 1)
+            SELECT g.mine, (SELECT count(*) FROM w), (SELECT count(*) FROM r) FROM g"""
+        params = (*prepared.guard[1], *allowed[1], *entry_params, *rows_params)
+        row = self._send_row(sql, params)
+        if row is None:  # lost after the send: committed whole, or not at all
             self._guess.forget()
             if not log.waiting_committed(waiting.token):
                 return None
-        elif counts[1] == 1 and counts[2] == prepared.rows:
+        elif row[1] == 1 and row[2] == prepared.rows:
             if prepared.made is not None:
                 self._guess.hit(prepared.made)
         else:
-            if counts[0] != 1 and prepared.made is not None:
+            if not row[0] and prepared.made is not None:
                 self._guess.forget(missed=True)
             return None
         log.chain_soon()
@@ -575,6 +597,18 @@ class PgAgentStore:
                 raise self._stores.sessions.error(exc, doing) from None
             raise
 
+    def _send_row(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """:meth:`_send_audited` of one statement returning one row, under the agent's lock."""
+        doing = f"appending to the memory ({self._agent!r}, {self.source()}) and the audit log"
+        psycopg, _ = _import_psycopg()
+        try:
+            return self._stores.db.pipelined_row(doing, sql, params, lock=self._key)
+        except BaseException as exc:
+            self._guess.forget()
+            if isinstance(exc, psycopg.Error):
+                raise self._stores.sessions.error(exc, doing) from None
+            raise
+
     def _joinable(self) -> bool:
         """Whether a write of its own connection may run now (not inside this thread's
         lock session or transaction: those hold the agent's lock, or a connection)."""
@@ -585,7 +619,9 @@ class PgAgentStore:
         if not self._joinable():
             return None
         where = (self._where["a"], self._where["p"])
-        return _Prepared((_PLAIN_GUARD, where), _APPEND_PLAIN_IF, (data, *where), 1, None, None)
+        params = (data, *where)
+        guard = (_PLAIN_GUARD, where)
+        return _Prepared(guard, _APPEND_PLAIN_IF, params, 1, None, None, _APPEND_PLAIN_IF, params)
 
     def _prepare_encrypted(self, block: str | None, data: bytes) -> _Prepared | None:
         """The frames of an encrypted append sealed after the end this store last wrote.
@@ -606,15 +642,22 @@ class PgAgentStore:
             if frame is None:  # (a subject whose keys this store has not used yet)
                 return None
             frames.append(frame)
-        positions = list(range(end.next, end.next + len(frames)))
         guard = (end.memory_id, end.next - 1, end.memory_id, end.header, end.epoch)
+        if len(frames) == 1:
+            rows: tuple[Any, ...] = (end.memory_id, end.next, frames[0])
+            insert, bare = _INSERT_ONE_IF, _INSERT_ONE_WHERE
+        else:
+            rows = (end.memory_id, list(range(end.next, end.next + len(frames))), frames)
+            insert, bare = _INSERT_IF, _INSERT_WHERE
         return _Prepared(
             (_GUARD, guard),
-            _INSERT_IF,
-            (end.memory_id, positions, frames, *guard),
+            insert,
+            (*rows, *guard),
             len(frames),
             end._replace(next=end.next + len(frames)),
             _Unsure(end.memory_id, end.next, frames),
+            bare,
+            rows,
         )
 
     def _keys_in_database(self) -> bool:
