@@ -135,8 +135,6 @@ _WRITE = f"""
 # the ones this process last wrote (parameters: the head's seq, hash and MAC, the seq).
 _GUARD = f"""EXISTS (SELECT FROM {_HEAD} WHERE seq = %s AND hash = %s AND mac = %s
     AND (SELECT max(seq) FROM {_ENTRIES}) = %s)"""
-# Whether an entry was written (parameters: its seq and line).
-_WRITTEN = f"EXISTS (SELECT FROM {_ENTRIES} WHERE seq = %s AND line = %s)"
 
 
 def _write_if(also: str) -> str:
@@ -155,6 +153,19 @@ def _write_if(also: str) -> str:
 
 
 _WRITE_IF = _write_if("true")
+
+# _write_if's two writes apart, each if ``{cond}`` holds (SQL without parameters), for a
+# statement that checks the guard itself (a store's joined append): the entries (one as
+# scalars: psycopg dumps arrays in Python), then the head.
+_ADD_ONE_IF = f"""
+    INSERT INTO {_ENTRIES} (seq, segment, ts, event, line, token)
+    SELECT %s::bigint, %s::text, %s::timestamptz, %s::text, %s::bytea, %s::bytea WHERE {{cond}}"""
+_ADD_IF = f"""
+    INSERT INTO {_ENTRIES} (seq, segment, ts, event, line, token)
+    SELECT * FROM unnest(
+        %s::bigint[], %s::text[], %s::timestamptz[], %s::text[], %s::bytea[], %s::bytea[])
+    WHERE {{cond}}"""
+_HEAD_IF = f"UPDATE {_HEAD} SET seq = %s, hash = %s, segment = %s, mac = %s WHERE {{cond}}"
 
 
 class _End(NamedTuple):
@@ -777,13 +788,13 @@ class PgAuditStorage:
 class JoinedEntry:
     """An audit entry sealed after the end this process wrote, not yet written (``_joined``).
 
-    ``write(also)`` is the statement writing it, guarded by that end (``guard``)
-    and by ``also``; ``written`` is SQL true once it is written. The store
-    that writes it reports the outcome: :meth:`hit`, :meth:`missed` or
+    :meth:`parts` are the statements writing it and the head naming it, for a
+    store's statement that checks ``guard`` (that end is still the end). The
+    store that writes it reports the outcome: :meth:`hit`, :meth:`missed` or
     :meth:`abandon` or :meth:`unknown`, exactly once.
     """
 
-    __slots__ = ("_chain", "_end", "_head", "_storage", "entry", "guard", "lock", "written")
+    __slots__ = ("_chain", "_end", "_head", "_storage", "entry", "guard", "lock")
 
     def __init__(
         self,
@@ -803,14 +814,24 @@ class JoinedEntry:
             _GUARD,
             (end.head.seq, end.head.hash, end.head.mac, end.last.seq),
         )
-        self.written: tuple[str, tuple[Any, ...]] = (_WRITTEN, (entry.seq, entry.line))
 
-    def write(self, also: tuple[str, tuple[Any, ...]]) -> tuple[str, tuple[Any, ...]]:
-        """The statement writing the entry (and the head naming it), if ``guard`` and ``also`` hold.
+    def parts(self, cond: str) -> tuple[str, tuple[Any, ...], str, tuple[Any, ...]]:
+        """The INSERT of the entries and the UPDATE of the head, each if ``cond`` holds.
 
-        Its row count is 1 when it wrote, 0 when it did not.
+        (Each SQL, then its parameters.) ``cond`` is SQL without parameters, true
+        when ``guard`` held in the store's statement: the UPDATE counts 1 then.
         """
-        return _write_if(also[0]), (*self.guard[1], *also[1], *self._head)
+        *columns, seq, hash_, segment, mac = self._head
+        if len(columns[0]) == 1:
+            add, add_params = _ADD_ONE_IF, tuple(column[0] for column in columns)
+        else:
+            add, add_params = _ADD_IF, tuple(columns)
+        return (
+            add.format(cond=cond),
+            add_params,
+            _HEAD_IF.format(cond=cond),
+            (seq, hash_, segment, mac),
+        )
 
     def hit(self) -> None:
         """The entry committed."""
@@ -839,23 +860,19 @@ class WaitingEntry:
     """An audit entry MACed but not chained, for a store's own transaction (group chaining).
 
     ``write(also)`` inserts it into ``audit_pending`` if ``also`` holds (its row
-    count: 1 or 0); ``written`` is SQL true once it is inserted. Once the
+    count: 1 or 0). Once the
     store's transaction committed, the entry is recorded: it is chained in the
     background (``PgAuditStorage.chain_soon``) and by every read of the log.
     Its ``seq`` is not known until then (None).
     """
 
-    __slots__ = ("_params", "token", "written")
+    __slots__ = ("_params", "token")
 
     seq = None
 
     def __init__(self, token: bytes, params: tuple[Any, ...]) -> None:
         self._params = params
         self.token = token
-        self.written: tuple[str, tuple[Any, ...]] = (
-            f"EXISTS (SELECT FROM {_PENDING} WHERE token = %s)",
-            (token,),
-        )
 
     def write(self, also: tuple[str, tuple[Any, ...]]) -> tuple[str, tuple[Any, ...]]:
         """The statement inserting the entry, if ``also`` holds."""

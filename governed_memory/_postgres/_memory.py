@@ -25,8 +25,8 @@
   the lock.
 * Joined with its audit entry (:meth:`PgAgentStore.append_audited`, which the consent
   gate uses when the audit chain is in the same database): the block and its
-  ``persist`` entry in one transaction, one round trip, each write guarded by its
-  own end and by the other's, so both commit or neither is written; and by the consent
+  ``persist`` entry in one statement, one round trip, both writes guarded by both
+  ends (read once), so both commit or neither is written; and by the consent
   log's row as the gate last read it (``WriteGuard``), so an allowed add reads nothing
   before its one round trip.
 
@@ -172,6 +172,8 @@ class _Prepared(NamedTuple):
 _TRUE: tuple[str, tuple[Any, ...]] = ("true", ())
 # Inside the statement of ``_append_waiting``: its guards (the CTE ``g``) both held.
 _BOTH_HOLD: tuple[str, tuple[Any, ...]] = ("(SELECT mine AND allowed FROM g)", ())
+# Inside the statement of a joined append: its three guards held.
+_ALL_HOLD = "(SELECT chain AND mine AND allowed FROM g)"
 
 
 class PgAgentStore:
@@ -477,9 +479,10 @@ class PgAgentStore:
         chain in this store's database: sealed after the end this process last
         wrote (``_audit.JoinedEntry``) when it knows that end, the write guarded
         by it; else, or when another writer moved it, into ``audit_pending``, to
-        be chained soon after (:meth:`_append_waiting`). Each write is guarded by
-        the other's: both commit, or neither is written. ``also`` (the consent
-        gate's: the consent log as it read it) guards both as well. Returns the
+        be chained soon after (:meth:`_append_waiting`). One statement checks
+        every end once and writes both under them: both commit, or neither is
+        written. ``also`` (the consent gate's: the consent log as it read it)
+        guards both as well. Returns the
         entry, committed (a waiting one has no ``seq`` yet); None when they cannot
         be joined here (another database's log or guard, inside a lock session
         or transaction of this thread, a guard that failed): nothing was written
@@ -505,13 +508,26 @@ class PgAgentStore:
         entry = log.joined(event, attrs)
         if entry is None:  # the chain's end is not this process's to guess: chained after
             return self._append_waiting(prepared, log, event, attrs, also)
-        statements = [
-            (f"SELECT WHERE {entry.guard[0]}", entry.guard[1]),
-            (f"SELECT WHERE {prepared.guard[0]}", prepared.guard[1]),
-            entry.write(also=prepared.guard if also is None else _both(prepared.guard, also)),
-            prepared.write(also=entry.written),
-        ]
-        counts = self._send_audited(statements, (self._key, entry.lock), entry.abandon)
+        allowed = _TRUE if also is None else (also.sql, also.params)
+        add, add_params, head, head_params = entry.parts(_ALL_HOLD)
+        rows = prepared.bare.format(also=_ALL_HOLD)
+        # One statement: the three guards read once, the entry, the head and the rows
+        # written under all three (so all are written or none), and which end held.
+        sql = f"""
+            WITH g AS (SELECT ({entry.guard[0]}) AS chain, ({prepared.guard[0]}) AS mine,
+                              ({allowed[0]}) AS allowed),
+            e AS ({add} RETURNING 1), h AS ({head} RETURNING 1), r AS ({rows} RETURNING 1)
+            SELECT g.chain, g.mine, (SELECT count(*) FROM h), (SELECT count(*) FROM r) FROM g"""
+        params = (
+            *entry.guard[1],
+            *prepared.guard[1],
+            *allowed[1],
+            *add_params,
+            *head_params,
+            *prepared.bare_params,
+        )
+        row = self._send_row(sql, params, (self._key, entry.lock), entry.abandon)
+        counts = None if row is None else [int(value) for value in row]
         if counts is None:  # lost after the send: committed whole, or not at all
             self._guess.forget()
             return entry.entry if entry.unknown() else None
@@ -559,7 +575,7 @@ class PgAgentStore:
             w AS ({entry_sql} RETURNING 1), r AS ({rows_sql} RETURNING 1)
             SELECT g.mine, (SELECT count(*) FROM w), (SELECT count(*) FROM r) FROM g"""
         params = (*prepared.guard[1], *allowed[1], *entry_params, *rows_params)
-        row = self._send_row(sql, params)
+        row = self._send_row(sql, params, self._key)
         if row is None:  # lost after the send: committed whole, or not at all
             self._guess.forget()
             if not log.waiting_committed(waiting.token):
@@ -574,13 +590,14 @@ class PgAgentStore:
         log.chain_soon()
         return waiting
 
-    def _send_audited(
+    def _send_row(
         self,
-        statements: Sequence[tuple[str, Any]],
+        sql: str,
+        params: tuple[Any, ...],
         lock: int | Sequence[int],
         abandon: Callable[[], None] | None = None,
-    ) -> list[int] | None:
-        """One pipelined transaction of an audited append (:meth:`_Db.pipelined`).
+    ) -> tuple[Any, ...] | None:
+        """The one-statement transaction of an audited append (:meth:`_Db.pipelined_row`).
 
         On an error the end guesses are forgotten (``abandon`` drops the chain's)
         and a database error becomes the session's clear, retryable one.
@@ -588,23 +605,11 @@ class PgAgentStore:
         doing = f"appending to the memory ({self._agent!r}, {self.source()}) and the audit log"
         psycopg, _ = _import_psycopg()
         try:
-            return self._stores.db.pipelined(doing, statements, lock=lock)
+            return self._stores.db.pipelined_row(doing, sql, params, lock=lock)
         except BaseException as exc:
             self._guess.forget()
             if abandon is not None:
                 abandon()
-            if isinstance(exc, psycopg.Error):
-                raise self._stores.sessions.error(exc, doing) from None
-            raise
-
-    def _send_row(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """:meth:`_send_audited` of one statement returning one row, under the agent's lock."""
-        doing = f"appending to the memory ({self._agent!r}, {self.source()}) and the audit log"
-        psycopg, _ = _import_psycopg()
-        try:
-            return self._stores.db.pipelined_row(doing, sql, params, lock=self._key)
-        except BaseException as exc:
-            self._guess.forget()
             if isinstance(exc, psycopg.Error):
                 raise self._stores.sessions.error(exc, doing) from None
             raise
@@ -972,11 +977,6 @@ class PgAgentStore:
 
     def __repr__(self) -> str:
         return f"PgAgentStore({self._stores.db.where!r}, {self._agent!r}, {self.source()!r})"
-
-
-def _both(guard: tuple[str, tuple[Any, ...]], also: WriteGuard) -> tuple[str, tuple[Any, ...]]:
-    """SQL true when ``guard`` and ``also`` both hold, with their parameters in order."""
-    return f"({guard[0]}) AND ({also.sql})", (*guard[1], *also.params)
 
 
 def _pieces(block: str | None, data: bytes) -> list[tuple[str, str | None]]:
