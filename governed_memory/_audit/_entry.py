@@ -22,6 +22,7 @@ are exactly :func:`canonical`'s (tests compare the two).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -128,7 +129,13 @@ class AuditEntry:
     @property
     def time(self) -> _dt.datetime:
         """``ts`` as an aware UTC datetime."""
-        return _dt.datetime.strptime(self.ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.UTC)
+        ts = self.ts
+        if len(ts) == 27 and ts[-1] == "Z":  # fromisoformat is C, strptime Python: 10x faster
+            with contextlib.suppress(ValueError):
+                when = _dt.datetime.fromisoformat(ts[:-1]).replace(tzinfo=_dt.UTC)
+                if format_ts(when) == ts:  # exactly the format strptime below accepts
+                    return when
+        return _dt.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.UTC)
 
     def hash_ok(self) -> bool:
         """Whether ``hash`` matches the body (the fields were not changed)."""

@@ -130,8 +130,13 @@ class Period(StrEnum):
     DAY = "day"
 
     def label(self, when: _dt.datetime) -> str:
-        utc = when.astimezone(_dt.UTC)
-        return utc.strftime("%Y-%m") if self is Period.MONTH else utc.strftime("%Y-%m-%d")
+        utc = when if when.tzinfo is _dt.UTC else when.astimezone(_dt.UTC)
+        if utc.year < 1000:  # strftime does not pad the year
+            return utc.strftime("%Y-%m") if self is Period.MONTH else utc.strftime("%Y-%m-%d")
+        # (strftime's text, without its cost: this labels every entry appended)
+        if self is Period.MONTH:
+            return f"{utc.year:04d}-{utc.month:02d}"
+        return f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}"
 
 
 @dataclass(frozen=True)

@@ -82,3 +82,28 @@ def test_a_sealed_entry_parses_back_to_itself() -> None:
 )
 def test_timestamps_are_written_as_strftime_writes_them(when: dt.datetime) -> None:
     assert format_ts(when) == when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _strptime(ts: str) -> dt.datetime:
+    return dt.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC)
+
+
+@given(ts=st.one_of(st.datetimes(timezones=st.just(dt.UTC)).map(format_ts), _text))
+def test_an_entrys_time_is_read_exactly_as_strptime_reads_its_ts(ts: str) -> None:
+    """``time`` reads ``ts`` with fromisoformat when it can, and says what strptime would."""
+    entry = seal(seq=1, ts=ts, event="persist", attrs={}, prev="", key=KEY)
+    try:
+        expected = _strptime(ts)
+    except ValueError:
+        with pytest.raises(ValueError):
+            _ = entry.time
+    else:
+        assert entry.time == expected and entry.time.tzinfo is dt.UTC
+
+
+@pytest.mark.parametrize(
+    "ts", ["2026-12-06T22:41:56,123456Z", "2026-12-06 22:41:56.123456Z", "20261206T224156.123456Z"]
+)
+def test_an_entrys_time_refuses_what_strptime_refuses(ts: str) -> None:
+    with pytest.raises(ValueError):
+        _ = seal(seq=1, ts=ts, event="persist", attrs={}, prev="", key=KEY).time

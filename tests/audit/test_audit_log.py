@@ -15,11 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from governed_memory import FixedClock
 from governed_memory._audit import GENESIS, AuditEvent, AuditKey, AuditLog, verify_log
 from governed_memory._audit._entry import canonical, parse_entry
-from governed_memory._audit._log import HEAD_FILE, HEAD_SIZE, list_segments, parse_head
+from governed_memory._audit._log import HEAD_FILE, HEAD_SIZE, Period, list_segments, parse_head
 from governed_memory._base._syncer import GroupSync
 from governed_memory._errors import AuditWriteError, ConfigurationError, NotFoundError
 
@@ -444,3 +446,17 @@ def test_a_segment_without_entries_or_gone_has_no_last_entry(tmp_path: Path) -> 
     assert segment.last_entry() is None
     segment.path.unlink()
     assert segment.last_entry() is None
+
+
+@pytest.mark.parametrize("period", list(Period))
+@given(
+    when=st.datetimes(
+        timezones=st.sampled_from([dt.UTC, dt.timezone(dt.timedelta(hours=-11, minutes=-30))])
+    )
+)
+def test_a_segment_label_is_strftimes_text_for_any_instant(
+    period: Period, when: dt.datetime
+) -> None:
+    utc = when.astimezone(dt.UTC)
+    expected = utc.strftime("%Y-%m" if period is Period.MONTH else "%Y-%m-%d")
+    assert period.label(when) == expected
