@@ -374,13 +374,16 @@ class PgAuditStorage:
 
         The store writes it with its own rows, in one transaction (``_joined``).
         None when this process does not know the end, while its other threads
-        are appending (a batch is written or waiting, or a joined write is in
-        flight), or inside a transaction of this thread: then append the usual way.
+        are appending (a batch is written or waiting, a joined write is in
+        flight, or waiting entries are being chained), or inside a transaction of
+        this thread: then append the usual way.
         """
         validate_event(event)
-        if self._db.held() is not None or not self._batcher.idle:
+        if self._db.held() is not None or not self._batcher.idle or not self._chainer.idle:
             # Other threads appending: their batch shares one commit, which is cheaper
             # for all of them than a joined write each, one at a time, on the chain's lock.
+            # And while waiting entries are being chained, that chaining moves the end:
+            # a joined write guessing it would miss (half of them did at 4 threads).
             return None
         end = self._guess.take()
         if end is None:

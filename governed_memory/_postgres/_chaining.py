@@ -48,6 +48,7 @@ class Chainer:
         self._mutex = threading.Lock()
         self._wake = threading.Condition(self._mutex)
         self._asked = False  # a chaining was asked for since the last one began
+        self._busy = False  # the thread is chaining
         self._thread: tuple[int, threading.Thread] | None = None
         self._closed = False
         atexit.register(_at_exit, weakref.ref(self))
@@ -68,15 +69,23 @@ class Chainer:
             else:
                 self._wake.notify()
 
+    @property
+    def idle(self) -> bool:
+        """Whether no chaining is running or asked for (a moment's view: threads move on)."""
+        with self._mutex:
+            return not self._asked and not self._busy
+
     def _run(self) -> None:
         delay = _RETRY_FIRST
         while True:
             with self._mutex:
+                self._busy = False
                 while not self._asked and not self._closed:
                     self._wake.wait()
                 if self._closed:
                     return
                 self._asked = False
+                self._busy = True
             try:
                 self._chain()
             except Exception as exc:  # logged, retried: the entries stay waiting meanwhile

@@ -566,3 +566,43 @@ def test_a_waiting_entry_cannot_be_changed_or_dropped_before_it_is_chained(
                 conn.execute(statement)
         row = conn.execute("SELECT event FROM governed_memory.audit_pending").fetchone()
         assert row is not None and row[0] == "persist"
+
+
+def test_while_waiting_entries_are_being_chained_an_add_waits_too_rather_than_join(
+    host: Governance, monkeypatch: pytest.MonkeyPatch, pg_url: str
+) -> None:
+    """The chaining moves the chain's end: a joined write guessing it meanwhile would miss,
+    a wasted round trip on the chain's lock. So the add goes to ``audit_pending`` at once."""
+    from governed_memory._postgres._audit import PgAuditStorage
+
+    chat = _chat(host)
+    chat.add("Human", "a0")
+    chat.add("Human", "a1")  # (the ends are known: the next add would be joined)
+    log = host.audit.log
+    assert isinstance(log, PgAuditStorage)
+    chainer = log._chainer
+    running, release = threading.Event(), threading.Event()
+    chain = chainer._chain
+
+    def held_back() -> object:
+        running.set()
+        release.wait(20)
+        return chain()
+
+    monkeypatch.setattr(chainer, "_chain", held_back)
+    log.chain_soon()  # the background chaining starts, and is held inside
+    assert running.wait(20) and not chainer.idle
+    spy = Spy(_db(host), monkeypatch)
+    chat.add("Human", "while chaining")
+    assert spy.joined == [] and spy.sent == [[1, 1, 1]]  # block and waiting entry, at once
+    release.set()
+    deadline = dt.datetime.now() + dt.timedelta(seconds=20)
+    while not chainer.idle and dt.datetime.now() < deadline:
+        threading.Event().wait(0.01)
+    assert chainer.idle
+    spy.reset()
+    chat.add("Human", "after")  # the chaining done and nothing waiting: joined again
+    assert len(spy.joined) == 1 and spy.joined[0] == [1, 1, 1, 1]
+    assert _stored(host) == ["a0", "a1", "while chaining", "after"]
+    assert len(_persisted(host)) == 4 and _waiting(pg_url) == 0
+    _verified(host)
