@@ -14,7 +14,8 @@ batch, not per entry.
 Nothing depends on this thread for correctness: every read of the log chains
 what is waiting first, a killed process's entries are chained by the next
 chaining of any host, and at exit the thread's last entries are chained once
-more (best effort). A chaining that fails (the server away) is retried with a
+more (best effort; not when its last chaining failed: an exit does not wait out
+the connection timeout of a server that is away). A chaining that fails (the server away) is retried with a
 growing delay and logged.
 """
 
@@ -27,12 +28,16 @@ import threading
 import weakref
 from collections.abc import Callable
 
-__all__ = ["Chainer"]
+__all__ = ["Chainer", "ChainingDeferred"]
 
 logger = logging.getLogger("governed_memory")
 
 _RETRY_FIRST = 0.05  # seconds before the first retry of a failed chaining, doubled up to
 _RETRY_MOST = 5.0
+
+
+class ChainingDeferred(Exception):
+    """:meth:`Chainer.flush` did not try: the background chaining was failing."""
 
 
 class Chainer:
@@ -49,6 +54,7 @@ class Chainer:
         self._wake = threading.Condition(self._mutex)
         self._asked = False  # a chaining was asked for since the last one began
         self._busy = False  # the thread is chaining
+        self._failing = False  # the thread's last chaining failed (the server away)
         self._thread: tuple[int, threading.Thread] | None = None
         self._closed = False
         atexit.register(_at_exit, weakref.ref(self))
@@ -97,18 +103,30 @@ class Chainer:
                     delay,
                 )
                 with self._mutex:
+                    self._failing = True
                     self._asked = True
                     self._wake.wait(delay)
                 delay = min(delay * 2, _RETRY_MOST)
             else:
+                self._failing = False
                 delay = _RETRY_FIRST
 
     def flush(self) -> None:
-        """Chain what is waiting now, in this thread (before the process exits)."""
+        """Chain what is waiting now, in this thread (before the process exits).
+
+        Raises:
+            ChainingDeferred: the background chaining's last try failed (the
+                server away): trying again here would hold the exit for the
+                connection timeout, so the entries are left waiting.
+        """
         with self._mutex:
-            running = self._thread
+            running, failing = self._thread, self._failing
         if running is None or running[0] != os.getpid():
             return  # nothing of this process's was handed to the thread
+        if failing:
+            raise ChainingDeferred(
+                f"the last chaining into {self._where} failed, so it is not retried at exit"
+            )
         self._chain()
 
     def close(self) -> None:
