@@ -28,16 +28,12 @@ import threading
 import weakref
 from collections.abc import Callable
 
-__all__ = ["Chainer", "ChainingDeferred"]
+__all__ = ["Chainer"]
 
 logger = logging.getLogger("governed_memory")
 
 _RETRY_FIRST = 0.05  # seconds before the first retry of a failed chaining, doubled up to
 _RETRY_MOST = 5.0
-
-
-class ChainingDeferred(Exception):
-    """:meth:`Chainer.flush` did not try: the background chaining was failing."""
 
 
 class Chainer:
@@ -111,23 +107,21 @@ class Chainer:
                 self._failing = False
                 delay = _RETRY_FIRST
 
-    def flush(self) -> None:
+    def flush(self) -> bool:
         """Chain what is waiting now, in this thread (before the process exits).
 
-        Raises:
-            ChainingDeferred: the background chaining's last try failed (the
-                server away): trying again here would hold the exit for the
-                connection timeout, so the entries are left waiting.
+        False, without trying, when the background chaining's last try failed
+        (the server away): trying again here would hold the exit for the
+        connection timeout, so the entries are left waiting. True otherwise.
         """
         with self._mutex:
             running, failing = self._thread, self._failing
         if running is None or running[0] != os.getpid():
-            return  # nothing of this process's was handed to the thread
+            return True  # nothing of this process's was handed to the thread
         if failing:
-            raise ChainingDeferred(
-                f"the last chaining into {self._where} failed, so it is not retried at exit"
-            )
+            return False
         self._chain()
+        return True
 
     def close(self) -> None:
         """Stop the thread once its chaining in progress is done (entries left wait)."""
@@ -141,7 +135,12 @@ def _at_exit(ref: weakref.ReferenceType[Chainer]) -> None:
     if chainer is None:
         return
     try:
-        chainer.flush()
+        if not chainer.flush():
+            logger.warning(
+                "audit entries left waiting at exit (the last chaining into %s failed, so "
+                "it is not retried at exit): chained by the next append",
+                chainer._where,
+            )
     except Exception as exc:  # best effort: the next chaining of any host takes them
         logger.warning("audit entries left waiting at exit (%s): chained by the next append", exc)
     chainer.close()
