@@ -6,7 +6,8 @@ framework it creates ``.cache/framework-envs/<name>/``: a fresh virtual environm
 the framework's pinned version is installed alone (``pip freeze`` -> ``alone.txt``), then
 governed-memory with that framework's extra (``pip freeze`` -> ``with-ours.txt``).
 ``test_dependencies.py`` then checks, offline, that ``pip check`` passes there and that
-installing ours changed none of the framework's packages.
+installing ours changed none of the framework's packages (but one that a package only
+ours brings pins exactly: OpenTelemetry's SDK pins its API to its own version).
 
 An environment is kept while its inputs are the same (pyproject.toml, the pin, the Python
 version), so a second run installs nothing; ``--force`` rebuilds them all.
