@@ -15,8 +15,8 @@ Nothing depends on this thread for correctness: every read of the log chains
 what is waiting first, a killed process's entries are chained by the next
 chaining of any host, and at exit the thread's last entries are chained once
 more (best effort; not when its last chaining failed: an exit does not wait out
-the connection timeout of a server that is away). A chaining that fails (the server away) is retried with a
-growing delay and logged.
+the connection timeout of a server that is away). A chaining that fails (the
+server away) is retried with a growing delay and logged.
 """
 
 from __future__ import annotations

@@ -171,7 +171,7 @@ class _Prepared(NamedTuple):
 
 _TRUE: tuple[str, tuple[Any, ...]] = ("true", ())
 # Inside the statement of ``_append_waiting``: its guards (the CTE ``g``) both held.
-_BOTH_HOLD: tuple[str, tuple[Any, ...]] = ("(SELECT mine AND allowed FROM g)", ())
+_BOTH_HOLD = "(SELECT mine AND allowed FROM g)"
 # Inside the statement of a joined append: its three guards held.
 _ALL_HOLD = "(SELECT chain AND mine AND allowed FROM g)"
 
@@ -566,8 +566,8 @@ class PgAgentStore:
         """
         waiting = log.waiting(event, attrs)
         allowed = _TRUE if also is None else (also.sql, also.params)
-        entry_sql, entry_params = waiting.write(also=_BOTH_HOLD)
-        rows_sql, rows_params = prepared.bare.format(also=_BOTH_HOLD[0]), prepared.bare_params
+        entry_sql, entry_params = waiting.write(also=(_BOTH_HOLD, ()))
+        rows_sql, rows_params = prepared.bare.format(also=_BOTH_HOLD), prepared.bare_params
         # One statement: both guards read once, both inserts under them (so both are
         # written or neither), and whether this store's own end still held.
         sql = f"""
