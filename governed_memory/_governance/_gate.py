@@ -53,6 +53,7 @@ logger = logging.getLogger("governed_memory")
 _R = TypeVar("_R", bound="SubjectRecord")
 _PERSIST = Operation.PERSIST.purpose  # the purpose a write needs consent for
 _PERSIST_OP = Operation.PERSIST.value
+_GUARDED_TRIES = 3  # consent guards tried in a row before appending on a plain read
 
 
 class ConsentLookup(Protocol):
@@ -260,11 +261,9 @@ class PolicyGate:
             return True
         guard = None  # the consent write's guard, when allowed on the cached read
         if needs_consent:
-            if (
-                subject_id is not None
-                and type(audit) is not NullAuditSink
-                and hasattr(store, "append_audited")
-            ):
+            # A store whose write checks the cached grant itself: nothing read first.
+            checks = "append_guarded" if type(audit) is NullAuditSink else "append_audited"
+            if subject_id is not None and hasattr(store, checks):
                 guard = self._consent_guard(subject_id)
             if guard is None and (
                 subject_id is None or not self.consent.is_granted(subject_id, _PERSIST)
@@ -274,20 +273,22 @@ class PolicyGate:
             # the audit records, without building the Decision.
             self._warned.keys.discard((agent, subject_id, _PERSIST))  # warn again on a withdrawal
         if type(audit) is NullAuditSink:
+            if needs_consent and subject_id is not None:
+                if not self._append_on_consent(store, block, subject_id):
+                    return self._persist_decided(store, block, agent=agent, subject_id=subject_id)
+                return True
             store.append(block)
             return True
         attrs = self._allowed_attrs(needs_consent, block)
         try:
             if self._persist_joined(store, block, agent, subject_id, attrs, guard):
                 return True
-            # Not joined: a grant taken from the cache is read again first (the log
-            # changed since, or the write could not check it).
-            stale = (
-                guard is not None
-                and subject_id is not None  # (a guard is a subject's)
-                and not self.consent.is_granted(subject_id, _PERSIST)
-            )
-            if not stale:
+            # Not joined: appended on the consent as last read, the write checking
+            # that it still holds; withdrawn since, decided again on a new read.
+            if needs_consent and subject_id is not None:
+                stale = not self._append_on_consent(store, block, subject_id)
+            else:
+                stale = False
                 store.append(block)
         except BaseException as exc:
             audit.record(
@@ -347,6 +348,33 @@ class PolicyGate:
             **attrs,
         )
         return done
+
+    def _append_on_consent(self, store: AgentStore, block: str, subject_id: str) -> bool:
+        """Append ``block`` while ``subject_id``'s persist consent is as last read (granted).
+
+        A store that can check a consent guard in its own write
+        (``append_guarded``: the database's) appends only if the consent log is
+        unchanged since that read, so a withdrawal committed by any host before
+        the write stops it; when the guard no longer holds, consent is read
+        again. False, with nothing written, when that read finds it withdrawn.
+        Elsewhere (files) the caller's read just before is the check.
+        """
+        appender = getattr(store, "append_guarded", None)
+        if appender is None:
+            store.append(block)
+            return True
+        for _ in range(_GUARDED_TRIES):
+            guard = self._consent_guard(subject_id)
+            if guard is not None:
+                done = appender(block, guard)
+                if done:
+                    return True
+                if done is None:  # another database's guard: it cannot be checked there
+                    break
+            if not self.consent.is_granted(subject_id, _PERSIST):
+                return False  # withdrawn since the read the write was allowed on
+        store.append(block)  # (granted on the read just made; the log kept changing)
+        return True
 
     def _persist_decided(
         self, store: AgentStore, block: str, *, agent: str | None, subject_id: str | None

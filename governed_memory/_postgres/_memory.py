@@ -401,26 +401,44 @@ class PgAgentStore:
         if data:
             self._append(None, data)
 
-    def _append(self, block: str | None, data: bytes) -> None:
+    def append_guarded(self, block: str, guard: WriteGuard) -> bool | None:
+        """:meth:`append` only while ``guard`` holds, checked in the append's own transaction.
+
+        For a decision taken on a cached read (the consent gate's, when no
+        audit entry is written with the block): True once appended, False when
+        the guard no longer held (nothing was written: read again and decide
+        again), None when ``guard`` is another database's (it cannot be checked
+        here: append the usual way).
+        """
+        if guard.database is not self._stores.db:
+            return None
+        if not block:
+            return True
+        return self._append(block, block.encode("utf-8"), guard)
+
+    def _append(self, block: str | None, data: bytes, guard: WriteGuard | None = None) -> bool:
         unsure = None
         if self._encrypted:
-            done, unsure = self._append_guessed(block, data)
+            done, unsure = self._append_guessed(block, data, guard)
             if done:
-                return
-        tail = None
+                return True
         with self._tx("appending to the memory") as conn:
             if not self._encrypted:
+                if guard is not None and not self._holds(conn, guard):
+                    return False
                 if conn.execute(_APPEND_PLAIN, {**self._where, "d": data}).rowcount == 1:
-                    return
+                    return True
                 found = self._memory_id(conn)
                 if found is not None:
                     self._refuse_mode(found[1])
                 memory_id = self._create(conn, self._header())
                 self._insert(conn, memory_id, 1, [data])
-                return
+                return True
             memory_id, header, count = self._tail(conn)
             if unsure is not None and self._stored(conn, unsure, memory_id, count):
-                return  # the guessed append did commit
+                return True  # the guessed append did commit
+            if guard is not None and not self._holds(conn, guard):
+                return False
             codec = self.codec
             context = codec.context(header, self.source())
             frames = [
@@ -434,23 +452,34 @@ class PgAgentStore:
             binding.defer(_INSERT_ROWS, (memory_id, positions, frames))
             # (the counter the frames' keys were read under: remembered in this transaction)
             tail = _Tail(memory_id, header, count + len(frames), codec.keyring.epoch())
-        if tail is not None:
-            self._guess.wrote(tail)
+        self._guess.wrote(tail)
+        return True
 
-    def _append_guessed(self, block: str | None, data: bytes) -> tuple[bool, _Unsure | None]:
+    @staticmethod
+    def _holds(conn: psycopg.Connection[Any], guard: WriteGuard) -> bool:
+        """Whether ``guard`` holds, read in the append's transaction (the agent's lock held)."""
+        held = conn.execute(f"SELECT {guard.sql}", guard.params).fetchone()
+        return held is not None and bool(held[0])
+
+    def _append_guessed(
+        self, block: str | None, data: bytes, guard: WriteGuard | None = None
+    ) -> tuple[bool, _Unsure | None]:
         """Append to the end this store last wrote, in one round trip (``_guarded``).
 
         (Whether it committed, the frames sent when the connection was lost after
-        sending them, so that the outcome is unknown.) Not inside this thread's
-        lock session or transaction: those run on their own connection.
+        sending them, so that the outcome is unknown.) ``guard`` is checked in
+        the same statement; when it or the end fails nothing is written, and the
+        caller's locked append tells which. Not inside this thread's lock session
+        or transaction: those run on their own connection.
         """
         prepared = self._prepare_encrypted(block, data)
         if prepared is None:
             return False, None
         doing = f"appending to the memory ({self._agent!r}, {self.source()})"
         psycopg, _ = _import_psycopg()
+        also = _TRUE if guard is None else (guard.sql, guard.params)
         try:
-            counts = self._stores.db.pipelined(doing, [prepared.write(_TRUE)], lock=self._key)
+            counts = self._stores.db.pipelined(doing, [prepared.write(also)], lock=self._key)
         except DatabaseError:
             self._guess.forget()
             raise

@@ -19,6 +19,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from memory_blocks import block
 from sealing_helpers import TEST_MASTER_KEY_B64
 from sends import Spy, lose_the_next_send
 
@@ -606,3 +607,133 @@ def test_while_waiting_entries_are_being_chained_an_add_waits_too_rather_than_jo
     assert _stored(host) == ["a0", "a1", "while chaining", "after"]
     assert len(_persisted(host)) == 4 and _waiting(pg_url) == 0
     _verified(host)
+
+
+# -- consent needed, no audit: the write checks the grant itself ---------------------------------
+
+
+@pytest.fixture(params=["encrypted", "plaintext"])
+def unaudited(
+    request: pytest.FixtureRequest,
+    pg_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    made: list[Governance],
+) -> Governance:
+    """A host whose policy needs consent to persist and keeps no audit log."""
+    policy = tmp_path / "consent.toml"
+    encryption = "[encryption]\nenabled = true\n" if request.param == "encrypted" else ""
+    policy.write_text(
+        '[policy]\nid = "consent-only"\nversion = "1"\n'
+        '[consent]\nrequired_for = ["persist"]\n[audit]\nenabled = false\n' + encryption
+    )
+    _environment(monkeypatch, pg_url, tmp_path, str(policy))
+    gov = _another_host(made)
+    assert type(gov.audit).__name__ == "NullAuditSink"
+    assert gov.policy.consent.required_for == ("persist",)
+    return gov
+
+
+def _withdrawn_elsewhere(pg_url: str, gov: Governance, subject: str = SUBJECT) -> None:
+    """``subject`` withdraws on another host: the consent log alone changes."""
+    elsewhere = Database(pg_url)
+    try:
+        registry = ConsentRegistry(PgPlace(elsewhere), sealing=gov.consent.sealing)
+        registry.record(
+            registry.make_event(
+                subject,
+                "persist",
+                ConsentAction.WITHDRAW,
+                at=dt.datetime.now(dt.UTC),
+                actor=subject,
+                policy_id="p",
+                policy_version="1",
+            )
+        )
+    finally:
+        elsewhere.close()
+
+
+def test_without_audit_an_allowed_add_reads_no_consent_first(
+    unaudited: Governance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat = _talking(unaudited)
+    reads = Reads(_db(unaudited), monkeypatch)
+    for n in range(4):
+        chat.add("Human", f"turn {n}")
+    assert reads.count == 0  # the grant as last read, checked by each write itself
+    assert _stored(unaudited) == ["a0", "a1"] + [f"turn {n}" for n in range(4)]
+
+
+def test_without_audit_a_withdrawal_on_another_host_stops_the_next_write(
+    unaudited: Governance, pg_url: str
+) -> None:
+    """The grant this host cached is stale: the write's own check refuses, and the
+    consent read then finds the withdrawal: memory only, nothing stored."""
+    chat = _talking(unaudited)
+    _withdrawn_elsewhere(pg_url, unaudited)
+    chat.add("Human", "said after the withdrawal")
+    assert _stored(unaudited) == ["a0", "a1"]
+    assert chat.conversation_history[-1]["content"] == "said after the withdrawal"
+    unaudited.grant(SUBJECT, "persist", actor=SUBJECT)
+    chat.add("Human", "granted again")
+    assert _stored(unaudited) == ["a0", "a1", "granted again"]
+
+
+def test_without_audit_another_subjects_consent_changing_costs_one_read_and_loses_nothing(
+    unaudited: Governance, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat = _talking(unaudited)
+    _withdrawn_elsewhere(pg_url, unaudited, subject="bob")  # the log changed, not alice's
+    reads = Reads(_db(unaudited), monkeypatch)
+    chat.add("Human", "a2")  # refused by its check, the log read again: still granted
+    assert reads.count >= 1
+    reads.count = 0
+    chat.add("Human", "a3")
+    assert reads.count == 0  # the new read's guard holds
+    assert _stored(unaudited) == ["a0", "a1", "a2", "a3"]
+
+
+def test_a_guarded_append_writes_nothing_when_its_guard_fails(
+    unaudited: Governance, pg_url: str
+) -> None:
+    """The store's own contract: False and nothing written; None for another database's."""
+    chat = _talking(unaudited)
+    store = _store(unaudited)
+    guard = unaudited.consent.granted_guard(SUBJECT, "persist")
+    assert guard is not None
+    _withdrawn_elsewhere(pg_url, unaudited, subject="bob")
+    assert store.append_guarded(block("not kept"), guard) is False
+    assert _stored(unaudited) == ["a0", "a1"]
+    foreign = WriteGuard(object(), "true", ())
+    assert store.append_guarded(block("not checked"), foreign) is None
+    assert _stored(unaudited) == ["a0", "a1"]
+    assert chat.conversation_history[-1]["content"] == "a1"
+
+
+def test_without_audit_a_withdrawal_committed_between_the_decision_and_the_write_stops_it(
+    unaudited: Governance, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window a read before the write leaves: the other host's withdrawal commits
+    after this host decided to persist and before its write reaches the server."""
+    from governed_memory._postgres._memory import PgAgentStore
+
+    chat = _talking(unaudited)
+    landed: list[str] = []
+
+    def withdrawing_first(real: Any) -> Any:
+        def write(self: PgAgentStore, *args: Any) -> Any:
+            if not landed:
+                landed.append("withdrawn")
+                _withdrawn_elsewhere(pg_url, unaudited)
+            return real(self, *args)
+
+        return write
+
+    monkeypatch.setattr(PgAgentStore, "append", withdrawing_first(PgAgentStore.append))
+    monkeypatch.setattr(
+        PgAgentStore, "append_guarded", withdrawing_first(PgAgentStore.append_guarded)
+    )
+    chat.add("Human", "decided before the withdrawal, written after it")
+    assert landed == ["withdrawn"]
+    assert _stored(unaudited) == ["a0", "a1"]  # the write's own check refused it
