@@ -324,6 +324,26 @@ def _talking(gov: Governance) -> Conversation:
     return chat
 
 
+def _withdrawn_elsewhere(pg_url: str, gov: Governance, subject: str = SUBJECT) -> None:
+    """``subject`` withdraws on another host: the consent log alone changes."""
+    elsewhere = Database(pg_url)
+    try:
+        registry = ConsentRegistry(PgPlace(elsewhere), sealing=gov.consent.sealing)
+        registry.record(
+            registry.make_event(
+                subject,
+                "persist",
+                ConsentAction.WITHDRAW,
+                at=dt.datetime.now(dt.UTC),
+                actor=subject,
+                policy_id="p",
+                policy_version="1",
+            )
+        )
+    finally:
+        elsewhere.close()
+
+
 class Reads:
     """The reads sent outside a transaction (a consent check is one)."""
 
@@ -394,22 +414,7 @@ def test_the_consent_guard_alone_refuses_a_write_after_a_change_it_did_not_read(
 ) -> None:
     """The consent log changed on another host, and nothing else: the ends held."""
     chat = _talking(regulated)
-    elsewhere = Database(pg_url)
-    try:
-        registry = ConsentRegistry(PgPlace(elsewhere), sealing=regulated.consent.sealing)
-        registry.record(
-            registry.make_event(
-                SUBJECT,
-                "persist",
-                ConsentAction.WITHDRAW,
-                at=dt.datetime.now(dt.UTC),
-                actor=SUBJECT,
-                policy_id="p",
-                policy_version="1",
-            )
-        )
-    finally:
-        elsewhere.close()
+    _withdrawn_elsewhere(pg_url, regulated)
     spy = Spy(_db(regulated), monkeypatch)
     chat.add("Human", "said after the withdrawal")
     assert spy.joined == [[1, 1, 0, 0]]  # both ends held: the consent guard refused it
@@ -632,26 +637,6 @@ def unaudited(
     assert type(gov.audit).__name__ == "NullAuditSink"
     assert gov.policy.consent.required_for == ("persist",)
     return gov
-
-
-def _withdrawn_elsewhere(pg_url: str, gov: Governance, subject: str = SUBJECT) -> None:
-    """``subject`` withdraws on another host: the consent log alone changes."""
-    elsewhere = Database(pg_url)
-    try:
-        registry = ConsentRegistry(PgPlace(elsewhere), sealing=gov.consent.sealing)
-        registry.record(
-            registry.make_event(
-                subject,
-                "persist",
-                ConsentAction.WITHDRAW,
-                at=dt.datetime.now(dt.UTC),
-                actor=subject,
-                policy_id="p",
-                policy_version="1",
-            )
-        )
-    finally:
-        elsewhere.close()
 
 
 def test_without_audit_an_allowed_add_reads_no_consent_first(
