@@ -369,8 +369,11 @@ class PolicyGate:
                 done = appender(block, guard)
                 if done:
                     return True
-                if done is None:  # another database's guard: it cannot be checked there
-                    break
+                if done is None:  # another database's guard: checked by a read instead
+                    if not self.consent.is_granted(subject_id, _PERSIST):
+                        return False
+                    store.append(block)
+                    return True
             if not self.consent.is_granted(subject_id, _PERSIST):
                 return False  # withdrawn since the read the write was allowed on
         store.append(block)  # (granted on the read just made; the log kept changing)

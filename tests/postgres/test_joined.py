@@ -722,3 +722,19 @@ def test_without_audit_a_withdrawal_committed_between_the_decision_and_the_write
     chat.add("Human", "decided before the withdrawal, written after it")
     assert landed == ["withdrawn"]
     assert _stored(unaudited) == ["a0", "a1"]  # the write's own check refused it
+
+
+def test_without_audit_a_guard_the_store_cannot_check_is_replaced_by_a_read(
+    unaudited: Governance, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A consent guard of another database cannot be checked in the write: consent is
+    read instead, so a withdrawal still stops the write."""
+    chat = _talking(unaudited)
+    foreign = WriteGuard(object(), "true", ())
+    monkeypatch.setattr(type(unaudited.consent), "granted_guard", lambda *a, **k: foreign)
+    _withdrawn_elsewhere(pg_url, unaudited)
+    chat.add("Human", "said after the withdrawal")
+    assert _stored(unaudited) == ["a0", "a1"]
+    unaudited.grant(SUBJECT, "persist", actor=SUBJECT)
+    chat.add("Human", "granted again")
+    assert _stored(unaudited) == ["a0", "a1", "granted again"]
