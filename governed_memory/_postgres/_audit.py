@@ -137,26 +137,9 @@ _GUARD = f"""EXISTS (SELECT FROM {_HEAD} WHERE seq = %s AND hash = %s AND mac = 
     AND (SELECT max(seq) FROM {_ENTRIES}) = %s)"""
 
 
-def _write_if(also: str) -> str:
-    """_WRITE guarded by ``_GUARD`` and by ``also`` (SQL, its parameters after the guard's).
-
-    The row count of the head's UPDATE says whether it wrote (1 or 0).
-    """
-    return f"""
-    WITH ok AS (SELECT WHERE {_GUARD} AND {also}), added AS (
-        INSERT INTO {_ENTRIES} (seq, segment, ts, event, line, token)
-        SELECT * FROM unnest(
-            %s::bigint[], %s::text[], %s::timestamptz[], %s::text[], %s::bytea[], %s::bytea[])
-        WHERE EXISTS (SELECT FROM ok)
-    )
-    UPDATE {_HEAD} SET seq = %s, hash = %s, segment = %s, mac = %s WHERE EXISTS (SELECT FROM ok)"""
-
-
-_WRITE_IF = _write_if("true")
-
-# _write_if's two writes apart, each if ``{cond}`` holds (SQL without parameters), for a
-# statement that checks the guard itself (a store's joined append): the entries (one as
-# scalars: psycopg dumps arrays in Python), then the head.
+# The two writes of an append, each if ``{cond}`` holds (SQL without parameters): the
+# entries (one as scalars: psycopg dumps arrays in Python), then the head. A store's
+# joined append puts them in its own statement, which checks the guard itself.
 _ADD_ONE_IF = f"""
     INSERT INTO {_ENTRIES} (seq, segment, ts, event, line, token)
     SELECT %s::bigint, %s::text, %s::timestamptz, %s::text, %s::bytea, %s::bytea WHERE {{cond}}"""
@@ -166,6 +149,13 @@ _ADD_IF = f"""
         %s::bigint[], %s::text[], %s::timestamptz[], %s::text[], %s::bytea[], %s::bytea[])
     WHERE {{cond}}"""
 _HEAD_IF = f"UPDATE {_HEAD} SET seq = %s, hash = %s, segment = %s, mac = %s WHERE {{cond}}"
+
+# _WRITE guarded by _GUARD (parameters: the guard's, then _WRITE's); the row count of the
+# head's UPDATE says whether it wrote (1 or 0).
+_OK = "EXISTS (SELECT FROM ok)"
+_WRITE_IF = f"""
+    WITH ok AS (SELECT WHERE {_GUARD}), added AS ({_ADD_IF.format(cond=_OK)})
+    {_HEAD_IF.format(cond=_OK)}"""
 
 
 class _End(NamedTuple):

@@ -21,7 +21,7 @@
 * One round trip for an encrypted append after this store's own: the frames are
   sealed at the position and under the keys remembered from that append, and the
   INSERT is guarded by the memory's header, last position and the keyring's
-  change counter (``_INSERT_IF``, ``_guarded``); otherwise the tail is read under
+  change counter (``_Prepared.write``, ``_guarded``); otherwise the tail is read under
   the lock.
 * Joined with its audit entry (:meth:`PgAgentStore.append_audited`, which the consent
   gate uses when the audit chain is in the same database): the block and its
@@ -100,23 +100,17 @@ _GUARD = f"""(SELECT coalesce(max(position), -1) FROM {_T}.memory_blocks
       AND (SELECT value FROM {_T}.keyring_counter WHERE singleton) = %s"""
 # The frames of an encrypted append, if _GUARD and ``also`` hold (parameters: the memory's
 # id, the positions, the frames, _GUARD's, ``also``'s).
-_INSERT_IF = f"""
-    INSERT INTO {_T}.memory_blocks (memory_id, position, data)
-    SELECT %s, t.p, t.d FROM unnest(%s::integer[], %s::bytea[]) AS t(p, d)
-    WHERE {_GUARD} AND {{also}}"""
-# The same frames if ``also`` holds, unguarded: for a statement that checks _GUARD itself
-# (parameters: the memory's id, the positions, the frames, ``also``'s).
+# The frames of an encrypted append if ``also`` holds: with _GUARD in it (_Prepared.write),
+# or in a statement that checks _GUARD itself (parameters: the memory's id, the positions,
+# the frames, ``also``'s).
 _INSERT_WHERE = f"""
     INSERT INTO {_T}.memory_blocks (memory_id, position, data)
     SELECT %s, t.p, t.d FROM unnest(%s::integer[], %s::bytea[]) AS t(p, d) WHERE {{also}}"""
-# _INSERT_IF and _INSERT_WHERE for one frame, the usual append (parameters: the memory's id,
-# the position, the frame, then as above): psycopg dumps arrays in Python, scalars in C.
-_ONE = "SELECT %s::bigint, %s::integer, %s::bytea"
-_INSERT_ONE_IF = f"""
-    INSERT INTO {_T}.memory_blocks (memory_id, position, data) {_ONE}
-    WHERE {_GUARD} AND {{also}}"""
+# _INSERT_WHERE for one frame, the usual append (parameters: the memory's id, the position,
+# the frame, ``also``'s): psycopg dumps arrays in Python, scalars in C.
 _INSERT_ONE_WHERE = f"""
-    INSERT INTO {_T}.memory_blocks (memory_id, position, data) {_ONE} WHERE {{also}}"""
+    INSERT INTO {_T}.memory_blocks (memory_id, position, data)
+    SELECT %s::bigint, %s::integer, %s::bytea WHERE {{also}}"""
 # A plaintext memory to append to (parameters: the agent, the partition).
 _PLAIN_GUARD = f"""EXISTS (SELECT FROM {_T}.memories
     WHERE agent = %s AND partition = %s AND header IS NULL)"""
@@ -156,8 +150,6 @@ class _Prepared(NamedTuple):
     """An append prepared after the end this store knows (``_guarded``), not yet sent."""
 
     guard: tuple[str, tuple[Any, ...]]  # SQL true while that end is still the end
-    insert: str  # the INSERT, guarded by ``guard`` and by ``{also}``
-    params: tuple[Any, ...]  # its parameters, ``also``'s after them
     rows: int  # the rows it inserts when it writes
     made: _Tail | None  # the end it makes (encrypted: the next append is guessed after it)
     unsure: _Unsure | None  # what to look for when its outcome is unknown (encrypted)
@@ -166,10 +158,18 @@ class _Prepared(NamedTuple):
 
     def write(self, also: tuple[str, tuple[Any, ...]]) -> tuple[str, tuple[Any, ...]]:
         """The INSERT, if ``guard`` and ``also`` (SQL, its parameters) hold."""
-        return self.insert.format(also=also[0]), (*self.params, *also[1])
+        both = f"({self.guard[0]}) AND ({also[0]})"
+        return self.bare.format(also=both), (*self.bare_params, *self.guard[1], *also[1])
 
 
 _TRUE: tuple[str, tuple[Any, ...]] = ("true", ())
+
+
+def _condition(guard: WriteGuard | None) -> tuple[str, tuple[Any, ...]]:
+    """``guard`` as SQL and its parameters (true when there is none)."""
+    return _TRUE if guard is None else (guard.sql, guard.params)
+
+
 # Inside the statement of ``_append_waiting``: its guards (the CTE ``g``) both held.
 _BOTH_HOLD = "(SELECT mine AND allowed FROM g)"
 # Inside the statement of a joined append: its three guards held.
@@ -477,9 +477,9 @@ class PgAgentStore:
             return False, None
         doing = f"appending to the memory ({self._agent!r}, {self.source()})"
         psycopg, _ = _import_psycopg()
-        also = _TRUE if guard is None else (guard.sql, guard.params)
         try:
-            counts = self._stores.db.pipelined(doing, [prepared.write(also)], lock=self._key)
+            write = prepared.write(_condition(guard))
+            counts = self._stores.db.pipelined(doing, [write], lock=self._key)
         except DatabaseError:
             self._guess.forget()
             raise
@@ -537,7 +537,7 @@ class PgAgentStore:
         entry = log.joined(event, attrs)
         if entry is None:  # the chain's end is not this process's to guess: chained after
             return self._append_waiting(prepared, log, event, attrs, also)
-        allowed = _TRUE if also is None else (also.sql, also.params)
+        allowed = _condition(also)
         add, add_params, head, head_params = entry.parts(_ALL_HOLD)
         rows = prepared.bare.format(also=_ALL_HOLD)
         # One statement: the three guards read once, the entry, the head and the rows
@@ -594,7 +594,7 @@ class PgAgentStore:
         failed (nothing was written).
         """
         waiting = log.waiting(event, attrs)
-        allowed = _TRUE if also is None else (also.sql, also.params)
+        allowed = _condition(also)
         entry_sql, entry_params = waiting.write(also=(_BOTH_HOLD, ()))
         rows_sql, rows_params = prepared.bare.format(also=_BOTH_HOLD), prepared.bare_params
         # One statement: both guards read once, both inserts under them (so both are
@@ -653,9 +653,7 @@ class PgAgentStore:
         if not self._joinable():
             return None
         where = (self._where["a"], self._where["p"])
-        params = (data, *where)
-        guard = (_PLAIN_GUARD, where)
-        return _Prepared(guard, _APPEND_PLAIN_IF, params, 1, None, None, _APPEND_PLAIN_IF, params)
+        return _Prepared((_PLAIN_GUARD, where), 1, None, None, _APPEND_PLAIN_IF, (data, *where))
 
     def _prepare_encrypted(self, block: str | None, data: bytes) -> _Prepared | None:
         """The frames of an encrypted append sealed after the end this store last wrote.
@@ -679,14 +677,12 @@ class PgAgentStore:
         guard = (end.memory_id, end.next - 1, end.memory_id, end.header, end.epoch)
         if len(frames) == 1:
             rows: tuple[Any, ...] = (end.memory_id, end.next, frames[0])
-            insert, bare = _INSERT_ONE_IF, _INSERT_ONE_WHERE
+            bare = _INSERT_ONE_WHERE
         else:
             rows = (end.memory_id, list(range(end.next, end.next + len(frames))), frames)
-            insert, bare = _INSERT_IF, _INSERT_WHERE
+            bare = _INSERT_WHERE
         return _Prepared(
             (_GUARD, guard),
-            insert,
-            (*rows, *guard),
             len(frames),
             end._replace(next=end.next + len(frames)),
             _Unsure(end.memory_id, end.next, frames),

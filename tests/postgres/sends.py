@@ -35,9 +35,10 @@ class Spy:
     """The transactions ``db`` runs: each one-round-trip one (its row counts, and the locks
     it held) and how many ordinary ones took a lock.
 
-    A ``pipelined_row`` (an audited append through group chaining: its row says whether
-    the store's own end held, then the entries and the rows it inserted) is counted as
-    those three numbers.
+    A ``pipelined_row`` (an audited append in one statement) is counted as the numbers of
+    its row: through group chaining, whether the store's own end held, then the waiting
+    entries and the rows it inserted; joined, whether the chain's end and the store's held,
+    then the heads and the rows it wrote.
     """
 
     def __init__(self, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:

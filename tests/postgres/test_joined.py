@@ -581,9 +581,7 @@ def test_while_waiting_entries_are_being_chained_an_add_waits_too_rather_than_jo
     a wasted round trip on the chain's lock. So the add goes to ``audit_pending`` at once."""
     from governed_memory._postgres._audit import PgAuditStorage
 
-    chat = _chat(host)
-    chat.add("Human", "a0")
-    chat.add("Human", "a1")  # (the ends are known: the next add would be joined)
+    chat = _talking(host)  # (the ends are known: the next add would be joined)
     log = host.audit.log
     assert isinstance(log, PgAuditStorage)
     chainer = log._chainer
