@@ -614,6 +614,7 @@ class Keyring:
         if self._index_key is None:
             self._meta(create=True)
         ref = self.ref(kind, name)
+        created = False
         with self._mutex:
             cached = self._refresh(ref)
             if cached.entry is None:
@@ -624,16 +625,6 @@ class Keyring:
                         self.authenticate_entries()
                     data = entry.to_json(self._tag_key())
                     created = self.storage.create_entry(ref, data)
-                if created:  # else another process won the race: use its key
-                    self.observer.record(
-                        "keys.create",
-                        agent=name if kind == AGENT else None,
-                        subject_id=name if kind == SUBJECT else None,
-                        outcome="ok",
-                        kind=kind,
-                        ref=ref.hex(),
-                        generation=1,
-                    )
                 cached = self._refresh(ref)
             elif cached.entry.shredded:
                 with self.locked():
@@ -645,7 +636,21 @@ class Keyring:
                 cached = self._refresh(ref)
             assert cached.entry is not None
             gen = cached.entry.current
-            return DataKey(ref, gen, self._key(ref, gen))
+            key = DataKey(ref, gen, self._key(ref, gen))
+        if created:  # else another process won the race: its key is used
+            # Recorded once the mutex is free: the audit append may wait (for the log's
+            # lock, for other threads' batch), and every encryption in the process waits
+            # on this mutex meanwhile.
+            self.observer.record(
+                "keys.create",
+                agent=name if kind == AGENT else None,
+                subject_id=name if kind == SUBJECT else None,
+                outcome="ok",
+                kind=kind,
+                ref=ref.hex(),
+                generation=1,
+            )
+        return key
 
     # -- the change counter ----------------------------------------------------
 

@@ -276,14 +276,22 @@ class PgAuditStorage:
             AuditWriteError: the entry could not be written (nothing was committed).
         """
         validate_event(event)
-        return self._batcher.submit((event, dict(attrs), at))
+        return self._submit((event, dict(attrs), at))
 
     def append_after(
         self, event: str, attrs_of: Callable[[AuditEntry | None], Mapping[str, Any]]
     ) -> AuditEntry:
         """Append one entry whose attributes are made from the newest entry, under the lock."""
         validate_event(event)
-        return self._batcher.submit((event, attrs_of, None))
+        return self._submit((event, attrs_of, None))
+
+    def _submit(self, item: _Item) -> AuditEntry:
+        """``item`` written with the batch of this process's other threads' appends; alone
+        inside a transaction of this thread, whose pooled connection the batch's leader
+        might be waiting for (``Batcher.alone``)."""
+        if self._db.held() is not None:
+            return self._batcher.alone(item)
+        return self._batcher.submit(item)
 
     def _write_batch(self, batch: Sequence[Request[_Item, AuditEntry]]) -> None:
         """Seal and write ``batch`` in one transaction under the log's lock, the head once.

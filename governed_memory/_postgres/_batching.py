@@ -11,14 +11,17 @@ done the first of them leads the next batch. Each request still returns only
 after the transaction holding it committed, and fails if it did not.
 
 Processes and hosts are still serialised by the database's lock, one batch at a
-time each.
+time each. A forked child starts with no batch: the parent's queue and leader
+are not its own.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 __all__ = ["Batcher", "Request"]
 
@@ -49,6 +52,11 @@ class Batcher(Generic[Q, R]):
 
     def __init__(self, write: Callable[[Sequence[Request[Q, R]]], None]) -> None:
         self._write = write
+        self._reset()
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _reset_in_child(ref))
+
+    def _reset(self) -> None:
         self._mutex = threading.Lock()
         self._queue: list[Request[Q, R]] = []
         self._leading = False
@@ -58,6 +66,17 @@ class Batcher(Generic[Q, R]):
         """Whether no batch is being written or waiting (a moment's view: threads move on)."""
         with self._mutex:
             return not self._leading and not self._queue
+
+    def alone(self, item: Q) -> R:
+        """``item``'s result, written in a transaction of its own, queued behind no batch.
+
+        For a caller that holds one of the pool's connections (inside its own
+        transaction): as a follower it would wait for a leader that may itself be
+        waiting for that pool, for ever once every connection is held so.
+        """
+        request: Request[Q, R] = Request(item)
+        self._write([request])
+        return _outcome(request)
 
     def submit(self, item: Q) -> R:
         """``item``'s result, once the transaction that wrote it committed; its error else."""
@@ -89,6 +108,13 @@ class Batcher(Generic[Q, R]):
                 else:
                     self._leading = False
         return _outcome(request)
+
+
+def _reset_in_child(ref: weakref.ReferenceType[Batcher[Any, Any]]) -> None:
+    """In a forked child (its only thread): no batch, and a mutex no parent thread holds."""
+    batcher = ref()
+    if batcher is not None:
+        batcher._reset()
 
 
 def _outcome(request: Request[Q, R]) -> R:

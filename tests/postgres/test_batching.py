@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -178,3 +181,75 @@ def test_an_audit_entry_is_not_joined_while_the_process_has_a_batch_in_flight(
     joined = log.joined("persist", {"n": 2})
     assert joined is not None  # idle again, the end known
     joined.abandon()
+
+
+def test_a_forked_child_starts_with_no_batch_of_its_parent() -> None:
+    """A fork while a thread leads a batch copies its queue and its held mutex: the
+    child, whose copy of that thread does not exist, must still write its own."""
+    log = _Log()
+    batcher: Batcher[int, str] = Batcher(log.write)
+    leader = threading.Thread(target=batcher.submit, args=(1,))
+    leader.start()
+    assert log.entered.wait(60)
+    with batcher._mutex:  # (held, as another thread of the parent might at the fork)
+        pid = os.fork()
+        if pid == 0:  # the child: its submit leads a batch of its own
+            signal.alarm(20)
+            log.release.set()  # (the child's copy: its batch is not held)
+            os._exit(0 if batcher.submit(2) == "done 2" else 1)
+    _, status = os.waitpid(pid, 0)
+    log.release.set()
+    leader.join(60)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_an_append_inside_a_transaction_is_not_queued_behind_a_leader_waiting_for_its_pool(
+    pg_url: str, pg_db: Database
+) -> None:
+    """A thread holding a pooled connection (an agent's append creating a key records
+    ``keys.create``) writes its entry alone: queued, it would wait for the batch's
+    leader, which waits for a connection it holds (16 threads on a pool of 8 did)."""
+    db = Database(pg_url, max_size=1, connect_timeout=3)
+    try:
+        log = PgAuditStorage(db, generate_audit_key())
+        holding, appended = threading.Event(), threading.Event()
+        real = log._write_batch
+        errors: list[BaseException] = []
+
+        def leading(batch: Sequence[Request[Any, Any]]) -> None:
+            if batch[0].item[0] == "persist":  # the leader's batch (the holder's is alone)
+                assert holding.wait(60)
+                # (queued behind this batch, the holder would be in the queue now)
+                while not appended.is_set() and not log._batcher._queue:
+                    threading.Event().wait(0.005)
+            real(batch)  # the leader's needs the pool's one connection
+
+        log._batcher._write = leading  # type: ignore[assignment]
+
+        def holder() -> None:
+            try:
+                with db.transaction("holding the pool's one connection"):
+                    holding.set()
+                    log.append("keys.create", {"n": 1})
+                    appended.set()
+            except BaseException as exc:
+                errors.append(exc)
+
+        def leader() -> None:
+            try:
+                log.append("persist", {"n": 2})
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=leader), threading.Thread(target=holder)]
+        threads[0].start()
+        while not log._batcher._leading:
+            threading.Event().wait(0.005)
+        threads[1].start()
+        for thread in threads:
+            thread.join(60)
+        assert errors == []
+        assert sorted(int(e.attrs["n"]) for e in log.entries() if "n" in e.attrs) == [1, 2]
+        assert verify_storage(log, log.key).ok
+    finally:
+        db.close()
