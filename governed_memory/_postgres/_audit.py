@@ -27,11 +27,14 @@ the write guarded by that end (``_WRITE_IF``, ``_guarded``). A guard that fails
 writes nothing, and the batch takes the steps above; a connection lost after the
 send is settled under the lock by the entries' own lines.
 
-A memory store in the same database writes an entry in its own transaction
-(:meth:`PgAuditStorage.joined`, :class:`JoinedEntry`, used by the store's
+A memory store in the same database writes an entry in its own statement
+(:meth:`PgAuditStorage.join`, :class:`JoinedEntry`, used by the store's
 ``append_audited``): the entry is sealed after the end this process wrote and
 written only if that end still holds and the store's rows are written too. The
-end is *taken* while that write is in flight (``Guess.take``), so a batch of the
+joins of a process's threads are batched the same way: the leader seals each
+entry after the one before, and sends every store's statement, the locks first
+(every agent's, in order, then the chain's), as one transaction. The end is
+*taken* while that write is in flight (``Guess.take``), so a batch of the
 process's other threads reads the end under the lock rather than guess the same.
 
 Entries are stored as their canonical line, byte for byte the file log's, so
@@ -86,7 +89,7 @@ if TYPE_CHECKING:
     from .._protocols import AuditStorage
     from ._db import Binding, Database
 
-__all__ = ["JoinedEntry", "PgAuditStorage", "WaitingEntry"]
+__all__ = ["Joined", "JoinedEntry", "PgAuditStorage", "WaitingEntry"]
 
 # An append: (event, its attributes or the function making them from the newest entry, time).
 _Item = tuple[
@@ -203,6 +206,7 @@ class PgAuditStorage:
             ) from None
         self._lock_key = advisory_key("audit", "log")
         self._batcher: Batcher[_Item, AuditEntry] = Batcher(self._write_batch)
+        self._joiner: Batcher[_Join, Joined | _Alone] = Batcher(self._join_batch)
         self._guess: Guess[_End] = Guess(order=lambda end: end.last.seq)
         self._chainer = Chainer(self._chain_quietly, self.where)
 
@@ -367,28 +371,92 @@ class PgAuditStorage:
         self._guess.forget(missed=counts is not None)
         return False, chain.last if counts is None else None
 
-    def joined(self, event: str, attrs: Mapping[str, Any]) -> JoinedEntry | None:
-        """``event`` sealed after the end this process wrote, for another store's transaction.
+    def join(
+        self, event: str, attrs: Mapping[str, Any], lock: int, statement: JoinStatement
+    ) -> Joined | None:
+        """``event`` sealed after the end this process wrote, in a store's own statement.
 
-        The store writes it with its own rows, in one transaction (``_joined``).
-        None when this process does not know the end, while its other threads
-        are appending (a batch is written or waiting, a joined write is in
-        flight, or waiting entries are being chained), or inside a transaction of
-        this thread: then append the usual way.
+        ``statement(entry)`` is the store's statement writing its rows and
+        ``entry`` (:class:`JoinedEntry`) under its guards, and ``lock`` the
+        store's advisory lock. The joins of this process's threads are written
+        together (``_batching``): one transaction, the locks first, each entry
+        sealed after the one before. Returns once that transaction committed:
+        the entry and the statement's row (:class:`Joined`). None, with nothing
+        written, when this process does not know the end, while its other
+        threads append otherwise (an audit batch is written or waiting, or
+        waiting entries are being chained), inside a transaction of this
+        thread, or when the transaction of a batch of several was refused: then
+        append the usual way.
+
+        Raises:
+            DatabaseError: the server refused the transaction of this join alone
+                (nothing was committed).
         """
         validate_event(event)
         if self._db.held() is not None or not self._batcher.idle or not self._chainer.idle:
             # Other threads appending: their batch shares one commit, which is cheaper
-            # for all of them than a joined write each, one at a time, on the chain's lock.
+            # for all of them than a joined write on the chain's lock in between.
             # And while waiting entries are being chained, that chaining moves the end:
             # a joined write guessing it would miss (half of them did at 4 threads).
             return None
-        end = self._guess.take()
+        joined = self._joiner.submit(_Join(event, dict(attrs), lock, statement))
+        return joined if isinstance(joined, Joined) else None
+
+    def _join_batch(self, batch: Sequence[Request[_Join, Joined | _Alone]]) -> None:
+        """Write the joins of ``batch`` after the end this process wrote, in one transaction.
+
+        Each statement checks that the chain ends where its entry was sealed,
+        after the entry before it: one whose own guard failed wrote nothing, so
+        the ones after it find another end, write nothing either, and go the
+        usual way (``Joined.row`` says so).
+        """
+        end = self._guess.take()  # (each caller of join checked that it holds no transaction)
         if end is None:
-            return None
+            for request in batch:
+                request.result = _ALONE
+            return
+        taken = end
         chain = _Chain(None, end.last, end.head.segment, end.head, None)
-        entry = self._write(chain, event, dict(attrs), self._clock.now(), head=False)
-        return JoinedEntry(self, end, chain.head_params(self._key), entry, chain)
+        entries, ends, statements = [], [], []
+        for request in batch:
+            event, attrs, _, statement = request.item
+            entry = self._write(chain, event, attrs, self._clock.now(), head=False)
+            joined = JoinedEntry(end, chain.head_params(self._key), entry)
+            end = chain.end()
+            assert end is not None  # (it wrote the head)
+            entries.append(entry)
+            ends.append(end)
+            statements.append(statement(joined))
+        # Every agent's lock, in one order for every writer, then the chain's.
+        locks = (*sorted({request.item.lock for request in batch}), self._lock_key)
+        try:
+            rows = self._db.pipelined_rows(
+                "appending to the memories and the audit log", statements, lock=locks
+            )
+        except Exception:
+            self._guess.forget()
+            if len(batch) == 1:
+                raise  # (this join's own failure: the store reports it)
+            for request in batch:  # each goes the usual way, and reports its own failure
+                request.result = _ALONE
+            return
+        except BaseException:
+            self._guess.forget()
+            raise
+        if rows is None:  # lost after the send: committed whole, or not at all
+            self._guess.forget()
+            for request, entry in zip(batch, entries, strict=True):
+                request.result = Joined(entry, None, self)
+            return
+        for request, entry, row in zip(batch, entries, rows, strict=True):
+            request.result = Joined(entry, row, self)
+        written = [made for made, row in zip(ends, rows, strict=True) if row[2] == 1]
+        if written:
+            self._guess.hit(written[-1])
+        elif rows[0][0]:  # the first one's own guard failed: the end is still the one taken
+            self._guess.wrote(taken)
+        else:  # another writer moved the end
+            self._guess.forget(missed=True)
 
     def _joined_unknown(self, entry: AuditEntry) -> bool:
         """Whether a joined write whose outcome is unknown committed (read under the lock)."""
@@ -787,30 +855,20 @@ class PgAuditStorage:
 
 
 class JoinedEntry:
-    """An audit entry sealed after the end this process wrote, not yet written (``_joined``).
+    """An audit entry sealed after an end this process wrote, not yet written (``_joined``).
 
     :meth:`parts` are the statements writing it and the head naming it, for a
-    store's statement that checks ``guard`` (that end is still the end). The
-    store that writes it reports the outcome: :meth:`hit`, :meth:`missed` or
-    :meth:`abandon` or :meth:`unknown`, exactly once.
+    store's statement that checks ``guard`` (the chain still ends where the
+    entry was sealed). That statement's row (:class:`Joined`) starts with
+    whether ``guard`` held, then the store's own guard, then the heads written
+    (1 or 0), then what else the store reports.
     """
 
-    __slots__ = ("_chain", "_end", "_head", "_storage", "entry", "guard", "lock")
+    __slots__ = ("_head", "entry", "guard")
 
-    def __init__(
-        self,
-        storage: PgAuditStorage,
-        end: _End,
-        head: tuple[Any, ...],
-        entry: AuditEntry,
-        chain: _Chain,
-    ) -> None:
-        self._storage = storage
-        self._end = end
+    def __init__(self, end: _End, head: tuple[Any, ...], entry: AuditEntry) -> None:
         self._head = head
-        self._chain = chain
         self.entry = entry
-        self.lock = storage._lock_key
         self.guard: tuple[str, tuple[Any, ...]] = (
             _GUARD,
             (end.head.seq, end.head.hash, end.head.mac, end.last.seq),
@@ -834,27 +892,40 @@ class JoinedEntry:
             (seq, hash_, segment, mac),
         )
 
-    def hit(self) -> None:
-        """The entry committed."""
-        known = self._chain.end()
-        assert known is not None  # (it wrote the head)
-        self._storage._guess.hit(known)
 
-    def missed(self, *, stale: bool) -> None:
-        """Nothing was written; ``stale``: because ``guard`` failed (another wrote the end)."""
-        if stale:
-            self._storage._guess.forget(missed=True)
-        else:
-            self._storage._guess.wrote(self._end)  # (taken: still the end)
+JoinStatement = Callable[[JoinedEntry], tuple[str, tuple[Any, ...]]]
 
-    def abandon(self) -> None:
-        """The write raised: nothing committed, or nothing known; the end is read again."""
-        self._storage._guess.forget()
 
-    def unknown(self) -> bool:
-        """The connection was lost after the send: whether the entry committed after all."""
-        self._storage._guess.forget()
-        return self._storage._joined_unknown(self.entry)
+class _Join(NamedTuple):
+    """A store's request to join an entry (:meth:`PgAuditStorage.join`)."""
+
+    event: str
+    attrs: dict[str, Any]
+    lock: int
+    statement: JoinStatement
+
+
+class Joined(NamedTuple):
+    """A join's outcome: its entry, and the row of the store's statement once committed.
+
+    ``row`` is None when the connection was lost after the send: whether the
+    transaction committed is then unknown (:meth:`committed` reads it).
+    """
+
+    entry: AuditEntry
+    row: tuple[Any, ...] | None
+    storage: PgAuditStorage
+
+    def committed(self) -> bool:
+        """Whether the entry of a join whose outcome was unknown is in the chain."""
+        return self.storage._joined_unknown(self.entry)
+
+
+class _Alone:
+    """The result of a join that was not written: the store appends the usual way."""
+
+
+_ALONE = _Alone()
 
 
 class WaitingEntry:

@@ -33,6 +33,7 @@ unknown, and the error says so.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 import weakref
@@ -51,6 +52,17 @@ __all__ = ["Binding", "Database", "advisory_key"]
 T = TypeVar("T")
 _ACTIVE = 1  # psycopg.pq.TransactionStatus.ACTIVE: a statement in progress (a COPY)
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE, without importing psycopg here
+
+
+@functools.cache
+def _locks(count: int) -> str:
+    """The statement taking ``count`` transaction-scoped advisory locks, left to right.
+
+    One statement, not one a lock: each statement of a pipeline costs the client
+    its own round of psycopg's work. A target list is evaluated in order, so the
+    locks are taken in the order given (every writer takes them in one order).
+    """
+    return "SELECT " + ", ".join(["pg_advisory_xact_lock(%s)"] * count)
 
 
 def _close_in(pid: int, conn: psycopg.Connection[Any]) -> None:
@@ -483,20 +495,24 @@ class Database:
         sent = self._pipelined(doing, statements, lock)
         return None if sent is None else [cursor.rowcount for cursor in sent]
 
-    def pipelined_row(
-        self, doing: str, sql: str, params: Any, *, lock: int | Sequence[int] | None = None
-    ) -> tuple[Any, ...] | None:
-        """:meth:`pipelined` of one statement returning one row: that row once committed.
+    def pipelined_rows(
+        self,
+        doing: str,
+        statements: Sequence[tuple[str, Any]],
+        *,
+        lock: int | Sequence[int] | None = None,
+    ) -> list[tuple[Any, ...]] | None:
+        """:meth:`pipelined` of statements returning one row each: those rows once committed.
 
         None as for :meth:`pipelined` (the connection was lost after the send, or
         inside another transaction of this thread).
         """
-        sent = self._pipelined(doing, [(sql, params)], lock)
+        sent = self._pipelined(doing, statements, lock)
         if sent is None:
             return None
-        row = sent[0].fetchone()
-        assert row is not None  # (the caller's statement returns one row)
-        return tuple(row)
+        rows = [cursor.fetchone() for cursor in sent]
+        assert all(row is not None for row in rows)  # (the callers' statements return one row)
+        return [tuple(row) for row in rows if row is not None]
 
     def _pipelined(
         self, doing: str, statements: Sequence[tuple[str, Any]], lock: int | Sequence[int] | None
@@ -513,8 +529,8 @@ class Database:
             # committed by that Sync, and rolled back whole if any of them fails.
             assert conn.autocommit  # (the pool's connections are)
             with conn.pipeline():
-                for key in locks:
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+                if locks:  # one statement takes them all, in the order given (left to right)
+                    conn.execute(_locks(len(locks)), locks)
                 return [conn.execute(sql, params) for sql, params in statements]
 
         with self._checkout(doing) as conn:

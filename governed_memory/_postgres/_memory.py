@@ -28,7 +28,8 @@
   ``persist`` entry in one statement, one round trip, both writes guarded by both
   ends (read once), so both commit or neither is written; and by the consent
   log's row as the gate last read it (``WriteGuard``), so an allowed add reads nothing
-  before its one round trip.
+  before its one round trip. The statements of the adds of several threads share
+  one transaction (``PgAuditStorage.join``).
 
 What is kept is named as the file backend names it (``MEMORY.md``,
 ``archive/history_<ts>.md``, ``subjects/<p>/...``; ``.gmenc`` when encrypted), so
@@ -54,7 +55,7 @@ from .._stores import (
     is_partition_name,
     plain_partition_name,
 )
-from ._audit import PgAuditStorage, WaitingEntry
+from ._audit import JoinedEntry, PgAuditStorage, WaitingEntry
 from ._db import _import_psycopg
 from ._guarded import Guess
 from ._keyring import PgKeyStorage
@@ -507,11 +508,12 @@ class PgAgentStore:
         The entry (``event``, ``attrs``) goes to ``log``, the deployment's audit
         chain in this store's database: sealed after the end this process last
         wrote (``_audit.JoinedEntry``) when it knows that end, the write guarded
-        by it; else, or when another writer moved it, into ``audit_pending``, to
-        be chained soon after (:meth:`_append_waiting`). One statement checks
-        every end once and writes both under them: both commit, or neither is
-        written. ``also`` (the consent gate's: the consent log as it read it)
-        guards both as well. Returns the
+        by it, and sent with the joins of the process's other threads in one
+        transaction (``PgAuditStorage.join``); else, or when another writer moved
+        it, into ``audit_pending``, to be chained soon after
+        (:meth:`_append_waiting`). One statement checks every end once and writes
+        both under them: both commit, or neither is written. ``also`` (the consent
+        gate's: the consent log as it read it) guards both as well. Returns the
         entry, committed (a waiting one has no ``seq`` yet); None when they cannot
         be joined here (another database's log or guard, inside a lock session
         or transaction of this thread, a guard that failed): nothing was written
@@ -534,45 +536,48 @@ class PgAgentStore:
         )
         if prepared is None:
             return None
-        entry = log.joined(event, attrs)
-        if entry is None:  # the chain's end is not this process's to guess: chained after
-            return self._append_waiting(prepared, log, event, attrs, also)
         allowed = _condition(also)
-        add, add_params, head, head_params = entry.parts(_ALL_HOLD)
         rows = prepared.bare.format(also=_ALL_HOLD)
-        # One statement: the three guards read once, the entry, the head and the rows
-        # written under all three (so all are written or none), and which end held.
-        sql = f"""
-            WITH g AS (SELECT ({entry.guard[0]}) AS chain, ({prepared.guard[0]}) AS mine,
-                              ({allowed[0]}) AS allowed),
-            e AS ({add} RETURNING 1), h AS ({head} RETURNING 1), r AS ({rows} RETURNING 1)
-            SELECT g.chain, g.mine, (SELECT count(*) FROM h), (SELECT count(*) FROM r) FROM g"""
-        params = (
-            *entry.guard[1],
-            *prepared.guard[1],
-            *allowed[1],
-            *add_params,
-            *head_params,
-            *prepared.bare_params,
-        )
-        row = self._send_row(sql, params, (self._key, entry.lock), entry.abandon)
-        counts = None if row is None else [int(value) for value in row]
-        if counts is None:  # lost after the send: committed whole, or not at all
+
+        def statement(entry: JoinedEntry) -> tuple[str, tuple[Any, ...]]:
+            # One statement: the three guards read once, the entry, the head and the rows
+            # written under all three (so all are written or none), and which end held.
+            add, add_params, head, head_params = entry.parts(_ALL_HOLD)
+            sql = f"""
+                WITH g AS (SELECT ({entry.guard[0]}) AS chain, ({prepared.guard[0]}) AS mine,
+                                  ({allowed[0]}) AS allowed),
+                e AS ({add} RETURNING 1), h AS ({head} RETURNING 1), r AS ({rows} RETURNING 1)
+                SELECT g.chain, g.mine, (SELECT count(*) FROM h), (SELECT count(*) FROM r)
+                FROM g"""
+            params = (
+                *entry.guard[1],
+                *prepared.guard[1],
+                *allowed[1],
+                *add_params,
+                *head_params,
+                *prepared.bare_params,
+            )
+            return sql, params
+
+        with self._sending():
+            joined = log.join(event, attrs, self._key, statement)
+        if joined is None:  # the chain's end is not this process's to guess: chained after
+            return self._append_waiting(prepared, log, event, attrs, also)
+        if joined.row is None:  # lost after the send: committed whole, or not at all
             self._guess.forget()
-            return entry.entry if entry.unknown() else None
-        if counts[2] == 1 and counts[3] == prepared.rows:
-            entry.hit()
+            return joined.entry if joined.committed() else None
+        chain, mine, heads, count = (int(value) for value in joined.row)
+        if heads == 1 and count == prepared.rows:
             if prepared.made is not None:
                 self._guess.hit(prepared.made)
-            return entry.entry
-        # A guard failed: nothing was written. Both ends still there (counts 1, 1) means
-        # ``also`` failed: each guess is kept for the write the caller decides anew.
-        entry.missed(stale=counts[0] != 1)
-        if counts[1] != 1:
+            return joined.entry
+        # A guard failed: nothing was written. Both ends still there (1, 1) means ``also``
+        # failed: the store's guess is kept for the write the caller decides anew.
+        if mine != 1:
             if prepared.made is not None:
                 self._guess.forget(missed=True)
             return None
-        if counts[0] != 1:  # another writer moved the chain's end: its rows still fit
+        if chain != 1:  # another writer moved the chain's end: its rows still fit
             return self._append_waiting(prepared, log, event, attrs, also)
         return None
 
@@ -604,7 +609,11 @@ class PgAgentStore:
             w AS ({entry_sql} RETURNING 1), r AS ({rows_sql} RETURNING 1)
             SELECT g.mine, (SELECT count(*) FROM w), (SELECT count(*) FROM r) FROM g"""
         params = (*prepared.guard[1], *allowed[1], *entry_params, *rows_params)
-        row = self._send_row(sql, params, self._key)
+        with self._sending():
+            sent = self._stores.db.pipelined_rows(
+                self._appending(), [(sql, params)], lock=self._key
+            )
+        row = None if sent is None else sent[0]
         if row is None:  # lost after the send: committed whole, or not at all
             self._guess.forget()
             if not log.waiting_committed(waiting.token):
@@ -619,29 +628,21 @@ class PgAgentStore:
         log.chain_soon()
         return waiting
 
-    def _send_row(
-        self,
-        sql: str,
-        params: tuple[Any, ...],
-        lock: int | Sequence[int],
-        abandon: Callable[[], None] | None = None,
-    ) -> tuple[Any, ...] | None:
-        """The one-statement transaction of an audited append (:meth:`_Db.pipelined_row`).
-
-        On an error the end guesses are forgotten (``abandon`` drops the chain's)
-        and a database error becomes the session's clear, retryable one.
-        """
-        doing = f"appending to the memory ({self._agent!r}, {self.source()}) and the audit log"
+    @contextmanager
+    def _sending(self) -> Iterator[None]:
+        """Around the send of an audited append: on an error the store's end guess is
+        forgotten, and a database error becomes the session's clear, retryable one."""
         psycopg, _ = _import_psycopg()
         try:
-            return self._stores.db.pipelined_row(doing, sql, params, lock=lock)
+            yield
         except BaseException as exc:
             self._guess.forget()
-            if abandon is not None:
-                abandon()
             if isinstance(exc, psycopg.Error):
-                raise self._stores.sessions.error(exc, doing) from None
+                raise self._stores.sessions.error(exc, self._appending()) from None
             raise
+
+    def _appending(self) -> str:
+        return f"appending to the memory ({self._agent!r}, {self.source()}) and the audit log"
 
     def _joinable(self) -> bool:
         """Whether a write of its own connection may run now (not inside this thread's

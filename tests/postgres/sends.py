@@ -1,9 +1,11 @@
 """What the tests of one-round-trip transactions (``Database.pipelined`` and
-``pipelined_row``) share: a spy on the transactions a database runs, and a connection
+``pipelined_rows``) share: a spy on the transactions a database runs, and a connection
 lost after a send."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,17 +30,17 @@ def lose_the_next_send(db: Database, monkeypatch: pytest.MonkeyPatch, *, committ
         return lost
 
     monkeypatch.setattr(db, "pipelined", losing(db.pipelined))
-    monkeypatch.setattr(db, "pipelined_row", losing(db.pipelined_row))
+    monkeypatch.setattr(db, "pipelined_rows", losing(db.pipelined_rows))
 
 
 class Spy:
     """The transactions ``db`` runs: each one-round-trip one (its row counts, and the locks
     it held) and how many ordinary ones took a lock.
 
-    A ``pipelined_row`` (an audited append in one statement) is counted as the numbers of
-    its row: through group chaining, whether the store's own end held, then the waiting
-    entries and the rows it inserted; joined, whether the chain's end and the store's held,
-    then the heads and the rows it wrote.
+    A ``pipelined_rows`` (audited appends, one statement each) is counted as the numbers
+    of each row: through group chaining, whether the store's own end held, then the
+    waiting entries and the rows it inserted; joined, whether the chain's end and the
+    store's held, then the heads and the rows it wrote.
     """
 
     def __init__(self, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -46,10 +48,10 @@ class Spy:
         self.locks: list[Any] = []  # the lock (or locks) each held, in the same order
         self.locked = 0
         self._pipelined = db.pipelined
-        self._pipelined_row = db.pipelined_row
+        self._pipelined_rows = db.pipelined_rows
         self._transaction = db.transaction
         monkeypatch.setattr(db, "pipelined", self.pipelined)
-        monkeypatch.setattr(db, "pipelined_row", self.pipelined_row)
+        monkeypatch.setattr(db, "pipelined_rows", self.pipelined_rows)
         monkeypatch.setattr(db, "transaction", self.transaction)
 
     def pipelined(self, *args: Any, **kwargs: Any) -> list[int] | None:
@@ -58,11 +60,13 @@ class Spy:
         self.locks.append(kwargs.get("lock"))
         return counts
 
-    def pipelined_row(self, *args: Any, **kwargs: Any) -> tuple[Any, ...] | None:
-        row = self._pipelined_row(*args, **kwargs)
-        self.sent.append(None if row is None else [int(value) for value in row])
-        self.locks.append(kwargs.get("lock"))
-        return row
+    def pipelined_rows(self, *args: Any, **kwargs: Any) -> list[tuple[Any, ...]] | None:
+        rows = self._pipelined_rows(*args, **kwargs)
+        statements = args[1] if len(args) > 1 else kwargs["statements"]
+        for n in range(len(statements)):
+            self.sent.append(None if rows is None else [int(value) for value in rows[n]])
+            self.locks.append(kwargs.get("lock"))
+        return rows
 
     def transaction(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs.get("lock") is not None:
@@ -71,12 +75,55 @@ class Spy:
 
     @property
     def joined(self) -> list[list[int] | None]:
-        """The counts of the joined writes (two locks: the agent's, then the chain's)."""
+        """The counts of the joined writes (the agents' locks, then the chain's)."""
         return [
             counts
             for lock, counts in zip(self.locks, self.sent, strict=True)
-            if isinstance(lock, tuple) and len(lock) == 2
+            if isinstance(lock, tuple) and len(lock) >= 2
         ]
 
     def reset(self) -> None:
         self.sent, self.locks, self.locked = [], [], 0
+
+
+class HeldJoins:
+    """Hold the first batch of ``log``'s joins (``PgAuditStorage.join``) until released, so
+    that the joins of other threads queue behind it and are written together, in order."""
+
+    def __init__(self, log: Any) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.sizes: list[int] = []  # each batch's joins
+        self._joiner = log._joiner
+        real = log._join_batch
+
+        def held(batch: Any) -> None:
+            self.sizes.append(len(batch))
+            if len(self.sizes) == 1:
+                self.entered.set()
+                self.release.wait(60)
+            real(batch)
+
+        self._joiner._write = held
+
+    def at_once(self, calls: list[Callable[[], Any]]) -> list[Any]:
+        """Run each call in a thread of its own: the first leads a batch of joins, held; the
+        others queue behind it in the order given. Each call's result, or its exception."""
+        got: list[Any] = [None] * len(calls)
+
+        def run(n: int) -> None:
+            try:
+                got[n] = calls[n]()
+            except Exception as exc:  # (the caller checks what each raised)
+                got[n] = exc
+
+        threads = [threading.Thread(target=run, args=(n,)) for n in range(len(calls))]
+        threads[0].start()
+        assert self.entered.wait(60)
+        for n, thread in enumerate(threads[1:], start=1):
+            thread.start()
+            while len(self._joiner._queue) < n:  # queued in the order given
+                threading.Event().wait(0.005)
+        self.release.set()
+        for thread in threads:
+            thread.join(60)
+        return got

@@ -5,14 +5,17 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import psycopg
 import pytest
+from sends import HeldJoins, Spy, lose_the_next_send
 
 from governed_memory import generate_audit_key
 from governed_memory._audit import verify_storage
 from governed_memory._postgres import Database, PgAuditStorage
+from governed_memory._postgres._audit import JoinedEntry, JoinStatement
 from governed_memory._postgres._batching import Batcher, Request
 
 
@@ -39,7 +42,21 @@ class _Log:
                 request.result = f"done {request.item}"
 
 
-def _queued(batcher: Batcher[int, str], n: int) -> None:
+def _entry_only(store_guard: str = "true") -> JoinStatement:
+    """A join's statement writing its entry alone, if ``store_guard`` (SQL) holds too."""
+
+    def statement(entry: JoinedEntry) -> tuple[str, tuple[Any, ...]]:
+        add, add_params, head, head_params = entry.parts("(SELECT chain AND mine FROM g)")
+        sql = f"""
+            WITH g AS (SELECT ({entry.guard[0]}) AS chain, ({store_guard}) AS mine),
+            e AS ({add} RETURNING 1), h AS ({head} RETURNING 1)
+            SELECT g.chain, g.mine, (SELECT count(*) FROM h), 0 FROM g"""
+        return sql, (*entry.guard[1], *add_params, *head_params)
+
+    return statement
+
+
+def _queued(batcher: Batcher[Any, Any], n: int) -> None:
     """Wait until ``n`` requests are queued behind the batch being written."""
     while len(batcher._queue) < n:
         threading.Event().wait(0.01)
@@ -141,7 +158,7 @@ def test_an_append_after_whose_attributes_fail_writes_nothing(pg_db: Database) -
 
 
 def test_a_batcher_is_idle_only_while_no_batch_is_written_or_waiting() -> None:
-    """What a joined write checks before it skips the batch (``PgAuditStorage.joined``)."""
+    """What a joined write checks before it skips the batch (``PgAuditStorage.join``)."""
     log = _Log()
     batcher: Batcher[int, str] = Batcher(log.write)
     assert batcher.idle
@@ -175,12 +192,121 @@ def test_an_audit_entry_is_not_joined_while_the_process_has_a_batch_in_flight(
     writer = threading.Thread(target=log.append, args=("persist", {"n": 1}))
     writer.start()
     assert entered.wait(60)
-    assert log.joined("persist", {"n": 2}) is None  # another thread is appending
+    assert log.join("persist", {"n": 2}, 1, _entry_only()) is None  # another is appending
     release.set()
     writer.join(60)
-    joined = log.joined("persist", {"n": 2})
-    assert joined is not None  # idle again, the end known
-    joined.abandon()
+    joined = log.join("persist", {"n": 2}, 1, _entry_only())
+    assert joined is not None and joined.row == (True, True, 1, 0)  # idle again, end known
+    assert [entry.attrs.get("n") for entry in log.entries()] == [None, 0, 1, 2]  # (the anchor)
+    assert verify_storage(log, log.key).ok
+
+
+# -- joins: a store's statement with its entry, the joins of a process's threads batched ---------
+
+
+def _join_at_once(
+    log: PgAuditStorage, statements: list[JoinStatement], *, lock: int = 1
+) -> list[Any]:
+    """Join one entry per statement from a thread each: the first leads (held), the others
+    queue behind it and are written together. Their outcomes (Joined, None or the error)."""
+    held = HeldJoins(log)
+
+    def join(n: int) -> Callable[[], Any]:
+        return lambda: log.join("persist", {"n": n}, lock + n, statements[n])
+
+    got = held.at_once([join(n) for n in range(len(statements))])
+    assert held.sizes == [1, len(statements) - 1]
+    return got
+
+
+def _numbers(log: PgAuditStorage) -> list[int]:
+    return [int(entry.attrs["n"]) for entry in log.entries() if "n" in entry.attrs]
+
+
+def test_joins_of_threads_at_once_are_one_transaction_each_entry_after_the_one_before(
+    pg_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = PgAuditStorage(pg_db, generate_audit_key())
+    log.append("persist", {"n": -1})  # the end is known now
+    spy = Spy(pg_db, monkeypatch)
+    got = _join_at_once(log, [_entry_only()] * 4)
+    assert [joined.row for joined in got] == [(True, True, 1, 0)] * 4
+    # Two transactions: the leader's own, then the three queued behind it, each
+    # agent's lock in order and the chain's last.
+    assert [len(locks) for locks in spy.locks] == [2, 4, 4, 4]
+    assert spy.locks[1] == (2, 3, 4, log._lock_key)
+    assert _numbers(log) == [-1, 0, *sorted(n for n in (1, 2, 3))]
+    assert [joined.entry.seq for joined in got] == sorted(joined.entry.seq for joined in got)
+    assert verify_storage(log, log.key).ok
+    assert log.join("persist", {"n": 9}, 1, _entry_only()) is not None  # the end is known
+
+
+def test_a_join_whose_own_guard_fails_writes_nothing_and_those_after_it_go_the_usual_way(
+    pg_db: Database,
+) -> None:
+    """The entries after it were sealed after its entry: they find the chain ending
+    before it, write nothing, and say so (the store then appends them waiting)."""
+    log = PgAuditStorage(pg_db, generate_audit_key())
+    log.append("persist", {"n": -1})
+    got = _join_at_once(log, [_entry_only(), _entry_only(), _entry_only("false"), _entry_only()])
+    assert [joined.row for joined in got] == [
+        (True, True, 1, 0),
+        (True, True, 1, 0),
+        (True, False, 0, 0),
+        (False, True, 0, 0),
+    ]
+    assert _numbers(log) == [-1, 0, 1]
+    # The end is the last entry written: the next join is written after it.
+    joined = log.join("persist", {"n": 4}, 1, _entry_only())
+    assert joined is not None and joined.row == (True, True, 1, 0)
+    assert _numbers(log) == [-1, 0, 1, 4]
+    assert verify_storage(log, log.key).ok
+
+
+def test_a_refused_batch_of_joins_writes_none_and_each_goes_the_usual_way(
+    pg_db: Database,
+) -> None:
+    """A server error in one statement rolls back the batch: the others are not failed by
+    it but told to append the usual way, where each meets its own fate; alone, it raises."""
+    log = PgAuditStorage(pg_db, generate_audit_key())
+    log.append("persist", {"n": -1})
+    refused = _entry_only("1 / (SELECT count(*) FROM governed_memory.audit_head WHERE false) = 1")
+    assert _join_at_once(log, [_entry_only(), _entry_only(), refused])[1:] == [None, None]
+    assert _numbers(log) == [-1, 0]
+    log.append("persist", {"n": 5})  # (the end known again)
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        log.join("persist", {"n": 6}, 1, refused)
+    assert _numbers(log) == [-1, 0, 5]
+    assert verify_storage(log, log.key).ok
+
+
+def test_a_join_after_another_writers_entry_writes_nothing_and_stops_guessing(
+    pg_db: Database,
+) -> None:
+    log, other = PgAuditStorage(pg_db, generate_audit_key()), None
+    log.append("persist", {"n": -1})
+    other = PgAuditStorage(pg_db, log.key)  # another process's view of the same chain
+    other.append("persist", {"n": -2})
+    joined = log.join("persist", {"n": 0}, 1, _entry_only())
+    assert joined is not None and joined.row == (False, True, 0, 0)
+    assert log.join("persist", {"n": 1}, 1, _entry_only()) is None  # backing off
+    assert _numbers(log) == [-1, -2]
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["lost-after-commit", "lost-before"])
+def test_a_batch_of_joins_lost_after_the_send_reads_back_whether_each_entry_committed(
+    pg_db: Database, monkeypatch: pytest.MonkeyPatch, committed: bool
+) -> None:
+    log = PgAuditStorage(pg_db, generate_audit_key())
+    log.append("persist", {"n": -1})
+    held = HeldJoins(log)
+    lose_the_next_send(pg_db, monkeypatch, committed=committed)
+    held.release.set()
+    joined = log.join("persist", {"n": 0}, 1, _entry_only())
+    assert joined is not None and joined.row is None
+    assert joined.committed() is committed
+    assert _numbers(log) == ([-1, 0] if committed else [-1])
+    assert log.join("persist", {"n": 1}, 1, _entry_only()) is None  # the end is read again
 
 
 def test_a_forked_child_starts_with_no_batch_of_its_parent() -> None:

@@ -133,12 +133,14 @@ def test_a_pipelined_transaction_commits_all_its_statements_and_counts_each(pg_u
             lock=7,
         )
         assert counts == [2, 0]
-        row = db.pipelined_row(
+        rows = db.pipelined_rows(
             "inserting",
-            "WITH i AS (INSERT INTO sent VALUES (4) RETURNING 1) SELECT count(*) FROM i",
-            (),
+            [
+                ("WITH i AS (INSERT INTO sent VALUES (4) RETURNING 1) SELECT count(*) FROM i", ()),
+                ("SELECT %s::int + 1", (5,)),
+            ],
         )
-        assert row == (1,)
+        assert rows == [(1,), (6,)]
         assert _sent(db) == [1, 2, 4]
     finally:
         db.close()
@@ -172,6 +174,10 @@ def test_a_pipelined_transaction_holds_its_lock_until_it_commits(pg_url: str) ->
     db = Database(pg_url, min_size=0, max_size=1)
     try:
         _pipelined_table(db)
+        mine = (
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+        )
+        assert db.pipelined_rows("inserting", [(mine, ())], lock=(7, 8, 9)) == [(3,)]
         db.pipelined("inserting", [("INSERT INTO sent VALUES (1)", ())], lock=(7, 8))
         with psycopg.connect(pg_url, autocommit=True) as other:
             held = other.execute(

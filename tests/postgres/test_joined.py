@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from memory_blocks import block
 from sealing_helpers import TEST_MASTER_KEY_B64
-from sends import Spy, lose_the_next_send
+from sends import HeldJoins, Spy, lose_the_next_send
 
 from governed_memory import (
     AuditWriteError,
@@ -254,6 +254,60 @@ def test_threads_adding_at_once_each_store_every_block_with_its_entry(host: Gove
         assert _stored(host, f"agent{t}") == [f"turn {n}" for n in range(15)]
     assert len(_persisted(host)) == 90
     _verified(host)
+
+
+def test_threads_adding_at_once_share_one_transaction_each_block_with_its_entry(
+    host: Governance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The joins queued while one is written go in the next transaction together (one
+    commit for all), each entry sealed after the one before, each with its block."""
+    chats = [_chat(host, f"agent{t}") for t in range(4)]
+    for chat in chats:
+        chat.add("Human", "first")  # (the ends are known: the next adds are joined)
+    held, spy = HeldJoins(host.audit.log), Spy(_db(host), monkeypatch)
+    got = held.at_once([lambda chat=chat: chat.add("Human", "at once") for chat in chats])
+    assert not [g for g in got if isinstance(g, Exception)] and held.sizes == [1, 3]
+    assert spy.joined == [[1, 1, 1, 1]] * 4 and len(spy.sent) == 4
+    assert [len(locks) for locks in spy.locks] == [2, 4, 4, 4]  # the agents', then the chain's
+    assert spy.locked == 0  # nothing read under a lock
+    for t in range(4):
+        assert _stored(host, f"agent{t}") == ["first", "at once"]
+    assert len(_persisted(host)) == 8
+    _verified(host)
+
+
+def test_a_join_whose_memory_moved_goes_the_usual_way_and_those_after_it_wait(
+    regulated: Governance, monkeypatch: pytest.MonkeyPatch, pg_url: str
+) -> None:
+    """Two conversations of one agent guess the same end of its memory: the second one's
+    join finds it moved by the first and writes nothing, so the chain does not end where
+    the joins after it were sealed; they go to ``audit_pending`` at once. Nothing is lost."""
+    first, second = _chat(regulated), _chat(regulated)
+    other, another = _chat(regulated, "clerk"), _chat(regulated, "cashier")
+    first.add("Human", "a0")
+    second.add("Human", "b0")  # (the first's guess of the memory's end is stale now)
+    other.add("Human", "c0")
+    another.add("Human", "d0")
+    first.add("Human", "a1")  # (each now knows its end: the next add of each is joined)
+    second.add("Human", "b1")
+    held, spy = HeldJoins(regulated.audit.log), Spy(_db(regulated), monkeypatch)
+    calls = [
+        lambda: other.add("Human", "c1"),
+        lambda: second.add("Human", "b2"),
+        lambda: first.add("Human", "a2"),  # its guard fails: the memory ends at b2
+        lambda: another.add("Human", "d1"),
+    ]
+    got = held.at_once(calls)
+    assert not [g for g in got if isinstance(g, Exception)] and held.sizes[:2] == [1, 3]
+    # c1 alone, then b2 written, a2 refused by its own guard, d1 by the chain's.
+    assert spy.joined[:4] == [[1, 1, 1, 1], [1, 1, 1, 1], [1, 0, 0, 0], [0, 1, 0, 0]]
+    stored = _stored(regulated)
+    assert stored[:4] == ["a0", "b0", "a1", "b1"] and sorted(stored[4:]) == ["a2", "b2"]
+    assert _stored(regulated, "clerk") == ["c0", "c1"]
+    assert _stored(regulated, "cashier") == ["d0", "d1"]
+    assert _outcomes(regulated) == ["ok"] * 10
+    assert _waiting(pg_url) <= 1  # (d1's entry: chained soon, or by the next read)
+    _verified(regulated)
 
 
 def test_inside_a_held_lock_an_add_is_not_joined_and_does_not_wait_on_itself(
