@@ -133,12 +133,14 @@ def _regulated(spec: dict[str, Any]) -> tuple[Callable[[], None], Callable[[int]
             setup.grant(customer, "persist", actor=ACTOR)
 
     shared: dict[str, Any] = {}
+    making = threading.Lock()  # the writers' threads make their conversations at once
 
     def make(n: int) -> Writer:
-        gov = shared.get("gov")
-        if gov is None or shared.get("pid") != os.getpid():
-            gov = shared["gov"] = Governance()
-            shared["pid"] = os.getpid()
+        with making:
+            gov = shared.get("gov")
+            if gov is None or shared.get("pid") != os.getpid():
+                gov = shared["gov"] = Governance()
+                shared["pid"] = os.getpid()
         agent, customer = names(spec, n)
         conversation = Conversation(
             name=agent, governance=gov, memory_md_path=memory_md_path(agent), subject_id=customer
