@@ -310,6 +310,49 @@ def test_a_join_whose_memory_moved_goes_the_usual_way_and_those_after_it_wait(
     _verified(regulated)
 
 
+def test_more_threads_than_pooled_connections_start_conversations_for_new_customers_at_once(
+    regulated: Governance,
+) -> None:
+    """Each first add creates its customer's key inside the agent's transaction and
+    records ``keys.create``: written alone, not queued behind a batch whose leader waits
+    for the pool those transactions hold (16 threads on a pool of 8 hung 10 s and failed)."""
+    customers = [f"customer{n}" for n in range(16)]
+    for customer in customers:
+        regulated.grant(customer, "persist", actor="dpo@bank.example")
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(customers))
+
+    def talk(n: int) -> None:
+        try:
+            start.wait(60)
+            chat = Conversation(
+                name=f"teller{n}_conv",
+                memory_md_path=memory_md_path(f"teller{n}", regulated.workspace),
+                governance=regulated,
+                subject_id=customers[n],
+            )
+            for turn in range(3):
+                chat.add("Human", f"turn {turn}")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=talk, args=(n,)) for n in range(len(customers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    store = regulated.memory_backend
+    for n, customer in enumerate(customers):
+        text = store.open(f"teller{n}", str).subject_store(customer).read_memory()
+        assert [r.content for r in parse_memory(text or "").records] == [
+            "turn 0",
+            "turn 1",
+            "turn 2",
+        ]
+    _verified(regulated)
+
+
 def test_inside_a_held_lock_an_add_is_not_joined_and_does_not_wait_on_itself(
     host: Governance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
