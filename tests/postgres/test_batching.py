@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import threading
@@ -14,6 +15,7 @@ from sends import HeldJoins, Spy, lose_the_next_send
 
 from governed_memory import generate_audit_key
 from governed_memory._audit import verify_storage
+from governed_memory._base import FixedClock
 from governed_memory._postgres import Database, PgAuditStorage
 from governed_memory._postgres._audit import JoinedEntry, JoinStatement
 from governed_memory._postgres._batching import Batcher, Request
@@ -239,6 +241,23 @@ def test_joins_of_threads_at_once_are_one_transaction_each_entry_after_the_one_b
     assert [joined.entry.seq for joined in got] == sorted(joined.entry.seq for joined in got)
     assert verify_storage(log, log.key).ok
     assert log.join("persist", {"n": 9}, 1, _entry_only()) is not None  # the end is known
+
+
+def test_joins_in_a_batch_that_cross_into_new_segments_open_each_with_its_anchor(
+    pg_db: Database,
+) -> None:
+    """Half a day between entries, one segment a day: two joins of the batch begin a
+    segment, so each writes the segment's anchor entry before its own, in its statement."""
+    start = dt.datetime(2026, 1, 1, 6, tzinfo=dt.UTC)
+    log = PgAuditStorage(
+        pg_db, generate_audit_key(), period="day", clock=FixedClock(start, dt.timedelta(hours=12))
+    )
+    log.append("persist", {"n": -1})
+    got = _join_at_once(log, [_entry_only()] * 4)
+    assert [joined.row for joined in got] == [(True, True, 1, 0)] * 4
+    assert len(log.segment_ids()) == 3
+    assert _numbers(log) == [-1, 0, 1, 2, 3]
+    assert verify_storage(log, log.key).ok
 
 
 def test_a_join_whose_own_guard_fails_writes_nothing_and_those_after_it_go_the_usual_way(
