@@ -121,7 +121,9 @@ class HeldJoins:
         assert self.entered.wait(60)
         for n, thread in enumerate(threads[1:], start=1):
             thread.start()
-            while len(self._joiner._queue) < n:  # queued in the order given
+            for _ in range(12000):  # queued in the order given (at most a minute)
+                if len(self._joiner._queue) >= n or not thread.is_alive():
+                    break
                 threading.Event().wait(0.005)
         self.release.set()
         for thread in threads:
