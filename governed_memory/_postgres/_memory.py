@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 from .._base import ARCHIVE_DIR, MEMORY_FILE
 from .._crypto import KIND_ARCHIVE, KIND_MEMORY, SUBJECT, AgentCodec, split_segments
 from .._errors import ConfigurationError, DatabaseError, StorageError
-from .._format import META_OPEN, has_records
+from .._format import has_records
 from .._protocols import StoredInfo, WriteGuard
 from .._stores import (
     ENCRYPTED_SUFFIX,
@@ -99,8 +99,6 @@ _GUARD = f"""(SELECT coalesce(max(position), -1) FROM {_T}.memory_blocks
            WHERE memory_id = %s) = %s
       AND EXISTS (SELECT FROM {_T}.memories WHERE id = %s AND header = %s)
       AND (SELECT value FROM {_T}.keyring_counter WHERE singleton) = %s"""
-# The frames of an encrypted append, if _GUARD and ``also`` hold (parameters: the memory's
-# id, the positions, the frames, _GUARD's, ``also``'s).
 # The frames of an encrypted append if ``also`` holds: with _GUARD in it (_Prepared.write),
 # or in a statement that checks _GUARD itself (parameters: the memory's id, the positions,
 # the frames, ``also``'s).
@@ -444,7 +442,7 @@ class PgAgentStore:
             context = codec.context(header, self.source())
             frames = [
                 codec.frame(context, count + n, piece, subject)
-                for n, (piece, subject) in enumerate(_pieces(block, data))
+                for n, (piece, subject) in enumerate(_segments(block, data))
             ]
             binding = self._stores.db.held()
             assert binding is not None  # (this transaction's)
@@ -668,7 +666,7 @@ class PgAgentStore:
         codec = self.codec
         context = codec.context(end.header, self.source())
         frames = []
-        for n, (piece, subject) in enumerate(_pieces(block, data)):
+        for n, (piece, subject) in enumerate(_segments(block, data)):
             frame = codec.frame_at_epoch(
                 end.epoch, context, end.next + n, piece.encode("utf-8"), subject
             )
@@ -1005,10 +1003,9 @@ class PgAgentStore:
         return f"PgAgentStore({self._stores.db.where!r}, {self._agent!r}, {self.source()!r})"
 
 
-def _pieces(block: str | None, data: bytes) -> list[tuple[str, str | None]]:
+def _segments(block: str | None, data: bytes) -> list[tuple[str, str | None]]:
     """A block's text in the pieces it is sealed in: one frame per record (its subject's keys)."""
-    text = data.decode("utf-8") if block is None else block
-    return split_segments(text) if "\n### " in text or META_OPEN in text else [(text, None)]
+    return split_segments(data.decode("utf-8") if block is None else block)
 
 
 if TYPE_CHECKING:  # mypy checks that the class implements the storage seam's protocol
