@@ -641,16 +641,20 @@ class Keyring:
             # Recorded once the mutex is free: the audit append may wait (for the log's
             # lock, for other threads' batch), and every encryption in the process waits
             # on this mutex meanwhile.
-            self.observer.record(
-                "keys.create",
-                agent=name if kind == AGENT else None,
-                subject_id=name if kind == SUBJECT else None,
-                outcome="ok",
-                kind=kind,
-                ref=ref.hex(),
-                generation=1,
-            )
+            self._recorded("keys.create", kind, name, ref, generation=1)
         return key
+
+    def _recorded(self, event: str, kind: str, name: str, ref: bytes, **attrs: Any) -> None:
+        """Tell the observer (the audit trail) of ``event`` on the key of ``name``."""
+        self.observer.record(
+            event,
+            agent=name if kind == AGENT else None,
+            subject_id=name if kind == SUBJECT else None,
+            outcome="ok",
+            kind=kind,
+            ref=ref.hex(),
+            **attrs,
+        )
 
     # -- the change counter ----------------------------------------------------
 
@@ -769,15 +773,7 @@ class Keyring:
             self._ciphers = {
                 k: c for k, c in self._ciphers.items() if ref not in (k[0], k[1].subject_ref)
             }
-        self.observer.record(
-            "keys.shred",
-            agent=name if kind == AGENT else None,
-            subject_id=name if kind == SUBJECT else None,
-            outcome="ok",
-            kind=kind,
-            ref=ref.hex(),
-            generations=len(destroyed),
-        )
+        self._recorded("keys.shred", kind, name, ref, generations=len(destroyed))
         return destroyed
 
     def shred_agent(self, agent: str) -> list[int]:
