@@ -192,6 +192,62 @@ def test_a_writer_killed_mid_run_loses_no_acknowledged_message(hosts: tuple[Host
         assert f"message {int(line):05d}" in stored
 
 
+_THREADED_WRITER = r"""
+import sys, threading
+from governed_memory import *
+printing = threading.Lock()
+
+def write(t):
+    conv = Conversation(memory_md_path=memory_md_path(f"Teller{t}"), subject_id=f"C-{t}")
+    i = 0
+    while True:
+        conv.add("Human", f"message {t} {i:05d}")
+        with printing:
+            print(t, i, flush=True)  # acknowledged: add() returned
+        i += 1
+
+for t in range(4):
+    threading.Thread(target=write, args=(t,)).start()
+"""
+
+
+def test_threads_killed_mid_batch_lose_no_acknowledged_message_and_keep_the_chain(
+    hosts: tuple[Host, Host],
+) -> None:
+    """Four threads of one process: their adds share transactions (batched joins), so
+    the kill -9 most likely lands while one is in flight. What was acknowledged stays."""
+    a, b = hosts
+    for t in range(4):
+        _grant(a, f"C-{t}")
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _THREADED_WRITER],
+        cwd=a.folder,
+        env=a.env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdout is not None
+    acknowledged = [writer.stdout.readline().split() for _ in range(80)]
+    writer.kill()  # kill -9
+    writer.wait()
+    writer.stdout.close()
+    live = b.start()
+    try:
+        for t in range(4):
+            live.run(
+                f"conv = Conversation(memory_md_path=memory_md_path('Teller{t}'), "
+                f"subject_id='C-{t}')"
+            )
+            stored = " ".join(live.eval("[m['content'] for m in conv.conversation_history]"))
+            for thread, i in acknowledged:
+                if int(thread) == t:
+                    assert f"message {t} {int(i):05d}" in stored
+    finally:
+        live.close()
+    report = json.loads(b.cli("audit", "verify", "--json").stdout)
+    assert report["ok"] is True
+
+
 def test_the_database_holds_no_plaintext_of_a_governed_run(
     hosts: tuple[Host, Host], pg_server: PgServer, deployment: dict[str, str]
 ) -> None:
