@@ -53,8 +53,7 @@ class Batcher(Generic[Q, R]):
     def __init__(self, write: Callable[[Sequence[Request[Q, R]]], None]) -> None:
         self._write = write
         self._reset()
-        ref = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: _reset_in_child(ref))
+        _LIVE.add(self)  # (weakly: one fork hook for all, none left behind by a dead one)
 
     def _reset(self) -> None:
         self._mutex = threading.Lock()
@@ -110,11 +109,16 @@ class Batcher(Generic[Q, R]):
         return _outcome(request)
 
 
-def _reset_in_child(ref: weakref.ReferenceType[Batcher[Any, Any]]) -> None:
+_LIVE: weakref.WeakSet[Batcher[Any, Any]] = weakref.WeakSet()
+
+
+def _reset_in_child() -> None:
     """In a forked child (its only thread): no batch, and a mutex no parent thread holds."""
-    batcher = ref()
-    if batcher is not None:
+    for batcher in list(_LIVE):
         batcher._reset()
+
+
+os.register_at_fork(after_in_child=_reset_in_child)
 
 
 def _outcome(request: Request[Q, R]) -> R:

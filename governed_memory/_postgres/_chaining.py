@@ -53,7 +53,7 @@ class Chainer:
         self._failing = False  # the thread's last chaining failed (the server away)
         self._thread: tuple[int, threading.Thread] | None = None
         self._closed = False
-        atexit.register(_at_exit, weakref.ref(self))
+        _live(self)
 
     def soon(self) -> None:
         """Chain what is waiting now, in the background (a commit just added to it)."""
@@ -130,10 +130,28 @@ class Chainer:
             self._wake.notify_all()
 
 
-def _at_exit(ref: weakref.ReferenceType[Chainer]) -> None:
-    chainer = ref()
-    if chainer is None:
-        return
+_LIVE: weakref.WeakSet[Chainer] = weakref.WeakSet()
+_hook = threading.Lock()
+_hooked = False
+
+
+def _live(chainer: Chainer) -> None:
+    """Flush ``chainer`` at exit: one hook for every chainer, registered with the first,
+    holding none of them (a chainer dropped leaves nothing behind)."""
+    global _hooked
+    with _hook:
+        if not _hooked:
+            atexit.register(_at_exit)
+            _hooked = True
+        _LIVE.add(chainer)
+
+
+def _at_exit() -> None:
+    for chainer in list(_LIVE):
+        _flush_at_exit(chainer)
+
+
+def _flush_at_exit(chainer: Chainer) -> None:
     try:
         if not chainer.flush():
             logger.warning(

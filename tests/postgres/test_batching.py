@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import os
 import signal
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,7 +18,7 @@ from sends import HeldJoins, Spy, lose_the_next_send
 from governed_memory import generate_audit_key
 from governed_memory._audit import verify_storage
 from governed_memory._base import FixedClock
-from governed_memory._postgres import Database, PgAuditStorage
+from governed_memory._postgres import Database, PgAuditStorage, _batching
 from governed_memory._postgres._audit import JoinedEntry, JoinStatement
 from governed_memory._postgres._batching import Batcher, Request
 
@@ -346,6 +348,22 @@ def test_a_forked_child_starts_with_no_batch_of_its_parent() -> None:
     log.release.set()
     leader.join(60)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_batchers_share_one_fork_hook_and_a_dropped_one_leaves_nothing_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One hook per instance would grow for ever in a service building a Governance
+    (and its audit log) per request: os.register_at_fork cannot unregister."""
+    hooks: list[object] = []
+    monkeypatch.setattr(os, "register_at_fork", lambda **kw: hooks.append(kw))
+    batchers = [Batcher(_Log().write) for _ in range(50)]
+    assert all(b in _batching._LIVE for b in batchers)
+    refs = [weakref.ref(b) for b in batchers]
+    del batchers
+    gc.collect()
+    assert [ref() for ref in refs] == [None] * 50  # (the set held none of them)
+    assert hooks == []
 
 
 def test_an_append_inside_a_transaction_is_not_queued_behind_a_leader_waiting_for_its_pool(

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
+import gc
 import logging
+import subprocess
+import sys
 import threading
 import time
+import weakref
+from pathlib import Path
 
 import pytest
 
-from governed_memory._postgres._chaining import Chainer, _at_exit
+from governed_memory._postgres import _chaining
+from governed_memory._postgres._chaining import Chainer, _flush_at_exit
 
 
 class Chain:
@@ -74,7 +81,7 @@ def test_a_failing_chaining_is_retried_and_the_exit_does_not_wait_for_the_server
             assert chainer.flush() is False  # not tried
             calls = chain.calls
             started = time.monotonic()
-            _at_exit(lambda: chainer)  # what atexit runs: logs, returns at once
+            _flush_at_exit(chainer)  # what the exit hook runs for it: logs, returns at once
             assert time.monotonic() - started < 1
         assert chain.calls == calls  # the exit did not try again
         assert any(
@@ -99,3 +106,48 @@ def test_once_the_server_is_back_the_exit_chains_again() -> None:
         assert chain.calls == 3
     finally:
         chainer.close()
+
+
+def test_chainers_share_one_exit_hook_and_a_dropped_one_leaves_nothing_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One hook per instance would grow for ever in a service building a Governance
+    (and its audit log) per request, each keeping its chainer alive until exit."""
+    hooks: list[object] = []
+    monkeypatch.setattr(atexit, "register", hooks.append)
+    Chainer(Chain(), "the first").close()  # (the hook is registered once, by the first)
+    registered = len(hooks)
+    chainers = [Chainer(Chain(), f"chain {n}") for n in range(50)]
+    assert all(c in _chaining._LIVE for c in chainers)
+    refs = [weakref.ref(c) for c in chainers]
+    del chainers
+    gc.collect()
+    assert [ref() for ref in refs] == [None] * 50  # (the set held none of them)
+    assert len(hooks) == registered <= 1
+
+
+_EXITING = """
+import sys, time
+from governed_memory._postgres._chaining import Chainer
+
+def chain():
+    with open(sys.argv[1], "a") as out:
+        out.write("chained\\n")
+
+chainer = Chainer(chain, "the test chain")
+chainer.soon()
+while len(open(sys.argv[1]).read().splitlines()) < 1 or not chainer.idle:
+    time.sleep(0.01)
+"""
+
+
+def test_a_process_exiting_normally_chains_once_more(tmp_path: Path) -> None:
+    """The exit hook of a real interpreter runs the last chaining (the entries
+    committed after the background thread's last one)."""
+    calls = tmp_path / "calls"
+    calls.touch()
+    done = subprocess.run(
+        [sys.executable, "-c", _EXITING, str(calls)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert calls.read_text().splitlines() == ["chained", "chained"]
