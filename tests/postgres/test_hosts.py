@@ -172,21 +172,28 @@ while True:
 """
 
 
-def test_a_writer_killed_mid_run_loses_no_acknowledged_message(hosts: tuple[Host, Host]) -> None:
-    a, b = hosts
-    _grant(a, "C-5")
+def _killed_after(host: Host, script: str, lines: int) -> list[str]:
+    """Run ``script`` on ``host`` until it has printed ``lines`` acknowledgements, then
+    kill -9 it, wherever it is (inside a transaction, most likely); those lines."""
     writer = subprocess.Popen(
-        [sys.executable, "-c", _WRITER],
-        cwd=a.folder,
-        env=a.env,
+        [sys.executable, "-c", script],
+        cwd=host.folder,
+        env=host.env,
         stdout=subprocess.PIPE,
         text=True,
     )
     assert writer.stdout is not None
-    acknowledged = [writer.stdout.readline() for _ in range(25)]
-    writer.kill()  # kill -9, wherever it is: inside a transaction, most likely
+    acknowledged = [writer.stdout.readline() for _ in range(lines)]
+    writer.kill()
     writer.wait()
     writer.stdout.close()
+    return acknowledged
+
+
+def test_a_writer_killed_mid_run_loses_no_acknowledged_message(hosts: tuple[Host, Host]) -> None:
+    a, b = hosts
+    _grant(a, "C-5")
+    acknowledged = _killed_after(a, _WRITER, 25)
     stored = " ".join(_stored(b, "C-5"))
     for line in acknowledged:
         assert f"message {int(line):05d}" in stored
@@ -219,18 +226,7 @@ def test_threads_killed_mid_batch_lose_no_acknowledged_message_and_keep_the_chai
     a, b = hosts
     for t in range(4):
         _grant(a, f"C-{t}")
-    writer = subprocess.Popen(
-        [sys.executable, "-c", _THREADED_WRITER],
-        cwd=a.folder,
-        env=a.env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert writer.stdout is not None
-    acknowledged = [writer.stdout.readline().split() for _ in range(80)]
-    writer.kill()  # kill -9
-    writer.wait()
-    writer.stdout.close()
+    acknowledged = [line.split() for line in _killed_after(a, _THREADED_WRITER, 80)]
     live = b.start()
     try:
         for t in range(4):
