@@ -12,7 +12,7 @@ connections from its pool (psycopg_pool) for one transaction at a time:
   its own snapshot: one round trip a statement, no BEGIN / COMMIT.
 * :meth:`Database.pipelined` sends a whole transaction known in advance (the
   lock, its statements, one Sync: an implicit transaction) in one round trip
-  (``_guarded``).
+  (``_guarded``), one network write and prepared statements (``_wire``).
 * :meth:`Database.dedicated` yields a connection of its own, outside the pool,
   for what lives as long as a session does (a session-level advisory lock:
   leadership).
@@ -42,6 +42,8 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import DatabaseError
+from . import _wire
+from ._wire import Sent
 
 if TYPE_CHECKING:
     import psycopg
@@ -493,7 +495,7 @@ class Database:
             DatabaseError: the server refused a statement (nothing was committed).
         """
         sent = self._pipelined(doing, statements, lock)
-        return None if sent is None else [cursor.rowcount for cursor in sent]
+        return None if sent is None else [each.rowcount for each in sent]
 
     def pipelined_rows(
         self,
@@ -510,32 +512,28 @@ class Database:
         sent = self._pipelined(doing, statements, lock)
         if sent is None:
             return None
-        rows = [cursor.fetchone() for cursor in sent]
+        rows = [each.row for each in sent]
         assert all(row is not None for row in rows)  # (the callers' statements return one row)
-        return [tuple(row) for row in rows if row is not None]
+        return [row for row in rows if row is not None]
 
     def _pipelined(
         self, doing: str, statements: Sequence[tuple[str, Any]], lock: int | Sequence[int] | None
-    ) -> list[psycopg.Cursor[Any]] | None:
-        """:meth:`pipelined`, the statements' cursors (their results read after the commit)."""
+    ) -> list[Sent] | None:
+        """:meth:`pipelined`, what each statement returned."""
         if self.held() is not None:
             return None
         pg, _ = _import_psycopg()
         locks = () if lock is None else (lock,) if isinstance(lock, int) else tuple(lock)
-
-        def send(conn: psycopg.Connection[Any]) -> list[psycopg.Cursor[Any]]:
-            # No BEGIN or COMMIT: on a connection in autocommit, the statements up to
-            # the pipeline's one Sync (sent as it ends) are one implicit transaction,
-            # committed by that Sync, and rolled back whole if any of them fails.
-            assert conn.autocommit  # (the pool's connections are)
-            with conn.pipeline():
-                if locks:  # one statement takes them all, in the order given (left to right)
-                    conn.execute(_locks(len(locks)), locks)
-                return [conn.execute(sql, params) for sql, params in statements]
+        # No BEGIN or COMMIT: on a connection in autocommit (the pool's are), the statements
+        # up to the one Sync are one implicit transaction, committed by that Sync, and rolled
+        # back whole if any of them fails. One statement takes the locks, in the order given.
+        queued = [(_locks(len(locks)), locks)] if locks else []
+        queued.extend(statements)
 
         with self._checkout(doing) as conn:
             try:
-                return send(conn)
+                sent = _wire.send(conn, queued)
+                return sent[1:] if locks else sent
             except pg.OperationalError as exc:
                 if not (conn.closed or conn.broken):
                     raise self._error(exc, doing) from None
