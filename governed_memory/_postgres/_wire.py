@@ -13,10 +13,14 @@ Each statement is prepared on its connection the first time it is sent there
 (the Parse travels in the same pipeline, so preparing costs no round trip),
 keyed by its text and its parameters' types, as psycopg's own cache is; a
 connection holds at most ``_MOST_PREPARED`` of ours, later ones are sent
-unnamed. A server session that does not hold what this connection prepared (a
-``DISCARD ALL``; a pooler such as PgBouncer in transaction mode handing the
-client another session) fails the transaction before anything commits: it is
-sent again unprepared, and that connection prepares nothing more.
+unnamed. A server session that does not hold what this connection prepared
+fails the transaction before anything commits, and it is sent again, prepared
+anew: psycopg deallocates every prepared statement of a connection when it
+rolls a transaction back there, and a ``DISCARD ALL`` does the same. A
+connection that meets that ``_MOST_MISSES`` times (a pooler such as PgBouncer in
+transaction mode, handing the client other server sessions) prepares nothing
+more. Only an implicit transaction is sent again: inside one of the caller's,
+the error is the caller's.
 
 What the caller sees is what psycopg's pipeline gave: each statement's row count
 and first row, loaded by the connection's own loaders, psycopg's errors (the
@@ -41,10 +45,11 @@ if TYPE_CHECKING:
 __all__ = ["Sent", "send"]
 
 _MOST_PREPARED = 64  # of our statements prepared on one connection (psycopg's own: 100)
-# The server does not hold the prepared statements this connection thinks it does:
-# invalid_sql_statement_name (forgotten: DISCARD ALL), duplicate_prepared_statement (a
-# pooler in front handed this client another server session).
-_NOT_AS_PREPARED = ("26000", "42P05")
+# The server session does not hold the prepared statements this connection thinks it
+# does: invalid_sql_statement_name (forgotten: a rollback through psycopg, DISCARD ALL),
+# duplicate_prepared_statement (a pooler in front handed the client another session).
+_FORGOTTEN, _HELD = "26000", "42P05"
+_NOT_AS_PREPARED = (_FORGOTTEN, _HELD)
 _PLACEHOLDER = re.compile(r"%(.)", re.DOTALL)
 
 # Per connection: the prepared name of each (statement, parameter types) sent there.
@@ -52,8 +57,12 @@ _prepared: weakref.WeakKeyDictionary[Any, dict[tuple[str, tuple[int, ...]], byte
     weakref.WeakKeyDictionary()
 )
 
-# The connections that found the server not holding what they prepared: they prepare no more.
+# How often each connection found its session holding a name it had not prepared there;
+# from _MOST_MISSES on, it prepares no more.
+_misses: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 _unprepared: weakref.WeakSet[Any] = weakref.WeakSet()
+_MOST_MISSES = 3
+_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
 
 
 class _Queued(NamedTuple):
@@ -76,7 +85,7 @@ class Sent(NamedTuple):
     row: tuple[Any, ...] | None
 
 
-@functools.cache
+@functools.lru_cache(maxsize=1024)
 def _numbered(sql: str) -> tuple[bytes, int]:
     """``sql`` with psycopg's ``%s`` placeholders as PostgreSQL's ``$1, $2...``; their number."""
     count = 0
@@ -108,16 +117,27 @@ def send(
     try:
         return _send(conn, statements, prepare=conn not in _unprepared)
     except Exception as exc:
-        if getattr(exc, "sqlstate", None) not in _NOT_AS_PREPARED or conn.broken:
+        if (
+            getattr(exc, "sqlstate", None) not in _NOT_AS_PREPARED
+            or conn.broken
+            or conn.info.transaction_status != _IDLE  # (in a transaction of the caller's)
+        ):
             raise
-        # The Sync rolled the whole transaction back: nothing ran. The connection prepares
-        # nothing more (behind a pooler every Parse could meet another session).
+        # The Sync rolled the whole implicit transaction back: nothing ran. Forgotten
+        # statements are prepared anew (psycopg deallocates every statement of a
+        # connection when it rolls one back there). A name this session holds already
+        # means another session held the rest: sent unnamed (its Parse would fail
+        # again), and from the _MOST_MISSES-th time on, nothing more is prepared.
         _prepared.pop(conn, None)
-        _unprepared.add(conn)
-        return _send(conn, statements, prepare=False)
+        forgotten = getattr(exc, "sqlstate", None) == _FORGOTTEN
+        if not forgotten:
+            misses = _misses[conn] = _misses.get(conn, 0) + 1
+            if misses >= _MOST_MISSES:
+                _unprepared.add(conn)
+        return _send(conn, statements, prepare=forgotten and conn not in _unprepared)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=1024)
 def _name(key: tuple[str, tuple[int, ...]]) -> bytes:
     return b"gm_" + hashlib.sha256(repr(key).encode()).hexdigest()[:24].encode()
 

@@ -93,9 +93,42 @@ def test_prepared_statements_the_server_forgot_are_sent_again_and_run_once(
     conn.execute("DEALLOCATE ALL")
     assert send(conn, [(insert, (2, "b"))]) == [Sent(1, None)]
     assert _rows(conn) == [1, 2]
-    assert send(conn, [(insert, (3, "c"))]) == [Sent(1, None)]  # (unprepared from now on)
+    assert len(_ours(conn)) == 1  # (prepared again)
+    assert send(conn, [(insert, (3, "c"))]) == [Sent(1, None)]
     assert _rows(conn) == [1, 2, 3]
-    assert _ours(conn) == []
+
+
+def test_a_rollback_through_psycopg_deallocating_everything_costs_nothing_but_a_resend(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    """psycopg runs DEALLOCATE ALL when it rolls back a connection where it prepared
+    statements of its own: ours go too, and are prepared again."""
+    insert = "INSERT INTO sent VALUES (%s, %s)"
+    send(conn, [(insert, (1, "a"))])
+    for n in range(2, 3 + _wire._MOST_MISSES):  # (each time: not counted as a miss)
+        for k in range(6):  # (psycopg prepares a statement it ran 5 times)
+            conn.execute("SELECT %s::int", (k,))
+        conn.execute("BEGIN")
+        conn.rollback()
+        assert len(_ours(conn)) == 0
+        assert send(conn, [(insert, (n, "b"))]) == [Sent(1, None)]
+    assert _rows(conn) == [1, 2, 3, 4, 5]
+    assert len(_ours(conn)) == 1
+    assert conn not in _wire._unprepared
+
+
+def test_inside_a_transaction_of_the_callers_a_forgotten_statement_is_the_callers_error(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    insert = "INSERT INTO sent VALUES (%s, %s)"
+    send(conn, [(insert, (1, "a"))])
+    conn.execute("DEALLOCATE ALL")
+    conn.execute("BEGIN")
+    with pytest.raises(psycopg.errors.InvalidSqlStatementName):
+        send(conn, [(insert, (2, "b")), ("COMMIT", ())])
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+    conn.execute("ROLLBACK")
+    assert _rows(conn) == [1]
 
 
 def test_past_the_limit_statements_are_sent_unnamed(
@@ -164,5 +197,19 @@ def test_a_session_that_already_holds_the_name_is_answered_unprepared(
         Sent(1, (2,)),
     ]
     assert _rows(conn) == [1, 2]
-    send(conn, [(insert, (3, "c"))])  # (no Parse again: it would meet the same name)
-    assert _rows(conn) == [1, 2, 3]
+    assert _rows(conn) == [1, 2]
+
+
+def test_a_connection_that_keeps_meeting_other_sessions_prepares_no_more(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    insert = "INSERT INTO sent VALUES (%s, %s)"
+    send(conn, [(insert, (1, "a"))])
+    for n in range(2, 2 + _wire._MOST_MISSES):
+        _wire._prepared.pop(conn)  # (as if each send met another session)
+        send(conn, [(insert, (n, "b"))])
+    assert conn in _wire._unprepared
+    conn.execute("DEALLOCATE ALL")
+    send(conn, [(insert, (9, "c"))])  # (unnamed: no Parse, nothing to miss)
+    assert _ours(conn) == []
+    assert _rows(conn) == [1, 2, 3, 4, 9]
