@@ -5,9 +5,10 @@ implicit transaction, in one round trip. psycopg's pipeline mode does that,
 but flushes and polls after every statement (a lock and one statement cost three
 ``sendto`` and six ``poll`` calls) and converts and dumps each statement in
 Python: with 4 writer processes on a 2-core machine, 0.25-0.36 ms of an audited
-add's 0.66-0.99 ms of client CPU, about 0.2 ms once sent this way. :func:`send` drives libpq's pipeline itself, through psycopg's public
-``pq`` and ``adapt`` layers: every statement is queued, the Sync flushes them
-in one write, the results are read as they come.
+add's 0.66-0.99 ms of client CPU, about 0.2 ms once sent this way. :func:`send`
+drives libpq's pipeline itself, through psycopg's public ``pq`` and ``adapt``
+layers: every statement is queued, the Sync flushes them in one write, the
+results are read as they come.
 
 Each statement is prepared on its connection the first time it is sent there
 (the Parse travels in the same pipeline, so preparing costs no round trip),
@@ -117,8 +118,9 @@ def send(
     try:
         return _send(conn, statements, prepare=conn not in _unprepared)
     except Exception as exc:
+        state = getattr(exc, "sqlstate", None)
         if (
-            getattr(exc, "sqlstate", None) not in _NOT_AS_PREPARED
+            state not in _NOT_AS_PREPARED
             or conn.broken
             or conn.info.transaction_status != _IDLE  # (in a transaction of the caller's)
         ):
@@ -129,7 +131,7 @@ def send(
         # means another session held the rest: sent unnamed (its Parse would fail
         # again), and from the _MOST_MISSES-th time on, nothing more is prepared.
         _prepared.pop(conn, None)
-        forgotten = getattr(exc, "sqlstate", None) == _FORGOTTEN
+        forgotten = state == _FORGOTTEN
         if not forgotten:
             misses = _misses[conn] = _misses.get(conn, 0) + 1
             if misses >= _MOST_MISSES:

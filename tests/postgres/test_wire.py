@@ -12,6 +12,8 @@ import pytest
 from governed_memory._postgres import _wire
 from governed_memory._postgres._wire import Sent, send
 
+_INSERT = "INSERT INTO sent VALUES (%s, %s)"
+
 
 @pytest.fixture
 def conn(pg_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
@@ -57,9 +59,8 @@ def test_a_transaction_returns_each_statements_count_and_first_row_loaded(
 def test_each_statement_is_prepared_once_per_connection_and_reused(
     conn: psycopg.Connection[tuple[object, ...]],
 ) -> None:
-    insert = "INSERT INTO sent VALUES (%s, %s)"
-    send(conn, [(insert, (1, "a")), (insert, (2, "b"))])  # (twice in one: parsed once)
-    send(conn, [(insert, (3, "c"))])
+    send(conn, [(_INSERT, (1, "a")), (_INSERT, (2, "b"))])  # (twice in one: parsed once)
+    send(conn, [(_INSERT, (3, "c"))])
     assert len(_ours(conn)) == 1
     assert _rows(conn) == [1, 2, 3]
 
@@ -67,11 +68,10 @@ def test_each_statement_is_prepared_once_per_connection_and_reused(
 def test_a_failing_statement_rolls_back_the_whole_transaction_and_leaves_the_connection_usable(
     conn: psycopg.Connection[tuple[object, ...]],
 ) -> None:
-    insert = "INSERT INTO sent VALUES (%s, %s)"
     with pytest.raises(psycopg.errors.UniqueViolation):
-        send(conn, [(insert, (1, "a")), (insert, (1, "again")), ("SELECT 1", ())])
+        send(conn, [(_INSERT, (1, "a")), (_INSERT, (1, "again")), ("SELECT 1", ())])
     assert _rows(conn) == []
-    assert send(conn, [(insert, (1, "a"))]) == [Sent(1, None)]
+    assert send(conn, [(_INSERT, (1, "a"))]) == [Sent(1, None)]
     assert _rows(conn) == [1]
 
 
@@ -88,13 +88,12 @@ def test_a_statement_the_server_cannot_parse_is_reported_and_not_taken_as_prepar
 def test_prepared_statements_the_server_forgot_are_sent_again_and_run_once(
     conn: psycopg.Connection[tuple[object, ...]],
 ) -> None:
-    insert = "INSERT INTO sent VALUES (%s, %s)"
-    send(conn, [(insert, (1, "a"))])
+    send(conn, [(_INSERT, (1, "a"))])
     conn.execute("DEALLOCATE ALL")
-    assert send(conn, [(insert, (2, "b"))]) == [Sent(1, None)]
+    assert send(conn, [(_INSERT, (2, "b"))]) == [Sent(1, None)]
     assert _rows(conn) == [1, 2]
     assert len(_ours(conn)) == 1  # (prepared again)
-    assert send(conn, [(insert, (3, "c"))]) == [Sent(1, None)]
+    assert send(conn, [(_INSERT, (3, "c"))]) == [Sent(1, None)]
     assert _rows(conn) == [1, 2, 3]
 
 
@@ -103,15 +102,14 @@ def test_a_rollback_through_psycopg_deallocating_everything_costs_nothing_but_a_
 ) -> None:
     """psycopg runs DEALLOCATE ALL when it rolls back a connection where it prepared
     statements of its own: ours go too, and are prepared again."""
-    insert = "INSERT INTO sent VALUES (%s, %s)"
-    send(conn, [(insert, (1, "a"))])
+    send(conn, [(_INSERT, (1, "a"))])
     for n in range(2, 3 + _wire._MOST_MISSES):  # (each time: not counted as a miss)
         for k in range(6):  # (psycopg prepares a statement it ran 5 times)
             conn.execute("SELECT %s::int", (k,))
         conn.execute("BEGIN")
         conn.rollback()
         assert len(_ours(conn)) == 0
-        assert send(conn, [(insert, (n, "b"))]) == [Sent(1, None)]
+        assert send(conn, [(_INSERT, (n, "b"))]) == [Sent(1, None)]
     assert _rows(conn) == [1, 2, 3, 4, 5]
     assert len(_ours(conn)) == 1
     assert conn not in _wire._unprepared
@@ -120,12 +118,11 @@ def test_a_rollback_through_psycopg_deallocating_everything_costs_nothing_but_a_
 def test_inside_a_transaction_of_the_callers_a_forgotten_statement_is_the_callers_error(
     conn: psycopg.Connection[tuple[object, ...]],
 ) -> None:
-    insert = "INSERT INTO sent VALUES (%s, %s)"
-    send(conn, [(insert, (1, "a"))])
+    send(conn, [(_INSERT, (1, "a"))])
     conn.execute("DEALLOCATE ALL")
     conn.execute("BEGIN")
     with pytest.raises(psycopg.errors.InvalidSqlStatementName):
-        send(conn, [(insert, (2, "b")), ("COMMIT", ())])
+        send(conn, [(_INSERT, (2, "b")), ("COMMIT", ())])
     assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
     conn.execute("ROLLBACK")
     assert _rows(conn) == [1]
@@ -189,10 +186,9 @@ def test_a_session_that_already_holds_the_name_is_answered_unprepared(
 ) -> None:
     """A pooler in front may hand the client another server session, one where the
     name was prepared before: the Parse fails, and the transaction runs unprepared."""
-    insert = "INSERT INTO sent VALUES (%s, %s)"
-    send(conn, [(insert, (1, "a"))])
+    send(conn, [(_INSERT, (1, "a"))])
     _wire._prepared.pop(conn)  # (as if this session were another's)
-    assert send(conn, [(insert, (2, "b")), ("SELECT count(*) FROM sent", ())]) == [
+    assert send(conn, [(_INSERT, (2, "b")), ("SELECT count(*) FROM sent", ())]) == [
         Sent(1, None),
         Sent(1, (2,)),
     ]
@@ -203,13 +199,12 @@ def test_a_session_that_already_holds_the_name_is_answered_unprepared(
 def test_a_connection_that_keeps_meeting_other_sessions_prepares_no_more(
     conn: psycopg.Connection[tuple[object, ...]],
 ) -> None:
-    insert = "INSERT INTO sent VALUES (%s, %s)"
-    send(conn, [(insert, (1, "a"))])
+    send(conn, [(_INSERT, (1, "a"))])
     for n in range(2, 2 + _wire._MOST_MISSES):
         _wire._prepared.pop(conn)  # (as if each send met another session)
-        send(conn, [(insert, (n, "b"))])
+        send(conn, [(_INSERT, (n, "b"))])
     assert conn in _wire._unprepared
     conn.execute("DEALLOCATE ALL")
-    send(conn, [(insert, (9, "c"))])  # (unnamed: no Parse, nothing to miss)
+    send(conn, [(_INSERT, (9, "c"))])  # (unnamed: no Parse, nothing to miss)
     assert _ours(conn) == []
     assert _rows(conn) == [1, 2, 3, 4, 9]
