@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import select
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -65,6 +66,22 @@ def _locks(count: int) -> str:
     locks are taken in the order given (every writer takes them in one order).
     """
     return "SELECT " + ", ".join(["pg_advisory_xact_lock(%s)"] * count)
+
+
+def _ended(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the server already ended the session of ``conn``, an idle pooled connection.
+
+    An idle session is sent nothing it did not ask for, so anything to read means the
+    server closed it, or said why before closing (a restart, ``pg_terminate_backend``).
+    Checked before a transaction sent whole, whose outcome would otherwise be unknown
+    from the first byte sent: a connection found ended so has sent nothing, and the
+    transaction goes on another one. One ``select`` call, no round trip.
+    """
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):  # (a closed descriptor)
+        return True
+    return bool(readable)
 
 
 def _close_in(pid: int, conn: psycopg.Connection[Any]) -> None:
@@ -530,17 +547,24 @@ class Database:
         queued = [(_locks(len(locks)), locks)] if locks else []
         queued.extend(statements)
 
-        with self._checkout(doing) as conn:
-            try:
-                sent = _wire.send(conn, queued)
-                return sent[1:] if locks else sent
-            except pg.OperationalError as exc:
-                if not (conn.closed or conn.broken):
-                    raise self._error(exc, doing) from None
-            except pg.errors.InsufficientPrivilege as exc:
-                raise self._error(exc, doing) from None
-        self._recheck()  # a restart: the other pooled connections are likely dead too
-        return None
+        for first in (True, False):
+            with self._checkout(doing) as conn:
+                ended = first and _ended(conn)
+                if ended:  # nothing was sent: the pool discards it, and another is taken
+                    conn.close()
+                else:
+                    try:
+                        sent = _wire.send(conn, queued)
+                        return sent[1:] if locks else sent
+                    except pg.OperationalError as exc:
+                        if not (conn.closed or conn.broken):
+                            raise self._error(exc, doing) from None
+                    except pg.errors.InsufficientPrivilege as exc:
+                        raise self._error(exc, doing) from None
+            self._recheck()  # a restart: the other pooled connections are likely dead too
+            if not ended:
+                return None
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @contextmanager
     def dedicated(self, doing: str = "a session") -> Iterator[psycopg.Connection[Any]]:

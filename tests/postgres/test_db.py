@@ -169,6 +169,23 @@ def test_a_pipelined_transaction_whose_last_statement_fails_commits_none_of_it(
         db.close()
 
 
+def test_a_pooled_connection_the_server_ended_while_idle_is_replaced_before_the_send(
+    pg_url: str,
+) -> None:
+    """Nothing of the transaction was sent on it, so its outcome is known: it runs once,
+    on a fresh connection, instead of coming back as lost (None)."""
+    db = Database(pg_url, min_size=0, max_size=1)
+    try:
+        _pipelined_table(db)
+        pid = db.read("the pooled session", lambda conn: conn.info.backend_pid)
+        _terminate(pg_url, pid)
+        assert db.pipelined("inserting", [("INSERT INTO sent VALUES (1)", ())], lock=7) == [1]
+        assert db.read("the pooled session", lambda conn: conn.info.backend_pid) != pid
+        assert _sent(db) == [1]
+    finally:
+        db.close()
+
+
 def test_a_pipelined_transaction_holds_its_lock_until_it_commits(pg_url: str) -> None:
     """The advisory lock is transaction-scoped: gone once the implicit transaction ended."""
     db = Database(pg_url, min_size=0, max_size=1)

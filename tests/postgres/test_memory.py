@@ -162,8 +162,9 @@ def test_nothing_is_written_to_the_local_disk(pg_db: Database, tmp_path: Path) -
     assert store.source(store.list_archives()[0]).startswith("archive/history_")
 
 
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plaintext", "encrypted"])
 def test_a_server_restart_between_appends_loses_nothing(
-    pg_server: PgServer, pg_url: str, tmp_path: Path
+    pg_server: PgServer, pg_url: str, tmp_path: Path, encrypted: bool
 ) -> None:
     """The pool replaces a connection the restart closed (its check, before any statement)."""
     db = Database(pg_url, connect_timeout=2)
@@ -171,7 +172,7 @@ def test_a_server_restart_between_appends_loses_nothing(
         from governed_memory._postgres import upgrade_schema
 
         upgrade_schema(db)
-        stores, _ = _stores(db, tmp_path, encrypted=True)
+        stores, _ = _stores(db, tmp_path, encrypted=encrypted)
         store = stores.open("A", lambda: HEADER)
         store.append(block("before the restart"))
         pg_server.restart()
