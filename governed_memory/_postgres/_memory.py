@@ -18,6 +18,10 @@
 * Serialised: every writing transaction first takes the agent's transaction-scoped
   advisory lock, and :meth:`PgAgentStore.lock` holds it at session level across a
   block (the choice and its reasons: ``_memory_locks``).
+* One round trip for a plaintext append: the agent's lock and the INSERT (at the
+  position the server finds, into a memory that exists and is plaintext), shared
+  with the appends of the process's other threads (``LockSessions.append``);
+  otherwise, and for a first append, the locked transaction.
 * One round trip for an encrypted append after this store's own: the frames are
   sealed at the position and under the keys remembered from that append, and the
   INSERT is guarded by the memory's header, last position and the keyring's
@@ -59,7 +63,7 @@ from ._audit import JoinedEntry, PgAuditStorage, WaitingEntry
 from ._db import _import_psycopg
 from ._guarded import Guess
 from ._keyring import PgKeyStorage
-from ._memory_locks import agent_key
+from ._memory_locks import Append, agent_key
 
 if TYPE_CHECKING:
     import psycopg
@@ -421,6 +425,14 @@ class PgAgentStore:
             done, unsure = self._append_guessed(block, data, guard)
             if done:
                 return True
+        elif self._joinable():  # (plaintext) one round trip, shared with other threads'
+            also = _condition(guard)
+            where = (self._where["a"], self._where["p"])
+            statement = (_APPEND_PLAIN_IF.format(also=also[0]), (data, *where, *also[1]))
+            doing = f"appending to the memory ({self._agent!r}, {self.source()})"
+            if self._stores.sessions.append(Append(where, self._key, statement, doing)):
+                return True
+            # (no memory yet, one of the other mode, or the guard failed: nothing was written)
         with self._tx("appending to the memory") as conn:
             if not self._encrypted:
                 if guard is not None and not self._holds(conn, guard):

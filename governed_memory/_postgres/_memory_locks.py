@@ -18,18 +18,24 @@ hosts wait. One connection per locking thread holds all its locks, however many
 subject memories an erasure locks at once. A lost connection releases its locks
 on the server; the holder's next statement then fails (it never reconnects
 inside a lock).
+
+:meth:`LockSessions.append` writes plaintext appends of several threads in one
+transaction (``_batching``): each thread's ``INSERT`` guarded in its own
+statement, every agent's lock taken first, in one order, and the whole sent in
+one round trip.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from .._errors import DatabaseError, GovernedMemoryError
+from ._batching import Batcher, Request
 from ._db import _import_psycopg, advisory_key, translate
 
 if TYPE_CHECKING:
@@ -37,7 +43,7 @@ if TYPE_CHECKING:
 
     from ._db import Database
 
-__all__ = ["LockSessions", "agent_key", "memory_error"]
+__all__ = ["Append", "LockSessions", "agent_key", "memory_error"]
 
 
 def agent_key(agent: str, partition: str | None) -> int:
@@ -57,6 +63,19 @@ def memory_error(db: Database, exc: BaseException, doing: str) -> DatabaseError:
             "governed-memory db upgrade"
         )
     return translate(exc, where=db.where, doing=doing)
+
+
+Statement = tuple[str, tuple[Any, ...]]
+"""SQL and its parameters."""
+
+
+class Append(NamedTuple):
+    """A plaintext append to write with other threads' (:meth:`LockSessions.append`)."""
+
+    memory: tuple[str, str]  # (agent, partition: "" for the agent's own): the lock order
+    key: int  # the memory's advisory lock
+    statement: Statement  # the one-row INSERT, guarded in its own WHERE
+    doing: str  # what it is, for messages
 
 
 @dataclass
@@ -91,6 +110,7 @@ class LockSessions:
         # Weak: the registry of :meth:`of` must not keep its key alive (the stores do).
         self._db = weakref.ref(db)
         self._local = threading.local()
+        self._appends: Batcher[Append, bool] = Batcher(self._write_appends)
 
     @property
     def db(self) -> Database:
@@ -131,6 +151,55 @@ class LockSessions:
             raise
         except psycopg.Error as exc:
             raise self.error(exc, doing) from None
+
+    def append(self, append: Append) -> bool:
+        """Run ``append``'s one-row ``INSERT`` under its memory's lock, batched.
+
+        Concurrent calls of this process's threads share one transaction and its
+        commit (``_batching``): one round trip for the locks and every statement.
+        The locks are taken in the order of the memories (agent, then its own
+        memory before its subjects'), the order in which a thread holding
+        several (an erasure, a key rotation) takes them. Returns whether the
+        statement wrote its row, once committed; False also when it was in a
+        batch the server refused (nothing of it was written: the caller appends
+        the usual way, which reports its own error). Only for a caller outside
+        any lock session or transaction of its thread.
+
+        Raises:
+            DatabaseError: the server refused this statement alone (nothing was
+                committed), or the connection was lost after the send (whether
+                it committed is unknown: not ``retryable``).
+        """
+        psycopg, _ = _import_psycopg()
+        try:
+            return self._appends.submit(append)
+        except GovernedMemoryError:
+            raise
+        except psycopg.Error as exc:
+            raise self.error(exc, append.doing) from None
+
+    def _write_appends(self, batch: Sequence[Request[Append, bool]]) -> None:
+        appends = [request.item for request in batch]
+        doing = appends[0].doing if len(batch) == 1 else "appending to the memories"
+        locks = list({a.key: None for a in sorted(appends, key=lambda a: a.memory)})
+        try:
+            counts = self.db.pipelined(doing, [a.statement for a in appends], lock=locks)
+        except Exception:
+            if len(batch) == 1:
+                raise  # (this statement's own failure)
+            for request in batch:  # each appends the usual way, and reports its own failure
+                request.result = False
+            return
+        if counts is None:  # lost after the send: committed whole, or not at all
+            for request in batch:
+                request.error = DatabaseError(
+                    f"PostgreSQL at {self.db.where} lost the connection while "
+                    f"{request.item.doing}: the outcome is unknown (it may have committed): "
+                    "check what is stored before retrying the call"
+                )
+            return
+        for request, count in zip(batch, counts, strict=True):
+            request.result = count == 1
 
     @contextmanager
     def hold(self, key: int, doing: str) -> Iterator[None]:

@@ -86,15 +86,15 @@ class Spy:
         self.sent, self.locks, self.locked = [], [], 0
 
 
-class HeldJoins:
-    """Hold the first batch of ``log``'s joins (``PgAuditStorage.join``) until released, so
-    that the joins of other threads queue behind it and are written together, in order."""
+class HeldBatches:
+    """Hold the first batch of ``batcher`` (a ``_batching.Batcher``) until released, so
+    that the requests of other threads queue behind it and are written together, in order."""
 
-    def __init__(self, log: Any) -> None:
+    def __init__(self, batcher: Any) -> None:
         self.entered, self.release = threading.Event(), threading.Event()
-        self.sizes: list[int] = []  # each batch's joins
-        self._joiner = log._joiner
-        real = log._join_batch
+        self.sizes: list[int] = []  # each batch's requests
+        self._batcher = batcher
+        real = batcher._write
 
         def held(batch: Any) -> None:
             self.sizes.append(len(batch))
@@ -103,11 +103,11 @@ class HeldJoins:
                 self.release.wait(60)
             real(batch)
 
-        self._joiner._write = held
+        self._batcher._write = held
 
     def at_once(self, calls: list[Callable[[], Any]]) -> list[Any]:
-        """Run each call in a thread of its own: the first leads a batch of joins, held; the
-        others queue behind it in the order given. Each call's result, or its exception."""
+        """Run each call in a thread of its own: the first leads a batch, held; the others
+        queue behind it in the order given. Each call's result, or its exception."""
         got: list[Any] = [None] * len(calls)
 
         def run(n: int) -> None:
@@ -122,10 +122,17 @@ class HeldJoins:
         for n, thread in enumerate(threads[1:], start=1):
             thread.start()
             for _ in range(12000):  # queued in the order given (at most a minute)
-                if len(self._joiner._queue) >= n or not thread.is_alive():
+                if len(self._batcher._queue) >= n or not thread.is_alive():
                     break
                 threading.Event().wait(0.005)
         self.release.set()
         for thread in threads:
             thread.join(60)
         return got
+
+
+class HeldJoins(HeldBatches):
+    """:class:`HeldBatches` of ``log``'s joins (``PgAuditStorage.join``)."""
+
+    def __init__(self, log: Any) -> None:
+        super().__init__(log._joiner)
