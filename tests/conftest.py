@@ -83,10 +83,7 @@ def _shared_governance_closed() -> Iterator[None]:
         governances = list(wiring._SHARED.values())
         wiring._SHARED.clear()
     for gov in governances:
-        close_audit = getattr(gov.audit, "close", None)
-        if close_audit is not None:
-            close_audit()
-        gov.storage.close()
+        gov.close()
 
 
 @pytest.fixture(scope="session")

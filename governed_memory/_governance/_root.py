@@ -453,6 +453,32 @@ class Governance:
         )
         return event
 
+    # -- lifetime ------------------------------------------------------
+
+    def close(self) -> None:
+        """Release what this Governance holds open: its audit log and its storage.
+
+        On a database: the audit entries this process left waiting are chained
+        first and the background chaining thread stops, then the connection pool
+        closes. On files: the audit segment's descriptors close. For a
+        Governance built per task or request (one built per process can leave
+        this to the process's exit); also ``with Governance() as gov:``. A call
+        made after reopens what it needs: the pool reconnects, and audit
+        entries written then wait until the next read of the log chains them.
+        """
+        close_audit = getattr(self.audit, "close", None)
+        try:
+            if close_audit is not None:
+                close_audit()
+        finally:
+            self.storage.close()
+
+    def __enter__(self) -> Governance:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def __repr__(self) -> str:
         return (
             f"Governance(workspace={str(self.workspace)!r}, policy={self.policy.id!r} "

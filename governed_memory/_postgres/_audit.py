@@ -848,7 +848,14 @@ class PgAuditStorage:
         return Head(int(seq), str(digest), str(segment), str(mac))
 
     def close(self) -> None:
-        """Nothing to release: connections belong to the :class:`Database`."""
+        """Chain what this process left waiting, then stop its background chaining thread.
+
+        Best effort: with the server away, the entries stay committed and waiting
+        (a warning is logged). Connections belong to the :class:`Database`. Entries written after this
+        wait in ``audit_pending``, chained by the next read of the log or the
+        next chaining of any host (nothing depends on the thread: ``_chaining``).
+        """
+        self._chainer.finish("on close")
 
     def __repr__(self) -> str:
         return f"PgAuditStorage({self._db.where!r}, key_id={self._key.key_id!r})"

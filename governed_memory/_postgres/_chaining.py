@@ -115,13 +115,33 @@ class Chainer:
         connection timeout, so the entries are left waiting. True otherwise.
         """
         with self._mutex:
-            running, failing = self._thread, self._failing
-        if running is None or running[0] != os.getpid():
-            return True  # nothing of this process's was handed to the thread
+            running, failing, closed = self._thread, self._failing, self._closed
+        if closed or running is None or running[0] != os.getpid():
+            return True  # flushed when closed, or nothing of this process's was handed to it
         if failing:
             return False
         self._chain()
         return True
+
+    def finish(self, when: str) -> None:
+        """:meth:`flush`, then :meth:`close`: best effort, a failure logged (``when``: for it).
+
+        Entries a failed flush leaves are committed and waiting: the next
+        chaining of any host, or the next read of the log, chains them.
+        """
+        try:
+            if not self.flush():
+                logger.warning(
+                    "audit entries left waiting %s (the last chaining into %s failed, so it "
+                    "is not retried now): chained by the next append",
+                    when,
+                    self._where,
+                )
+        except Exception as exc:  # best effort: the next chaining of any host takes them
+            logger.warning(
+                "audit entries left waiting %s (%s): chained by the next append", when, exc
+            )
+        self.close()
 
     def close(self) -> None:
         """Stop the thread once its chaining in progress is done (entries left wait)."""
@@ -148,17 +168,4 @@ def _live(chainer: Chainer) -> None:
 
 def _at_exit() -> None:
     for chainer in list(_LIVE):
-        _flush_at_exit(chainer)
-
-
-def _flush_at_exit(chainer: Chainer) -> None:
-    try:
-        if not chainer.flush():
-            logger.warning(
-                "audit entries left waiting at exit (the last chaining into %s failed, so "
-                "it is not retried at exit): chained by the next append",
-                chainer._where,
-            )
-    except Exception as exc:  # best effort: the next chaining of any host takes them
-        logger.warning("audit entries left waiting at exit (%s): chained by the next append", exc)
-    chainer.close()
+        chainer.finish("at exit")

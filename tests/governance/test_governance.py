@@ -475,3 +475,21 @@ def test_external_summarizer_is_never_called_without_summarize_consent(
     ContextCompressor().compress(agent)
     assert len(stub_llm.requests) == 1
     assert sink.outcomes("summarize") == ["use_local", "allowed"]
+
+
+def test_a_governance_closes_as_a_context_manager_and_a_call_after_reopens_what_it_needs(
+    workspace: Path, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GOVERNED_MEMORY_AUDIT_KEY", "ab" * 32)
+    policy = Policy.model_validate(
+        {"policy": {"id": "closing", "version": "1"}, "audit": {"enabled": True}}
+    )
+    with Governance(workspace=workspace, policy=policy, settings=Settings(), clock=clock) as gov:
+        gov.grant("alice", "persist", actor="dpo@bank.example")
+        conversation(gov).add("user", "before the close")
+    conversation(gov).add("user", "after the close")
+    assert body(gov) == ["before the close", "after the close"]
+    gov.close()  # (twice: nothing left to release)
+    log = gov.audit.log
+    assert log is not None
+    assert [e.event for e in log.entries()].count("persist") == 2  # both audited

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from governed_memory._postgres import _chaining
-from governed_memory._postgres._chaining import Chainer, _flush_at_exit
+from governed_memory._postgres._chaining import Chainer
 
 
 class Chain:
@@ -81,7 +81,7 @@ def test_a_failing_chaining_is_retried_and_the_exit_does_not_wait_for_the_server
             assert chainer.flush() is False  # not tried
             calls = chain.calls
             started = time.monotonic()
-            _flush_at_exit(chainer)  # what the exit hook runs for it: logs, returns at once
+            chainer.finish("at exit")  # what the exit hook runs for it: logs, returns at once
             assert time.monotonic() - started < 1
         assert chain.calls == calls  # the exit did not try again
         assert any(
@@ -90,6 +90,23 @@ def test_a_failing_chaining_is_retried_and_the_exit_does_not_wait_for_the_server
         )
     finally:
         chainer.close()
+
+
+def test_finish_chains_once_more_then_stops_the_thread_and_chains_nothing_after() -> None:
+    """What closing a Governance does: nothing left to a thread of a Governance gone."""
+    chain = Chain()
+    chainer = Chainer(chain, "the test chain")
+    chainer.soon()
+    chain.wait_for(1)
+    _idle(chainer)
+    thread = chainer._thread
+    assert thread is not None
+    chainer.finish("on close")
+    assert chain.calls == 2  # the flush, in this thread
+    thread[1].join(20)
+    assert not thread[1].is_alive()
+    chainer.soon()  # (an entry written after the close: it waits for the next read)
+    assert chainer.flush() is True and chain.calls == 2
 
 
 def test_once_the_server_is_back_the_exit_chains_again() -> None:

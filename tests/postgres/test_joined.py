@@ -12,6 +12,7 @@ either; and the other ways in (a held lock, an unknown end) still work.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,7 +35,7 @@ from governed_memory import (
 from governed_memory._audit import ActorSink, AuditEvent, AuditKey, verify_storage
 from governed_memory._governance._policy_load import PolicyLoadSink
 from governed_memory._policy import Settings
-from governed_memory._postgres import Database, PgPlace, upgrade_schema
+from governed_memory._postgres import Database, PgAuditStorage, PgPlace, upgrade_schema
 from governed_memory._postgres._guarded import Guess
 from governed_memory._protocols import WriteGuard
 from governed_memory._records import ConsentAction, ConsentRegistry
@@ -62,7 +63,7 @@ def made() -> Iterator[list[Governance]]:
     governances: list[Governance] = []
     yield governances
     for gov in governances:
-        gov.storage.close()
+        gov.close()
 
 
 @pytest.fixture(params=["regulated", "plaintext"])
@@ -625,6 +626,27 @@ def test_background_chaining_empties_the_waiting_entries(
     while _waiting(pg_url) and dt.datetime.now() < deadline:
         threading.Event().wait(0.02)
     assert _waiting(pg_url) == 0  # chained without any read of the log
+    assert len(_persisted(host)) == 6
+    _verified(host)
+
+
+def test_closing_a_governance_chains_what_it_left_waiting_and_keeps_no_thread_or_connection(
+    host: Governance, made: list[Governance], pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = _another_host(made)
+    chat, theirs = _chat(host), _chat(other, "clerk")
+    for gov in (host, other):  # no background chaining: what waits is left waiting
+        log = gov.audit.log
+        assert isinstance(log, PgAuditStorage)
+        monkeypatch.setattr(log._chainer, "soon", lambda: None)
+        monkeypatch.setattr(log._chainer, "_thread", (os.getpid(), threading.current_thread()))
+    for n in range(6):  # hosts taking turns: each finds the chain's end moved
+        (chat if n % 2 == 0 else theirs).add("Human", f"turn {n}")
+    assert _waiting(pg_url) > 0
+    with other:
+        pass
+    assert _waiting(pg_url) == 0  # chained by the close
+    assert other.storage.db._pool is None  # (the pool closed: no session left on the server)
     assert len(_persisted(host)) == 6
     _verified(host)
 
