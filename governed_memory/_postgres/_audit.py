@@ -372,13 +372,21 @@ class PgAuditStorage:
         return False, chain.last if counts is None else None
 
     def join(
-        self, event: str, attrs: Mapping[str, Any], lock: int, statement: JoinStatement
+        self,
+        event: str,
+        attrs: Mapping[str, Any],
+        lock: int,
+        statement: JoinStatement,
+        *,
+        memory: tuple[str, str],
     ) -> Joined | None:
         """``event`` sealed after the end this process wrote, in a store's own statement.
 
         ``statement(entry)`` is the store's statement writing its rows and
-        ``entry`` (:class:`JoinedEntry`) under its guards, and ``lock`` the
-        store's advisory lock. The joins of this process's threads are written
+        ``entry`` (:class:`JoinedEntry`) under its guards, ``lock`` the
+        store's advisory lock and ``memory`` its (agent, partition): the locks
+        of a batch are taken in that order, the order of every other writer
+        holding several (``_memory_locks``). The joins of this process's threads are written
         together (``_batching``): one transaction, the locks first, each entry
         sealed after the one before. Returns once that transaction committed:
         the entry and the statement's row (:class:`Joined`). None, with nothing
@@ -399,7 +407,7 @@ class PgAuditStorage:
             # And while waiting entries are being chained, that chaining moves the end:
             # a joined write guessing it would miss (half of them did at 4 threads).
             return None
-        joined = self._joiner.submit(_Join(event, dict(attrs), lock, statement))
+        joined = self._joiner.submit(_Join(event, dict(attrs), lock, statement, memory))
         return joined if isinstance(joined, Joined) else None
 
     def _join_batch(self, batch: Sequence[Request[_Join, Joined | _Alone]]) -> None:
@@ -419,7 +427,7 @@ class PgAuditStorage:
         chain = _Chain(None, end.last, end.head.segment, end.head, None)
         entries, ends, statements = [], [], []
         for request in batch:
-            event, attrs, _, statement = request.item
+            event, attrs, _, statement, _ = request.item
             entry = self._write(chain, event, attrs, self._clock.now(), head=False)
             joined = JoinedEntry(end, chain.head_params(self._key), entry)
             end = chain.end()
@@ -427,8 +435,10 @@ class PgAuditStorage:
             entries.append(entry)
             ends.append(end)
             statements.append(statement(joined))
-        # Every agent's lock, in one order for every writer, then the chain's.
-        locks = (*sorted({request.item.lock for request in batch}), self._lock_key)
+        # Every memory's lock, in the order of the memories as every writer takes
+        # several (an erasure: the agent's own, then its subjects'), then the chain's.
+        ordered = sorted(batch, key=lambda request: request.item.memory)
+        locks = (*{request.item.lock: None for request in ordered}, self._lock_key)
         try:
             rows = self._db.pipelined_rows(
                 "appending to the memories and the audit log", statements, lock=locks
@@ -910,6 +920,7 @@ class _Join(NamedTuple):
     attrs: dict[str, Any]
     lock: int
     statement: JoinStatement
+    memory: tuple[str, str]  # (agent, partition: "" for the agent's own): the lock order
 
 
 class Joined(NamedTuple):

@@ -570,7 +570,9 @@ class PgAgentStore:
             return sql, params
 
         with self._sending():
-            joined = log.join(event, attrs, self._key, statement)
+            joined = log.join(
+                event, attrs, self._key, statement, memory=(self._where["a"], self._where["p"])
+            )
         if joined is None:  # the chain's end is not this process's to guess: chained after
             return self._append_waiting(prepared, log, event, attrs, also)
         if joined.row is None:  # lost after the send: committed whole, or not at all
