@@ -38,8 +38,18 @@ class Request(Generic[Q, R]):
         self.item = item
         self.result: R | None = None
         self.error: BaseException | None = None
-        self._done = threading.Event()
+        # Held until the request's batch was written (or it is to lead the next one):
+        # a waiter blocks acquiring it. Each request is woken once, by one thread,
+        # and a bare lock does that at a third of the cost of an Event's condition.
+        self._done = threading.Lock()
+        self._done.acquire()
         self._lead = False
+
+    def _wake(self) -> None:
+        self._done.release()
+
+    def _wait(self) -> None:
+        self._done.acquire()
 
 
 class Batcher(Generic[Q, R]):
@@ -85,7 +95,7 @@ class Batcher(Generic[Q, R]):
             lead = not self._leading
             self._leading = True
         if not lead:
-            request._done.wait()
+            request._wait()
         if not request._lead and not lead:
             return _outcome(request)
         try:
@@ -98,12 +108,12 @@ class Batcher(Generic[Q, R]):
                     each.result, each.error = None, exc
             for each in batch:
                 if each is not request:
-                    each._done.set()
+                    each._wake()
         finally:
             with self._mutex:
                 if self._queue:  # arrived during the write: the first of them leads next
                     self._queue[0]._lead = True
-                    self._queue[0]._done.set()
+                    self._queue[0]._wake()
                 else:
                     self._leading = False
         return _outcome(request)
