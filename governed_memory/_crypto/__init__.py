@@ -74,6 +74,7 @@ __all__ = [
     "generate_master_key",
     "is_sealed",
     "keyring_status",
+    "lone_subject",
     "open_file",
     "open_record",
     "pack_position",
@@ -90,7 +91,7 @@ __all__ = [
 # Names other layers use, imported on first use (PEP 562) so that importing this
 # package loads none of its modules until one is needed.
 if TYPE_CHECKING:
-    from ._codec import NONCE_BYTES, AgentCodec, Decoded, Plain, split_segments
+    from ._codec import NONCE_BYTES, AgentCodec, Decoded, Plain, lone_subject, split_segments
     from ._frames import (
         KIND_ARCHIVE,
         KIND_MEMORY,
@@ -135,6 +136,7 @@ _LAZY: dict[str, str] = {
     "Decoded": "._codec",
     "NONCE_BYTES": "._codec",
     "Plain": "._codec",
+    "lone_subject": "._codec",
     "split_segments": "._codec",
     "FrameContext": "._frames",
     "FrameKey": "._frames",

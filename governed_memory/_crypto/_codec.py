@@ -12,6 +12,7 @@ into another file as they are read (a compaction's archive).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from typing import Any
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .._errors import DecryptionError, IntegrityError, KeyUnavailableError
-from .._format import META_OPEN, parse_memory
+from .._format import HEADER_MARKER, META_CLOSE, META_OPEN, parse_memory
 from ._frames import (
     FLAG_SEAL,
     KIND_ARCHIVE,
@@ -41,11 +42,21 @@ from ._keyring import AGENT, SUBJECT, Keyring, KeySnapshot
 from ._providers import RandomSource
 from ._stream import FrameStream, Reader, bytes_reader, whole_chars
 
-__all__ = ["AgentCodec", "Decoded", "Plain", "split_segments"]
+__all__ = ["AgentCodec", "Decoded", "Plain", "lone_subject", "split_segments"]
 
 NONCE_BYTES = 12
 _MEMO_SIZE = 4096  # subjects whose current keys an agent's codec remembers
 _HEADS_KEPT = 1024  # frame heads a sealing pass remembers (one per distinct size)
+
+
+_HEADER_LINE = b"### "
+_NEXT_HEADER = b"\n### "
+_EM_DASH = " \u2014 ".encode()
+_BODY_MARK = HEADER_MARKER.encode()
+_META_MARK = META_OPEN.encode()
+_META_CLOSE = META_CLOSE.encode()
+_META_LINES_KEPT = 64  # metadata lines a caller's ``known`` remembers (one per subject)
+_SPLIT = (False, None)  # lone_subject's answer for text only split_segments can cut
 
 
 def split_segments(text: str) -> list[tuple[str, str | None]]:
@@ -62,6 +73,55 @@ def split_segments(text: str) -> list[tuple[str, str | None]]:
     pieces: list[tuple[str, str | None]] = [(head, None)] if head else []
     pieces.extend((record.raw, record.subject_id) for record in parsed.records)
     return pieces
+
+
+def lone_subject(data: bytes, known: dict[bytes, str | None]) -> tuple[bool, str | None]:
+    """``(True, subject)`` when ``data`` is one block, its subject as :func:`split_segments` finds it.
+
+    ``Conversation.add`` writes one block with a metadata line naming its
+    subject: that block is sealed as it is, under its subject's keys, without
+    parsing it (the file and database stores' append path). The answer is the subject (or None) only when ``data`` is
+    certainly a single record from its first byte: it opens with a block
+    header line (no ``\\r`` in it, so the header rule cannot differ), holds no
+    other line starting ``### `` and no ``## Interaction Log`` marker, and its
+    metadata line (if any) is a JSON object. Anything else gives
+    :data:`_SPLIT`, ``(False, None)``: the caller splits the text as
+    :meth:`append` does.
+    ``known`` remembers metadata lines already read (bounded by the caller).
+    """
+    line_end = data.find(b"\n")
+    if (
+        not data.startswith(_HEADER_LINE)
+        or line_end < 0
+        or _EM_DASH not in data[:line_end]
+        or b"\r" in data[:line_end]
+        or _NEXT_HEADER in data
+        or _BODY_MARK in data
+    ):
+        return _SPLIT
+    start = line_end + 1
+    if not data.startswith(_META_MARK, start):
+        return True, None  # the mark is in the content: a block without metadata
+    meta_end = data.find(b"\n", start)
+    if meta_end < 0:
+        return _SPLIT
+    line = data[start:meta_end]
+    if line in known:
+        return True, known[line]
+    if not line.endswith(_META_CLOSE):
+        return _SPLIT
+    try:
+        meta = json.loads(line[len(_META_MARK) : -len(_META_CLOSE)].decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return _SPLIT
+    if not isinstance(meta, dict):
+        return _SPLIT
+    subject = meta.get("subject")
+    found = subject if isinstance(subject, str) else None
+    if len(known) >= _META_LINES_KEPT:
+        known.clear()
+    known[line] = found
+    return True, found
 
 
 @dataclass(frozen=True)

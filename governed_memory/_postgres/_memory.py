@@ -48,7 +48,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from .._base import ARCHIVE_DIR, MEMORY_FILE
-from .._crypto import KIND_ARCHIVE, KIND_MEMORY, SUBJECT, AgentCodec, split_segments
+from .._crypto import (
+    KIND_ARCHIVE,
+    KIND_MEMORY,
+    SUBJECT,
+    AgentCodec,
+    lone_subject,
+    split_segments,
+)
 from .._errors import ConfigurationError, DatabaseError, StorageError
 from .._format import has_records
 from .._protocols import StoredInfo, WriteGuard
@@ -206,6 +213,7 @@ class PgAgentStore:
         self._where = {"a": agent, "p": partition or ""}
         self._guess: Guess[_Tail] = Guess()
         self._guessable: bool | None = None  # (see _keys_in_database)
+        self._subjects: dict[bytes, str | None] = {}  # metadata lines read (see _segments)
 
     # -- naming --------------------------------------------------------------
 
@@ -454,7 +462,7 @@ class PgAgentStore:
             context = codec.context(header, self.source())
             frames = [
                 codec.frame(context, count + n, piece, subject)
-                for n, (piece, subject) in enumerate(_segments(block, data))
+                for n, (piece, subject) in enumerate(_segments(block, data, self._subjects))
             ]
             binding = self._stores.db.held()
             assert binding is not None  # (this transaction's)
@@ -680,7 +688,7 @@ class PgAgentStore:
         codec = self.codec
         context = codec.context(end.header, self.source())
         frames = []
-        for n, (piece, subject) in enumerate(_segments(block, data)):
+        for n, (piece, subject) in enumerate(_segments(block, data, self._subjects)):
             frame = codec.frame_at_epoch(
                 end.epoch, context, end.next + n, piece.encode("utf-8"), subject
             )
@@ -1017,9 +1025,18 @@ class PgAgentStore:
         return f"PgAgentStore({self._stores.db.where!r}, {self._agent!r}, {self.source()!r})"
 
 
-def _segments(block: str | None, data: bytes) -> list[tuple[str, str | None]]:
-    """A block's text in the pieces it is sealed in: one frame per record (its subject's keys)."""
-    return split_segments(data.decode("utf-8") if block is None else block)
+def _segments(
+    block: str | None, data: bytes, known: dict[bytes, str | None]
+) -> list[tuple[str, str | None]]:
+    """A block's text in the pieces it is sealed in: one frame per record (its subject's keys).
+
+    The one block of a ``Conversation.add`` is found as it is, its subject read
+    from its metadata line without parsing the block (``lone_subject``, which
+    remembers the lines it read in ``known``); other text is split.
+    """
+    text = data.decode("utf-8") if block is None else block
+    lone, subject = lone_subject(data, known)
+    return [(text, subject)] if lone else split_segments(text)
 
 
 if TYPE_CHECKING:  # mypy checks that the class implements the storage seam's protocol

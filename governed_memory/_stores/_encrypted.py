@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import fcntl
-import json
 import os
 import termios
 from collections.abc import Callable, Iterator
@@ -62,6 +61,7 @@ from .._crypto import (
     RandomSource,
     fd_reader,
     frame_head,
+    lone_subject,
     pack_position,
     scan,
     split_segments,
@@ -97,61 +97,7 @@ _write = os.write
 _HEADS_KEPT = 1024  # frame heads remembered per store (one per distinct message size)
 _META_MARK = META_OPEN.encode()  # bytes without it name no subject
 _META_CLOSE = META_CLOSE.encode()
-_HEADER_LINE = b"### "
-_NEXT_HEADER = b"\n### "
-_EM_DASH = " \u2014 ".encode()
-_BODY_MARK = HEADER_MARKER.encode()
 _SUBJECTS_KEPT = 64  # metadata lines remembered per store (one per subject it writes)
-_SPLIT = (False, None)  # _lone_subject's answer for text only split_segments can cut
-
-
-def _lone_subject(data: bytes, known: dict[bytes, str | None]) -> tuple[bool, str | None]:
-    """``(True, subject)`` when ``data`` is one block, its subject as :func:`split_segments` finds it.
-
-    ``Conversation.add`` writes one block with a metadata line naming its
-    subject: that block is sealed as it is, under its subject's keys, without
-    parsing it. The answer is the subject (or None) only when ``data`` is
-    certainly a single record from its first byte: it opens with a block
-    header line (no ``\\r`` in it, so the header rule cannot differ), holds no
-    other line starting ``### `` and no ``## Interaction Log`` marker, and its
-    metadata line (if any) is a JSON object. Anything else gives
-    :data:`_SPLIT`, ``(False, None)``: the caller splits the text as
-    :meth:`append` does.
-    ``known`` remembers metadata lines already read (bounded by the caller).
-    """
-    line_end = data.find(b"\n")
-    if (
-        not data.startswith(_HEADER_LINE)
-        or line_end < 0
-        or _EM_DASH not in data[:line_end]
-        or b"\r" in data[:line_end]
-        or _NEXT_HEADER in data
-        or _BODY_MARK in data
-    ):
-        return _SPLIT
-    start = line_end + 1
-    if not data.startswith(_META_MARK, start):
-        return True, None  # the mark is in the content: a block without metadata
-    meta_end = data.find(b"\n", start)
-    if meta_end < 0:
-        return _SPLIT
-    line = data[start:meta_end]
-    if line in known:
-        return True, known[line]
-    if not line.endswith(_META_CLOSE):
-        return _SPLIT
-    try:
-        meta = json.loads(line[len(_META_MARK) : -len(_META_CLOSE)].decode("utf-8"))
-    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-        return _SPLIT
-    if not isinstance(meta, dict):
-        return _SPLIT
-    subject = meta.get("subject")
-    found = subject if isinstance(subject, str) else None
-    if len(known) >= _SUBJECTS_KEPT:
-        known.clear()
-    known[line] = found
-    return True, found
 
 
 def encrypted_memory_name() -> str:
@@ -230,7 +176,7 @@ class EncryptedAgentStore(AgentFolderStore):
         # The fast path's keys by subject (None: the agent's own): (keyring
         # change counter when they were current, cipher, packed key bytes);
         # the frame heads by sealed size (a conversation's blocks have few
-        # sizes); the subjects of metadata lines seen (see _lone_subject).
+        # sizes); the subjects of metadata lines seen (see lone_subject).
         self._keys: dict[str | None, tuple[int, AESGCM, bytes]] = {}
         self._heads: dict[int, bytes] = {}
         self._subjects: dict[bytes, str | None] = {}
@@ -415,7 +361,7 @@ class EncryptedAgentStore(AgentFolderStore):
         block) is one frame under the agent key, as :meth:`append` would
         write a single block; so is one block whose metadata names a subject
         (a governed ``add()``), under that subject's keys, found without
-        parsing the block (:func:`_lone_subject`). Other text with metadata
+        parsing the block (:func:`~governed_memory._crypto.lone_subject`). Other text with metadata
         is split as :meth:`append` splits it, each block under its subject's
         keys.
 
@@ -430,7 +376,7 @@ class EncryptedAgentStore(AgentFolderStore):
         """
         subject: str | None = None
         if _META_MARK in data:  # a subject to find: its blocks go under their subject's key
-            lone, subject = _lone_subject(data, self._subjects)
+            lone, subject = lone_subject(data, self._subjects)
             if not lone:
                 self._append_split(data.decode("utf-8"))
                 return

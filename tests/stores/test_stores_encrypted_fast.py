@@ -7,20 +7,13 @@ from pathlib import Path
 
 import pytest
 from crypto_helpers import make_keyring
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from governed_memory import Conversation, memory_md_path
-from governed_memory._crypto import split_segments
 from governed_memory._crypto._frames import NO_SUBJECT
 from governed_memory._crypto._keyring import Keyring
 from governed_memory._format._records import render_block, render_header
 from governed_memory._stores import _watch
-from governed_memory._stores._encrypted import (
-    EncryptedAgentStore,
-    _lone_subject,
-    encrypted_store_factory,
-)
+from governed_memory._stores._encrypted import EncryptedAgentStore, encrypted_store_factory
 
 HEADER = render_header("conv", "2026-11-30T10:00:00")
 
@@ -162,62 +155,6 @@ def test_a_subjects_key_shredded_by_another_process_is_never_written_under_again
     assert decoded is not None
     assert decoded.pieces[1:] == [_block("three", subject="alice").decode()]
     store.close()
-
-
-_lines = st.lists(
-    st.one_of(
-        st.sampled_from(
-            [
-                "### x",
-                "### User \u2014 t",
-                "\\### User \u2014 t",
-                "## Interaction Log",
-                '<!-- gm {"subject": "bob"} -->',
-                "<!-- gm [1] -->",
-                "<!-- gm -->",
-                "",
-                "---",
-                "\r",
-            ]
-        ),
-        st.text(alphabet='#<!-gm {}"a\u2014 \r\\', max_size=12),
-    ),
-    max_size=4,
-)
-
-
-@settings(suppress_health_check=[HealthCheck.too_slow])
-@given(
-    subject=st.one_of(st.none(), st.text(max_size=8)),
-    role=st.text(alphabet="Ua\r#- \u2014", min_size=1, max_size=6),
-    content=_lines,
-    before=_lines,
-    meta_line=st.one_of(st.none(), _lines),
-)
-def test_a_lone_block_is_recognised_only_as_split_segments_reads_it(
-    subject: str | None,
-    role: str,
-    content: list[str],
-    before: list[str],
-    meta_line: list[str] | None,
-) -> None:
-    """Whatever the text, the fast answer is split_segments' one piece, or no answer."""
-    block = render_block(
-        role,
-        "2026-11-30T10:00:01",
-        "\n".join(content) or "x",
-        ({"subject": subject} if subject is not None else None),
-    )
-    if meta_line is not None:  # a forged or broken metadata line, under the header
-        head, _, body = block.partition("\n")
-        block = f"{head}\n{chr(10).join(meta_line)}\n{body}"
-    text = "\n".join(before) + block if before else block
-    lone, found = _lone_subject(text.encode(), {})
-    if lone:
-        assert split_segments(text) == [(text, found)]
-    plain = "\n### " not in text and "## Interaction Log\n\n" not in text and "\r" not in role
-    if meta_line is None and not before and plain:
-        assert (lone, found) == (True, subject)  # what Conversation.add writes is recognised
 
 
 def test_without_inotify_every_append_checks_with_stat(
