@@ -79,15 +79,15 @@ def lone_subject(data: bytes, known: dict[bytes, str | None]) -> tuple[bool, str
     """``(True, subject)`` when ``data`` is one block, its subject as :func:`split_segments` finds it.
 
     ``Conversation.add`` writes one block with a metadata line naming its
-    subject: that block is sealed as it is, under its subject's keys, without
-    parsing it (the file and database stores' append path). The answer is the subject (or None) only when ``data`` is
-    certainly a single record from its first byte: it opens with a block
-    header line (no ``\\r`` in it, so the header rule cannot differ), holds no
-    other line starting ``### `` and no ``## Interaction Log`` marker, and its
-    metadata line (if any) is a JSON object. Anything else gives
-    :data:`_SPLIT`, ``(False, None)``: the caller splits the text as
-    :meth:`append` does.
-    ``known`` remembers metadata lines already read (bounded by the caller).
+    subject: the append paths of the file and database stores seal that block
+    as it is, under its subject's keys, without parsing it. The answer is the
+    subject (or None) only when ``data`` is certainly a single record from its
+    first byte: it opens with a block header line (no ``\\r`` in it, so the
+    header rule cannot differ), holds no other line starting ``### `` and no
+    ``## Interaction Log`` marker, and its metadata line (if any) is a JSON
+    object. Anything else gives :data:`_SPLIT`, ``(False, None)``: the caller
+    cuts the text with :func:`split_segments`. ``known`` remembers the
+    metadata lines already read, at most 64 (one per subject, usually).
     """
     line_end = data.find(b"\n")
     if (

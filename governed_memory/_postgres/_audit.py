@@ -384,12 +384,13 @@ class PgAuditStorage:
 
         ``statement(entry)`` is the store's statement writing its rows and
         ``entry`` (:class:`JoinedEntry`) under its guards, ``lock`` the
-        store's advisory lock and ``memory`` its (agent, partition): the locks
-        of a batch are taken in that order, the order of every other writer
-        holding several (``_memory_locks``). The joins of this process's threads are written
-        together (``_batching``): one transaction, the locks first, each entry
-        sealed after the one before. Returns once that transaction committed:
-        the entry and the statement's row (:class:`Joined`). None, with nothing
+        store's advisory lock and ``memory`` its (agent, partition): a batch
+        takes its locks in the order of the memories, as every other writer
+        holding several does (``_memory_locks``). The joins of this process's
+        threads are written together (``_batching``): one transaction, the
+        locks first, each entry sealed after the one before. Returns once that
+        transaction committed: the entry and the statement's row
+        (:class:`Joined`). None, with nothing
         written, when this process does not know the end, while its other
         threads append otherwise (an audit batch is written or waiting, or
         waiting entries are being chained), inside a transaction of this

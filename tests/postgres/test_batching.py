@@ -22,6 +22,8 @@ from governed_memory._postgres import Database, PgAuditStorage, _batching
 from governed_memory._postgres._audit import JoinedEntry, JoinStatement
 from governed_memory._postgres._batching import Batcher, Request
 
+_ONE = ("agent", "")  # the memory of a lone join: (agent, partition), its locks' order
+
 
 class _Log:
     """A ``write`` for a Batcher: records each batch; the first waits until released."""
@@ -196,12 +198,10 @@ def test_an_audit_entry_is_not_joined_while_the_process_has_a_batch_in_flight(
     writer = threading.Thread(target=log.append, args=("persist", {"n": 1}))
     writer.start()
     assert entered.wait(60)
-    assert (
-        log.join("persist", {"n": 2}, 1, _entry_only(), memory=("agent", "")) is None
-    )  # another is appending
+    assert log.join("persist", {"n": 2}, 1, _entry_only(), memory=_ONE) is None  # (appending)
     release.set()
     writer.join(60)
-    joined = log.join("persist", {"n": 2}, 1, _entry_only(), memory=("agent", ""))
+    joined = log.join("persist", {"n": 2}, 1, _entry_only(), memory=_ONE)
     assert joined is not None and joined.row == (True, True, 1, 0)  # idle again, end known
     assert [entry.attrs.get("n") for entry in log.entries()] == [None, 0, 1, 2]  # (the anchor)
     assert verify_storage(log, log.key).ok
@@ -246,9 +246,7 @@ def test_joins_of_threads_at_once_are_one_transaction_each_entry_after_the_one_b
     assert _numbers(log) == [-1, 0, *sorted(n for n in (1, 2, 3))]
     assert [joined.entry.seq for joined in got] == sorted(joined.entry.seq for joined in got)
     assert verify_storage(log, log.key).ok
-    assert (
-        log.join("persist", {"n": 9}, 1, _entry_only(), memory=("agent", "")) is not None
-    )  # the end is known
+    assert log.join("persist", {"n": 9}, 1, _entry_only(), memory=_ONE) is not None  # end known
 
 
 def test_a_batch_of_joins_takes_its_locks_in_the_order_of_the_memories_not_of_the_keys(
@@ -308,7 +306,7 @@ def test_a_join_whose_own_guard_fails_writes_nothing_and_those_after_it_go_the_u
     ]
     assert _numbers(log) == [-1, 0, 1]
     # The end is the last entry written: the next join is written after it.
-    joined = log.join("persist", {"n": 4}, 1, _entry_only(), memory=("agent", ""))
+    joined = log.join("persist", {"n": 4}, 1, _entry_only(), memory=_ONE)
     assert joined is not None and joined.row == (True, True, 1, 0)
     assert _numbers(log) == [-1, 0, 1, 4]
     assert verify_storage(log, log.key).ok
@@ -326,7 +324,7 @@ def test_a_refused_batch_of_joins_writes_none_and_each_goes_the_usual_way(
     assert _numbers(log) == [-1, 0]
     log.append("persist", {"n": 5})  # (the end known again)
     with pytest.raises(psycopg.errors.DivisionByZero):
-        log.join("persist", {"n": 6}, 1, refused, memory=("agent", ""))
+        log.join("persist", {"n": 6}, 1, refused, memory=_ONE)
     assert _numbers(log) == [-1, 0, 5]
     assert verify_storage(log, log.key).ok
 
@@ -338,11 +336,9 @@ def test_a_join_after_another_writers_entry_writes_nothing_and_stops_guessing(
     log.append("persist", {"n": -1})
     other = PgAuditStorage(pg_db, log.key)  # another process's view of the same chain
     other.append("persist", {"n": -2})
-    joined = log.join("persist", {"n": 0}, 1, _entry_only(), memory=("agent", ""))
+    joined = log.join("persist", {"n": 0}, 1, _entry_only(), memory=_ONE)
     assert joined is not None and joined.row == (False, True, 0, 0)
-    assert (
-        log.join("persist", {"n": 1}, 1, _entry_only(), memory=("agent", "")) is None
-    )  # backing off
+    assert log.join("persist", {"n": 1}, 1, _entry_only(), memory=_ONE) is None  # backing off
     assert _numbers(log) == [-1, -2]
 
 
@@ -355,13 +351,12 @@ def test_a_batch_of_joins_lost_after_the_send_reads_back_whether_each_entry_comm
     held = HeldJoins(log)
     lose_the_next_send(pg_db, monkeypatch, committed=committed)
     held.release.set()
-    joined = log.join("persist", {"n": 0}, 1, _entry_only(), memory=("agent", ""))
+    joined = log.join("persist", {"n": 0}, 1, _entry_only(), memory=_ONE)
     assert joined is not None and joined.row is None
     assert joined.committed() is committed
     assert _numbers(log) == ([-1, 0] if committed else [-1])
-    assert (
-        log.join("persist", {"n": 1}, 1, _entry_only(), memory=("agent", "")) is None
-    )  # the end is read again
+    again = log.join("persist", {"n": 1}, 1, _entry_only(), memory=_ONE)
+    assert again is None  # the end is read again
 
 
 def test_a_forked_child_starts_with_no_batch_of_its_parent() -> None:
