@@ -81,6 +81,7 @@ from ._batching import Batcher, Request
 from ._chaining import Chainer
 from ._db import advisory_key, translate
 from ._guarded import Guess
+from ._memory_locks import in_lock_order
 
 if TYPE_CHECKING:
     import psycopg
@@ -436,10 +437,9 @@ class PgAuditStorage:
             entries.append(entry)
             ends.append(end)
             statements.append(statement(joined))
-        # Every memory's lock, in the order of the memories as every writer takes
-        # several (an erasure: the agent's own, then its subjects'), then the chain's.
-        ordered = sorted(batch, key=lambda request: request.item.memory)
-        locks = (*{request.item.lock: None for request in ordered}, self._lock_key)
+        # Every memory's lock, in the order every writer takes several in, then the chain's.
+        memories = in_lock_order((request.item.memory, request.item.lock) for request in batch)
+        locks = (*memories, self._lock_key)
         try:
             rows = self._db.pipelined_rows(
                 "appending to the memories and the audit log", statements, lock=locks

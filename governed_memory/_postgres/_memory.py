@@ -211,6 +211,7 @@ class PgAgentStore:
         self._encrypted = stores.keyring is not None
         self._suffix = ENCRYPTED_SUFFIX if self._encrypted else ".md"
         self._where = {"a": agent, "p": partition or ""}
+        self._memory = (agent, partition or "")  # (agent, partition): its locks' order
         self._guess: Guess[_Tail] = Guess()
         self._guessable: bool | None = None  # (see _keys_in_database)
         self._subjects: dict[bytes, str | None] = {}  # metadata lines read (see _segments)
@@ -435,10 +436,9 @@ class PgAgentStore:
                 return True
         elif self._joinable():  # (plaintext) one round trip, shared with other threads'
             also = _condition(guard)
-            where = (self._where["a"], self._where["p"])
-            statement = (_APPEND_PLAIN_IF.format(also=also[0]), (data, *where, *also[1]))
+            statement = (_APPEND_PLAIN_IF.format(also=also[0]), (data, *self._memory, *also[1]))
             doing = f"appending to the memory ({self._agent!r}, {self.source()})"
-            if self._stores.sessions.append(Append(where, self._key, statement, doing)):
+            if self._stores.sessions.append(Append(self._memory, self._key, statement, doing)):
                 return True
             # (no memory yet, one of the other mode, or the guard failed: nothing was written)
         with self._tx("appending to the memory") as conn:
@@ -578,9 +578,7 @@ class PgAgentStore:
             return sql, params
 
         with self._sending():
-            joined = log.join(
-                event, attrs, self._key, statement, memory=(self._where["a"], self._where["p"])
-            )
+            joined = log.join(event, attrs, self._key, statement, memory=self._memory)
         if joined is None:  # the chain's end is not this process's to guess: chained after
             return self._append_waiting(prepared, log, event, attrs, also)
         if joined.row is None:  # lost after the send: committed whole, or not at all
@@ -673,7 +671,7 @@ class PgAgentStore:
         """A plaintext append of ``data`` at the memory's end, wherever that is."""
         if not self._joinable():
             return None
-        where = (self._where["a"], self._where["p"])
+        where = self._memory
         return _Prepared((_PLAIN_GUARD, where), 1, None, None, _APPEND_PLAIN_IF, (data, *where))
 
     def _prepare_encrypted(self, block: str | None, data: bytes) -> _Prepared | None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from ._db import Database
 
-__all__ = ["Append", "LockSessions", "agent_key", "memory_error"]
+__all__ = ["Append", "LockSessions", "agent_key", "in_lock_order", "memory_error"]
 
 
 def agent_key(agent: str, partition: str | None) -> int:
@@ -51,6 +51,17 @@ def agent_key(agent: str, partition: str | None) -> int:
     if partition is None:
         return advisory_key("agent", agent)
     return advisory_key("agent-subject", f"{agent}/{partition}")
+
+
+def in_lock_order(locks: Iterable[tuple[tuple[str, str], int]]) -> list[int]:
+    """The advisory keys of ``locks`` ((agent, partition), key), each once, in memory order.
+
+    The order every writer holding several memories' locks takes them in: by
+    agent, an agent's own memory (partition "") before its subjects'. Batches
+    of several threads' appends take theirs so too, and cannot meet an erasure
+    each waiting for a lock the other holds.
+    """
+    return list(dict.fromkeys(key for _, key in sorted(locks, key=lambda lock: lock[0])))
 
 
 def memory_error(db: Database, exc: BaseException, doing: str) -> DatabaseError:
@@ -181,7 +192,7 @@ class LockSessions:
     def _write_appends(self, batch: Sequence[Request[Append, bool]]) -> None:
         appends = [request.item for request in batch]
         doing = appends[0].doing if len(batch) == 1 else "appending to the memories"
-        locks = list({a.key: None for a in sorted(appends, key=lambda a: a.memory)})
+        locks = in_lock_order((a.memory, a.key) for a in appends)
         try:
             counts = self.db.pipelined(doing, [a.statement for a in appends], lock=locks)
         except Exception:
