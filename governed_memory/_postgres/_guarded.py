@@ -68,6 +68,19 @@ class Guess(Generic[E]):
             end, self._end = self._end, None
         return end[1] if end is not None and end[0] == os.getpid() else None
 
+    @property
+    def contended(self) -> bool:
+        """Whether a guess missed since the last hit (another writer moves this end too)."""
+        with self._mutex:
+            return self._misses > 0
+
+    def skipped(self) -> None:
+        """An append that did not guess (it read the end under the lock) after a miss: it
+        counts as one of the appends that skip the guess, as if it had asked."""
+        with self._mutex:
+            if self._skip:
+                self._skip -= 1
+
     def wrote(self, end: E) -> None:
         """Remember ``end``: this process just committed the write that made it."""
         with self._mutex:

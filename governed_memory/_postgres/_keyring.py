@@ -252,6 +252,18 @@ class PgKeyStorage:
             binding.memo[self._memo_key] = value
         return value
 
+    def remember_counter(self, value: int) -> None:
+        """Take ``value`` as :meth:`counter` for the rest of this thread's transaction.
+
+        For a store that read the counter in its own statement, after taking
+        the agent's lock (a change committed before the lock is seen, as when
+        :meth:`counter` reads it), so that sealing under the keys reads it no
+        more. Outside a transaction of this thread, nothing is kept.
+        """
+        binding = self.db.held() if self._locked_conn() is None else None
+        if binding is not None:
+            binding.memo[self._memo_key] = int(value)
+
     def bump_counter(self) -> None:
         self._write(
             "advancing the keyring's change counter",

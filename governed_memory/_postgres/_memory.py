@@ -97,12 +97,17 @@ _APPEND_PLAIN = f"""
     SELECT m.id, coalesce((SELECT max(b.position) FROM {_T}.memory_blocks b
                             WHERE b.memory_id = m.id), -1) + 1, %(d)s
     FROM {_T}.memories m WHERE m.agent = %(a)s AND m.partition = %(p)s AND m.header IS NULL"""
+# The end of an encrypted memory, read under the agent's lock, in one row (the memory's
+# columns NULL when it has none): its id, header, first frame and last position, the
+# keyring's change counter, and whether ``{guard}`` holds (parameters: the guard's, then
+# the agent and the partition).
 _TAIL = f"""
     SELECT m.id, m.header, b.data,
-           (SELECT max(c.position) FROM {_T}.memory_blocks c WHERE c.memory_id = m.id)
-    FROM {_T}.memories m
-    LEFT JOIN {_T}.memory_blocks b ON b.memory_id = m.id AND b.position = 0
-    WHERE m.agent = %(a)s AND m.partition = %(p)s"""
+           (SELECT max(c.position) FROM {_T}.memory_blocks c WHERE c.memory_id = m.id),
+           (SELECT value FROM {_T}.keyring_counter WHERE singleton), ({{guard}})
+    FROM (SELECT 1) AS one
+    LEFT JOIN {_T}.memories m ON m.agent = %s AND m.partition = %s
+    LEFT JOIN {_T}.memory_blocks b ON b.memory_id = m.id AND b.position = 0"""
 # The guard of an encrypted append guessed (``_guarded``): the memory's header, its last
 # position and the keyring's change counter are the ones this store last wrote under
 # (parameters: the memory's id, its last position, its id, its header, the counter).
@@ -213,7 +218,9 @@ class PgAgentStore:
         self._where = {"a": agent, "p": partition or ""}
         self._memory = (agent, partition or "")  # (agent, partition): its locks' order
         self._guess: Guess[_Tail] = Guess()
-        self._guessable: bool | None = None  # (see _keys_in_database)
+        self._keys: tuple[PgKeyStorage | None] | None = None  # (see _key_storage)
+        # (id, header, first frame, keyring counter) last authenticated (see _tail)
+        self._authenticated: tuple[int, bytes, bytes, int | None] | None = None
         self._subjects: dict[bytes, str | None] = {}  # metadata lines read (see _segments)
 
     # -- naming --------------------------------------------------------------
@@ -453,26 +460,33 @@ class PgAgentStore:
                 memory_id = self._create(conn, self._header())
                 self._insert(conn, memory_id, 1, [data])
                 return True
-            memory_id, header, count = self._tail(conn)
+            memory_id, header, count, held = self._tail(conn, guard)
             if unsure is not None and self._stored(conn, unsure, memory_id, count):
                 return True  # the guessed append did commit
-            if guard is not None and not self._holds(conn, guard):
+            if not held:
                 return False
-            codec = self.codec
-            context = codec.context(header, self.source())
-            frames = [
-                codec.frame(context, count + n, piece, subject)
-                for n, (piece, subject) in enumerate(_segments(block, data, self._subjects))
-            ]
-            binding = self._stores.db.held()
-            assert binding is not None  # (this transaction's)
-            # The last statement: sent with the COMMIT, one round trip for both.
-            positions = list(range(count, count + len(frames)))
-            binding.defer(_INSERT_ROWS, (memory_id, positions, frames))
-            # (the counter the frames' keys were read under: remembered in this transaction)
-            tail = _Tail(memory_id, header, count + len(frames), codec.keyring.epoch())
+            tail = self._seal_deferred(memory_id, header, count, block, data)
         self._guess.wrote(tail)
         return True
+
+    def _seal_deferred(
+        self, memory_id: int, header: bytes, count: int, block: str | None, data: bytes
+    ) -> _Tail:
+        """Seal the frames of ``data`` after the ``count`` rows of the memory (its lock held in
+        this thread's transaction) and send them with the COMMIT; the end they make."""
+        codec = self.codec
+        context = codec.context(header, self.source())
+        frames = [
+            codec.frame(context, count + n, piece, subject)
+            for n, (piece, subject) in enumerate(_segments(block, data, self._subjects))
+        ]
+        binding = self._stores.db.held()
+        assert binding is not None  # (this transaction's)
+        # The last statement: sent with the COMMIT, one round trip for both.
+        positions = list(range(count, count + len(frames)))
+        binding.defer(_INSERT_ROWS, (memory_id, positions, frames))
+        # (the counter the frames' keys were read under: remembered in this transaction)
+        return _Tail(memory_id, header, count + len(frames), codec.keyring.epoch())
 
     @staticmethod
     def _holds(conn: psycopg.Connection[Any], guard: WriteGuard) -> bool:
@@ -530,7 +544,10 @@ class PgAgentStore:
         transaction (``PgAuditStorage.join``); else, or when another writer moved
         it, into ``audit_pending``, to be chained soon after
         (:meth:`_append_waiting`). One statement checks every end once and writes
-        both under them: both commit, or neither is written. ``also`` (the consent
+        both under them: both commit, or neither is written. An encrypted memory
+        whose end another writer moved is read under the agent's lock, and the
+        block written with its waiting entry in that transaction
+        (:meth:`_append_audited_locked`). ``also`` (the consent
         gate's: the consent log as it read it) guards both as well. Returns the
         entry, committed (a waiting one has no ``seq`` yet); None when they cannot
         be joined here (another database's log or guard, inside a lock session
@@ -553,6 +570,9 @@ class PgAgentStore:
             self._prepare_encrypted(block, data) if self._encrypted else self._prepare_plain(data)
         )
         if prepared is None:
+            if self._encrypted and self._guess.contended and self._joinable():
+                # Another writer on the memory keeps moving its end: read it under the lock.
+                return self._append_audited_locked(block, data, log, event, attrs, also)
             return None
         allowed = _condition(also)
         rows = prepared.bare.format(also=_ALL_HOLD)
@@ -580,7 +600,7 @@ class PgAgentStore:
         with self._sending():
             joined = log.join(event, attrs, self._key, statement, memory=self._memory)
         if joined is None:  # the chain's end is not this process's to guess: chained after
-            return self._append_waiting(prepared, log, event, attrs, also)
+            return self._append_waiting(prepared, log, event, attrs, also, block=block)
         if joined.row is None:  # lost after the send: committed whole, or not at all
             self._guess.forget()
             return joined.entry if joined.committed() else None
@@ -592,11 +612,13 @@ class PgAgentStore:
         # A guard failed: nothing was written. Both ends still there (1, 1) means ``also``
         # failed: the store's guess is kept for the write the caller decides anew.
         if mine != 1:
-            if prepared.made is not None:
-                self._guess.forget(missed=True)
-            return None
+            if prepared.made is None:
+                return None  # (plaintext: no memory yet, or one of the other mode)
+            self._guess.forget(missed=True)
+            self._guess.skipped()  # (this add reads the end instead)
+            return self._append_audited_locked(block, data, log, event, attrs, also)
         if chain != 1:  # another writer moved the chain's end: its rows still fit
-            return self._append_waiting(prepared, log, event, attrs, also)
+            return self._append_waiting(prepared, log, event, attrs, also, block=block)
         return None
 
     def _append_waiting(
@@ -606,6 +628,8 @@ class PgAgentStore:
         event: str,
         attrs: Mapping[str, Any],
         also: WriteGuard | None,
+        *,
+        block: str,
     ) -> WaitingEntry | None:
         """:meth:`append_audited` through group chaining: the rows and a waiting entry.
 
@@ -613,8 +637,10 @@ class PgAgentStore:
         entry into ``audit_pending``, so writers of other agents and hosts commit
         together (PostgreSQL's group commit); the entry is then chained in the
         background with every other one waiting (``_chaining``), and by any read
-        of the log. The entry returned has no ``seq`` yet. None when a guard
-        failed (nothing was written).
+        of the log. The entry returned has no ``seq`` yet. When the encrypted
+        memory's end had moved, ``block`` is sealed again after the end read under
+        the lock (:meth:`_append_audited_locked`). None when a guard failed
+        (nothing was written).
         """
         waiting = log.waiting(event, attrs)
         allowed = _condition(also)
@@ -642,7 +668,58 @@ class PgAgentStore:
         else:
             if not row[0] and prepared.made is not None:
                 self._guess.forget(missed=True)
+                self._guess.skipped()  # (this add reads the end instead)
+                return self._append_audited_locked(
+                    block, block.encode("utf-8"), log, event, attrs, also
+                )
             return None
+        log.chain_soon()
+        return waiting
+
+    def _append_audited_locked(
+        self,
+        block: str,
+        data: bytes,
+        log: PgAuditStorage,
+        event: str,
+        attrs: Mapping[str, Any],
+        also: WriteGuard | None,
+    ) -> WaitingEntry | None:
+        """:meth:`append_audited` of an encrypted block while another writer on the same
+        memory keeps moving its end (this store's guesses missed: ``Guess.contended``).
+
+        One transaction under the agent's lock: its first statement reads the end,
+        the keyring's change counter and ``also``; the frames sealed after that end
+        and the entry, waiting to be chained (:meth:`_append_waiting`), are sent
+        with the COMMIT. Three round trips, two while the lock is held, where an
+        append and an entry one after the other take six or more. None when
+        ``also`` failed (nothing was written). The entry is committed with the
+        block or not at all; a connection lost while committing is settled by the
+        entry's token (its error raised when neither was committed).
+        """
+        waiting = log.waiting(event, attrs)  # (made before the lock is taken)
+        sealed = False
+        try:
+            with self._tx("appending to the memory and the audit log") as conn:
+                memory_id, header, count, held = self._tail(conn, also)
+                if not held:
+                    return None
+                tail = self._seal_deferred(memory_id, header, count, block, data)
+                binding = self._stores.db.held()
+                assert binding is not None  # (this transaction's)
+                binding.defer(*waiting.write(also=_TRUE))
+                sealed = True
+        except DatabaseError as exc:
+            if not sealed or exc.retryable:
+                raise
+            try:  # lost while committing (the outcome unknown): the entry's token tells
+                committed = log.waiting_committed(waiting.token)
+            except DatabaseError:
+                raise exc from None
+            if not committed:
+                raise
+        else:
+            self._guess.wrote(tail)
         log.chain_soon()
         return waiting
 
@@ -715,10 +792,15 @@ class PgAgentStore:
         A keyring kept elsewhere (a folder) changes without it: every append then
         reads its end, and the counter, under the agent's lock.
         """
-        if self._guessable is None:
+        return self._key_storage() is not None
+
+    def _key_storage(self) -> PgKeyStorage | None:
+        """The keyring's storage when it is kept in this database (see :meth:`_keys_in_database`)."""
+        if self._keys is None:
             storage = getattr(self.codec.keyring, "storage", None)
-            self._guessable = isinstance(storage, PgKeyStorage) and storage.db is self._stores.db
-        return self._guessable
+            mine = isinstance(storage, PgKeyStorage) and storage.db is self._stores.db
+            self._keys = (storage if mine else None,)
+        return self._keys[0]
 
     @staticmethod
     def _stored(conn: psycopg.Connection[Any], unsure: _Unsure, memory_id: int, count: int) -> bool:
@@ -730,30 +812,47 @@ class PgAgentStore:
         rows = conn.execute(_ROWS_AT, (memory_id, positions), binary=True).fetchall()
         return [bytes(row[0]) for row in rows] == unsure.frames
 
-    def _tail(self, conn: psycopg.Connection[Any]) -> tuple[int, bytes, int]:
-        """(id, header, row count) of the encrypted memory to append to (lock held).
+    def _tail(
+        self, conn: psycopg.Connection[Any], guard: WriteGuard | None = None
+    ) -> tuple[int, bytes, int, bool]:
+        """(id, header, row count) of the encrypted memory to append to (lock held), and
+        whether ``guard`` holds: read in one statement.
 
         Created when missing; started afresh when its first frame's key was shredded
         (the memory is erased data), as the encrypted file store does. Its header and
         first frame are authenticated first, so nothing is appended to a memory of
-        another workspace or keyring.
+        another workspace or keyring; the same header and first frame under the same
+        keyring change counter are authenticated once (a shredding bumps the counter).
+        The counter read here is the transaction's (``PgKeyStorage.remember_counter``),
+        so the frames are sealed without reading it again.
         """
-        row = conn.execute(_TAIL, self._where, binary=True).fetchone()
-        if row is None:
+        cond = _condition(guard)
+        row = conn.execute(
+            _TAIL.format(guard=cond[0]), (*cond[1], *self._memory), binary=True
+        ).fetchone()
+        assert row is not None  # (one row: the memory's columns are NULL when there is none)
+        found, header, first, last, counter, held = row
+        storage = self._key_storage()
+        if storage is not None and counter is not None:
+            storage.remember_counter(int(counter))
+        else:
+            counter = None  # (a keyring kept elsewhere: its own counter is the one to go by)
+        if found is None:
             memory_id = self._create(conn, self._header())
         else:
-            memory_id, header, first, last = int(row[0]), row[1], row[2], row[3]
+            memory_id = int(found)
             self._refuse_mode(header)
             assert header is not None
+            count = 0 if last is None else int(last) + 1
+            seen = (memory_id, bytes(header), bytes(first or b""), counter)
+            if counter is not None and seen == self._authenticated:
+                return memory_id, seen[1], count, bool(held)
             checked = self.codec.decode(
-                bytes(header) + bytes(first or b""),
-                self._label(),
-                KIND_MEMORY,
-                self.source(),
-                torn_ok=False,
+                seen[1] + seen[2], self._label(), KIND_MEMORY, self.source(), torn_ok=False
             )
             if not checked.first_shredded:  # (no row at all: a memory rewritten to "")
-                return memory_id, bytes(header), 0 if last is None else int(last) + 1
+                self._authenticated = seen
+                return memory_id, seen[1], count, bool(held)
             self._replace(conn, memory_id, self._header())
         found = conn.execute(
             f"SELECT m.header, (SELECT count(*) FROM {_T}.memory_blocks b WHERE b.memory_id = m.id)"
@@ -762,7 +861,7 @@ class PgAgentStore:
             binary=True,
         ).fetchone()
         assert found is not None
-        return memory_id, bytes(found[0]), int(found[1])
+        return memory_id, bytes(found[0]), int(found[1]), bool(held)
 
     # -- compaction and archives ------------------------------------------------
 

@@ -20,7 +20,7 @@ import pytest
 from memory_blocks import block, contents
 from sends import Spy, lose_the_next_send
 
-from governed_memory import FixedClock, Keyring, LocalKeyProvider
+from governed_memory import DecryptionError, FixedClock, Keyring, LocalKeyProvider
 from governed_memory._audit import AuditEvent, AuditKey, verify_storage
 from governed_memory._format import render_header
 from governed_memory._postgres import (
@@ -67,6 +67,22 @@ def test_a_guess_backs_off_twice_as_long_after_each_miss_and_resets_on_a_hit() -
     guess.forget(missed=True)  # the hit reset the count: 1 miss again
     guess.wrote("end-5")
     assert [guess.get() for _ in range(2)] == [None, "end-5"]
+
+
+def test_a_guess_is_contended_until_a_hit_and_a_locked_append_skips_once() -> None:
+    guess: Guess[str] = Guess()
+    guess.wrote("end-1")
+    assert not guess.contended
+    guess.forget(missed=True)
+    guess.forget(missed=True)  # 2 misses: 3 appends skip the guess
+    assert guess.contended
+    guess.skipped()  # the missing append read the end under the lock: one of the 3
+    guess.wrote("end-2")
+    assert [guess.get() for _ in range(3)] == [None, None, "end-2"]
+    guess.skipped()  # nothing left to skip: no effect
+    assert guess.get() == "end-2" and guess.contended
+    guess.hit("end-3")
+    assert not guess.contended
 
 
 def test_a_forked_child_does_not_use_its_parents_guess() -> None:
@@ -129,6 +145,49 @@ def test_two_writers_taking_turns_on_one_memory_miss_their_guesses_and_lose_noth
     assert contents(a.read_memory()) == ["a0", "b0", "a1", "a2", "b3", "a4", "b5", "a6", "b7"]
     positions = _positions(pg_db)
     assert positions == list(range(len(positions)))
+
+
+def test_a_locked_append_authenticates_the_memory_once_until_it_changes(
+    pg_db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writers taking turns read the end under the lock. A header and first frame already
+    authenticated under the same keyring counter are not decrypted again; others are."""
+    one, _ = _encrypted(pg_db, tmp_path)
+    two, _ = _encrypted(pg_db, tmp_path)
+    a, b = one.open("A", lambda: HEADER), two.open("A", lambda: HEADER)
+    a.append(block("a0"))
+    b.append(block("b0"))
+    decoded: list[str] = []
+    real = a.codec.decode
+
+    def decode(*args: Any, **kwargs: Any) -> Any:
+        decoded.append(args[3])  # (the source named)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(a.codec, "decode", decode)
+    for n in range(1, 4):
+        a.append(block(f"a{n}"))
+        b.append(block(f"b{n}"))
+    assert decoded == ["MEMORY.md.gmenc"]  # the first locked append only
+    # Another agent's header and first frame put in place of A's: authenticated anew.
+    other = one.open("B", lambda: HEADER)
+    other.append(block("B's words"))
+    with pg_db.transaction() as conn:
+        conn.execute(
+            """UPDATE governed_memory.memories a SET header = b.header
+               FROM governed_memory.memories b WHERE a.agent = 'A' AND b.agent = 'B'"""
+        )
+        conn.execute(
+            """UPDATE governed_memory.memory_blocks x SET data = y.data
+               FROM governed_memory.memories ma, governed_memory.memories mb,
+                    governed_memory.memory_blocks y
+               WHERE ma.agent = 'A' AND mb.agent = 'B' AND x.memory_id = ma.id
+                 AND y.memory_id = mb.id AND x.position = 0 AND y.position = 0"""
+        )
+    rows = _positions(pg_db)
+    with pytest.raises(DecryptionError):
+        a.append(block("after the swap"))
+    assert len(decoded) == 2 and _positions(pg_db) == rows  # refused: nothing appended
 
 
 def _positions(db: Database) -> list[int]:

@@ -291,6 +291,7 @@ def test_a_join_whose_memory_moved_goes_the_usual_way_and_those_after_it_wait(
     another.add("Human", "d0")
     first.add("Human", "a1")  # (each now knows its end: the next add of each is joined)
     second.add("Human", "b1")
+    _chained(regulated)  # (the entries of the misses above waited: chained, the end known)
     held, spy = HeldJoins(regulated.audit.log), Spy(_db(regulated), monkeypatch)
     calls = [
         lambda: other.add("Human", "c1"),
@@ -309,6 +310,17 @@ def test_a_join_whose_memory_moved_goes_the_usual_way_and_those_after_it_wait(
     assert _outcomes(regulated) == ["ok"] * 10
     assert _waiting(pg_url) <= 1  # (d1's entry: chained soon, or by the next read)
     _verified(regulated)
+
+
+def _chained(gov: Governance) -> None:
+    """Chain what waits, and wait out the background chaining: the process knows the end."""
+    log = gov.audit.log
+    assert isinstance(log, PgAuditStorage)
+    log.chain_all_waiting()
+    deadline = dt.datetime.now() + dt.timedelta(seconds=20)
+    while not log._chainer.idle and dt.datetime.now() < deadline:
+        threading.Event().wait(0.01)
+    assert log._chainer.idle
 
 
 def test_more_threads_than_pooled_connections_start_conversations_for_new_customers_at_once(
@@ -517,6 +529,63 @@ def test_the_consent_guard_alone_refuses_a_write_after_a_change_it_did_not_read(
     chat.add("Human", "said after the withdrawal")
     assert spy.joined == [[1, 1, 0, 0]]  # both ends held: the consent guard refused it
     assert _stored(regulated) == ["a0", "a1"]
+    assert _outcomes(regulated)[-1] == "memory_only"
+    _verified(regulated)
+
+
+# -- several writers on one memory ---------------------------------------------------------------
+
+
+class _LockedHere:
+    """The locks of the transactions this thread opens on ``db`` (not the background chaining's)."""
+
+    def __init__(self, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.locks: list[int] = []
+        self._thread = threading.current_thread()
+        self._transaction = db.transaction
+        monkeypatch.setattr(db, "transaction", self.transaction)
+
+    def transaction(self, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is self._thread and kwargs.get("lock") is not None:
+            self.locks.append(kwargs["lock"])
+        return self._transaction(*args, **kwargs)
+
+
+def test_an_add_to_a_memory_another_writer_moved_is_one_locked_transaction_with_its_entry(
+    regulated: Governance, made: list[Governance], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The end read under the agent's lock, the frames and the entry (waiting to be chained)
+    sent with the commit: no separate append, no transaction of the log's own."""
+    from governed_memory._postgres._memory import PgAgentStore
+
+    other = _another_host(made)
+    mine, theirs = _talking(regulated), _chat(other)  # one agent and customer, two hosts
+    theirs.add("Human", "b0")
+
+    def unused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the block was appended apart from its entry")
+
+    monkeypatch.setattr(PgAgentStore, "append_guarded", unused)
+    locked = _LockedHere(_db(regulated), monkeypatch)
+    mine.add("Human", "a2")  # its guess of the end is before b0: missed, then read
+    theirs.add("Human", "b1")
+    mine.add("Human", "a3")  # backing off: no guess, the end read at once
+    assert len(locked.locks) == 2 and len(set(locked.locks)) == 1  # the agent's lock, once each
+    assert _stored(regulated) == ["a0", "a1", "b0", "a2", "b1", "a3"]
+    assert _outcomes(regulated) == ["ok"] * 6
+    _verified(regulated)
+
+
+def test_a_withdrawal_stops_an_add_to_a_memory_another_writer_moved_inside_its_transaction(
+    regulated: Governance, made: list[Governance], pg_url: str
+) -> None:
+    other = _another_host(made)
+    mine, theirs = _talking(regulated), _chat(other)
+    theirs.add("Human", "b0")
+    mine.add("Human", "a2")  # missed: the next add reads the end under the lock
+    _withdrawn_elsewhere(pg_url, regulated)  # the consent log alone changes
+    mine.add("Human", "said after the withdrawal")
+    assert _stored(regulated) == ["a0", "a1", "b0", "a2"]
     assert _outcomes(regulated)[-1] == "memory_only"
     _verified(regulated)
 
