@@ -177,3 +177,29 @@ def test_a_command_closes_the_database_connections_it_opened(host: Deployment) -
     json.loads(host.ok("keys", "status", "--json"))
     host.ok("demo")
     assert _connections(host.url) == 0
+
+
+@pytest.mark.parametrize("command", ["encrypt-workspace", "decrypt-workspace"])
+def test_a_workspace_file_command_on_the_database_is_refused_naming_the_fix(
+    host: Deployment, command: str
+) -> None:
+    _demo_agent(host)
+    before = host.dump()
+    code, _, err = host.run(command)
+    line = err.strip()
+    assert code == 1 and "Traceback" not in err and "\n" not in line
+    assert "works on the file backend only" in line and "GOVERNED_MEMORY_DATABASE_URL" in line
+    assert host.dump() == before  # nothing changed
+
+
+def test_isolate_subjects_runs_on_the_database_and_is_audited(host: Deployment) -> None:
+    """The regulated demo isolates subjects as it writes: nothing to move, every agent read."""
+    name = _demo_agent(host)
+    dry = json.loads(host.ok("isolate-subjects", "--dry-run", "--json"))
+    assert dry == {"dry_run": True, "isolation": "subject", "agents": {name: 0}, "records": 0}
+    done = json.loads(host.ok("isolate-subjects", "--json"))
+    assert done["agents"] == {name: 0} and not done["dry_run"]
+    tail = json.loads(host.ok("audit", "tail", "--json", "-n", "5"))
+    isolated = [e["attrs"] for e in tail if e["event"] == "memory.isolate"]
+    assert len(isolated) == 1 and isolated[0]["moved"] == 0 and isolated[0]["outcome"] == "ok"
+    assert "agent.hash" in isolated[0] and name not in json.dumps(tail)  # (pseudonymised)

@@ -576,6 +576,35 @@ def test_an_add_to_a_memory_another_writer_moved_is_one_locked_transaction_with_
     _verified(regulated)
 
 
+def test_a_refused_entry_keeps_out_the_block_of_an_add_to_a_memory_another_writer_moved(
+    regulated: Governance, made: list[Governance], pg_url: str
+) -> None:
+    """Both in the locked transaction: the server refusing the waiting entry refuses the block."""
+    other = _another_host(made)
+    mine, theirs = _talking(regulated), _chat(other)
+    theirs.add("Human", "b0")
+    mine.add("Human", "a2")  # missed: the next adds read the end under the lock
+    theirs.add("Human", "b1")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'the audit table is full'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON governed_memory.audit_pending "
+            "FOR EACH ROW EXECUTE FUNCTION refuse()"
+        )
+    with pytest.raises(DatabaseError) as raised:
+        mine.add("Human", "refused with its entry")
+    assert "audit" in str(raised.value) and "\n" not in str(raised.value)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP TRIGGER refuse ON governed_memory.audit_pending")
+    mine.add("Human", "after the refusal")
+    assert _stored(regulated) == ["a0", "a1", "b0", "a2", "b1", "after the refusal"]
+    assert _outcomes(regulated) == ["ok"] * 5 + ["error", "ok"]  # (the refusal recorded)
+    _verified(regulated)
+
+
 def test_a_withdrawal_stops_an_add_to_a_memory_another_writer_moved_inside_its_transaction(
     regulated: Governance, made: list[Governance], pg_url: str
 ) -> None:
