@@ -576,14 +576,20 @@ def test_an_add_to_a_memory_another_writer_moved_is_one_locked_transaction_with_
     _verified(regulated)
 
 
+def _missed_once(gov: Governance, made: list[Governance]) -> tuple[Conversation, Conversation]:
+    """Two hosts' conversations on one agent and customer: the first's add "a2" missed its
+    guess of the memory's end (after "b0" of the second), so its next adds read it."""
+    mine, theirs = _talking(gov), _chat(_another_host(made))
+    theirs.add("Human", "b0")
+    mine.add("Human", "a2")
+    return mine, theirs
+
+
 def test_a_refused_entry_keeps_out_the_block_of_an_add_to_a_memory_another_writer_moved(
     regulated: Governance, made: list[Governance], pg_url: str
 ) -> None:
     """Both in the locked transaction: the server refusing the waiting entry refuses the block."""
-    other = _another_host(made)
-    mine, theirs = _talking(regulated), _chat(other)
-    theirs.add("Human", "b0")
-    mine.add("Human", "a2")  # missed: the next adds read the end under the lock
+    mine, theirs = _missed_once(regulated, made)
     theirs.add("Human", "b1")
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(
@@ -608,10 +614,7 @@ def test_a_refused_entry_keeps_out_the_block_of_an_add_to_a_memory_another_write
 def test_a_withdrawal_stops_an_add_to_a_memory_another_writer_moved_inside_its_transaction(
     regulated: Governance, made: list[Governance], pg_url: str
 ) -> None:
-    other = _another_host(made)
-    mine, theirs = _talking(regulated), _chat(other)
-    theirs.add("Human", "b0")
-    mine.add("Human", "a2")  # missed: the next add reads the end under the lock
+    mine, _ = _missed_once(regulated, made)
     _withdrawn_elsewhere(pg_url, regulated)  # the consent log alone changes
     mine.add("Human", "said after the withdrawal")
     assert _stored(regulated) == ["a0", "a1", "b0", "a2"]
