@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
@@ -218,7 +219,6 @@ class PgAgentStore:
         self._where = {"a": agent, "p": partition or ""}
         self._memory = (agent, partition or "")  # (agent, partition): its locks' order
         self._guess: Guess[_Tail] = Guess()
-        self._keys: tuple[PgKeyStorage | None] | None = None  # (see _key_storage)
         # (id, header, first frame, keyring counter) last authenticated (see _tail)
         self._authenticated: tuple[int, bytes, bytes, int | None] | None = None
         self._subjects: dict[bytes, str | None] = {}  # metadata lines read (see _segments)
@@ -792,15 +792,14 @@ class PgAgentStore:
         A keyring kept elsewhere (a folder) changes without it: every append then
         reads its end, and the counter, under the agent's lock.
         """
-        return self._key_storage() is not None
+        return self._key_storage is not None
 
+    @cached_property
     def _key_storage(self) -> PgKeyStorage | None:
         """The keyring's storage when it is kept in this database (see :meth:`_keys_in_database`)."""
-        if self._keys is None:
-            storage = getattr(self.codec.keyring, "storage", None)
-            mine = isinstance(storage, PgKeyStorage) and storage.db is self._stores.db
-            self._keys = (storage if mine else None,)
-        return self._keys[0]
+        storage = getattr(self.codec.keyring, "storage", None)
+        mine = isinstance(storage, PgKeyStorage) and storage.db is self._stores.db
+        return storage if mine else None
 
     @staticmethod
     def _stored(conn: psycopg.Connection[Any], unsure: _Unsure, memory_id: int, count: int) -> bool:
@@ -832,7 +831,7 @@ class PgAgentStore:
         ).fetchone()
         assert row is not None  # (one row: the memory's columns are NULL when there is none)
         found, header, first, last, counter, held = row
-        storage = self._key_storage()
+        storage = self._key_storage
         if storage is not None and counter is not None:
             storage.remember_counter(int(counter))
         else:

@@ -67,7 +67,7 @@ from .._crypto import (
     split_segments,
 )
 from .._errors import ConfigurationError, GovernedMemoryError, IntegrityError, StorageError
-from .._format import HEADER_MARKER, META_CLOSE, META_OPEN, has_records
+from .._format import HEADER_MARKER, META_OPEN, has_records
 from ._base import StoreFactory
 from ._files import AgentFolderStore
 from ._plaintext import archive_names
@@ -96,8 +96,7 @@ _pack = pack_position
 _write = os.write
 _HEADS_KEPT = 1024  # frame heads remembered per store (one per distinct message size)
 _META_MARK = META_OPEN.encode()  # bytes without it name no subject
-_META_CLOSE = META_CLOSE.encode()
-_SUBJECTS_KEPT = 64  # metadata lines remembered per store (one per subject it writes)
+_SUBJECTS_KEPT = 64  # subjects whose fast-path keys a store remembers
 
 
 def encrypted_memory_name() -> str:
