@@ -11,6 +11,7 @@ either; and the other ways in (a held lock, an unknown end) still work.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import threading
@@ -608,6 +609,52 @@ def test_a_refused_entry_keeps_out_the_block_of_an_add_to_a_memory_another_write
     mine.add("Human", "after the refusal")
     assert _stored(regulated) == ["a0", "a1", "b0", "a2", "b1", "after the refusal"]
     assert _outcomes(regulated) == ["ok"] * 5 + ["error", "ok"]  # (the refusal recorded)
+    _verified(regulated)
+
+
+class _Aborted(Exception):
+    """Ends the transaction it is raised in, which rolls back."""
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["lost-after-commit", "lost-before"])
+def test_a_connection_lost_committing_an_add_to_a_memory_another_writer_moved_is_settled(
+    regulated: Governance, made: list[Governance], monkeypatch: pytest.MonkeyPatch, committed: bool
+) -> None:
+    """The outcome of the COMMIT unknown to the client: the entry's token tells. Committed,
+    the add is done (stored once, one entry); not, its error is raised and nothing is kept."""
+    mine, theirs = _missed_once(regulated, made)
+    theirs.add("Human", "b1")
+    db, main = _db(regulated), threading.current_thread()
+    real = db.transaction
+    lost: list[int] = []
+
+    @contextlib.contextmanager
+    def losing(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        if lost or threading.current_thread() is not main or kwargs.get("lock") is None:
+            with real(*args, **kwargs) as conn:
+                yield conn
+            return
+        lost.append(1)
+        try:
+            with real(*args, **kwargs) as conn:
+                yield conn
+                if not committed:
+                    raise _Aborted
+        except _Aborted:
+            pass
+        raise DatabaseError("PostgreSQL lost the connection while committing (a test)")
+
+    monkeypatch.setattr(db, "transaction", losing)
+    if committed:
+        mine.add("Human", "the one sent")
+    else:
+        with pytest.raises(DatabaseError, match="while committing"):
+            mine.add("Human", "the one sent")
+    mine.add("Human", "after")
+    assert lost == [1]
+    sent = ["the one sent"] if committed else []
+    assert _stored(regulated) == ["a0", "a1", "b0", "a2", "b1", *sent, "after"]
+    assert _outcomes(regulated) == ["ok"] * 5 + (["ok"] if committed else ["error"]) + ["ok"]
     _verified(regulated)
 
 
