@@ -116,11 +116,14 @@ def test_a_writer_killed_mid_run_keeps_every_acknowledged_block(
     keyring = _keyring(tmp_path, encrypted)
     victim = _start(pg_url, keyring, "victim", 100_000)
     other = _start(pg_url, keyring, "other", 30)
-    assert victim.stdout is not None
+    assert victim.stdout is not None and victim.stderr is not None
     acknowledged = [int(victim.stdout.readline()) for _ in range(40)]
     os.kill(victim.pid, signal.SIGKILL)
-    rest, _ = victim.communicate(timeout=30)
-    acknowledged += [int(line) for line in rest.split()]
+    victim.wait(timeout=30)
+    # Read on through the file object: readline may hold later lines in its buffer
+    # already, which communicate() (reading the pipe itself) would never see.
+    with victim.stdout, victim.stderr:
+        acknowledged += [int(line) for line in victim.stdout.read().split()]
     assert victim.returncode == -signal.SIGKILL
     _, err = other.communicate(timeout=60)
     assert other.returncode == 0, err
