@@ -129,7 +129,7 @@ _WRITE = f"""
     WITH added AS (
         INSERT INTO {_ENTRIES} (seq, segment, ts, event, line, token)
         SELECT * FROM unnest(
-            %s::bigint[], %s::text[], %s::timestamptz[], %s::text[], %s::bytea[], %s::bytea[])
+            %b::bigint[], %b::text[], %b::timestamptz[], %b::text[], %b::bytea[], %b::bytea[])
     )
     INSERT INTO {_HEAD} (id, seq, hash, segment, mac) VALUES (true, %s, %s, %s, %s)
     ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash,
@@ -150,7 +150,7 @@ _ADD_ONE_IF = f"""
 _ADD_IF = f"""
     INSERT INTO {_ENTRIES} (seq, segment, ts, event, line, token)
     SELECT * FROM unnest(
-        %s::bigint[], %s::text[], %s::timestamptz[], %s::text[], %s::bytea[], %s::bytea[])
+        %b::bigint[], %b::text[], %b::timestamptz[], %b::text[], %b::bytea[], %b::bytea[])
     WHERE {{cond}}"""
 _HEAD_IF = f"UPDATE {_HEAD} SET seq = %s, hash = %s, segment = %s, mac = %s WHERE {{cond}}"
 
@@ -559,7 +559,7 @@ class PgAuditStorage:
                 entry = self._write(chain, str(event), attrs, at, head=False, token=token)
             chained[token] = entry
         chain.write_head(self._key, last=last)
-        remove = (f"DELETE FROM {_PENDING} WHERE token = ANY(%s)", (list(chained),))
+        remove = (f"DELETE FROM {_PENDING} WHERE token = ANY(%b)", (list(chained),))
         binding = self._db.held()
         assert binding is not None  # (this transaction's)
         if last:
@@ -770,7 +770,7 @@ class PgAuditStorage:
                 },
                 self._clock.now(),
             )
-            chain.conn.execute("SELECT governed_memory.audit_purge_segments(%s)", (chosen,))
+            chain.conn.execute("SELECT governed_memory.audit_purge_segments(%b::text[])", (chosen,))
             return chosen
 
     def purge_expired(

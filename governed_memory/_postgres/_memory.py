@@ -121,7 +121,7 @@ _GUARD = f"""(SELECT coalesce(max(position), -1) FROM {_T}.memory_blocks
 # the frames, ``also``'s).
 _INSERT_WHERE = f"""
     INSERT INTO {_T}.memory_blocks (memory_id, position, data)
-    SELECT %s, t.p, t.d FROM unnest(%s::integer[], %s::bytea[]) AS t(p, d) WHERE {{also}}"""
+    SELECT %s, t.p, t.d FROM unnest(%b::integer[], %b::bytea[]) AS t(p, d) WHERE {{also}}"""
 # _INSERT_WHERE for one frame, the usual append (parameters: the memory's id, the position,
 # the frame, ``also``'s): psycopg dumps arrays in Python, scalars in C.
 _INSERT_ONE_WHERE = f"""
@@ -138,11 +138,11 @@ _APPEND_PLAIN_IF = f"""
     FROM {_T}.memories m WHERE m.agent = %s AND m.partition = %s AND m.header IS NULL
         AND {{also}}"""
 _ROWS_AT = f"""
-    SELECT data FROM {_T}.memory_blocks WHERE memory_id = %s AND position = ANY(%s::integer[])
+    SELECT data FROM {_T}.memory_blocks WHERE memory_id = %s AND position = ANY(%b::integer[])
     ORDER BY position"""
 _INSERT_ROWS = f"""
     INSERT INTO {_T}.memory_blocks (memory_id, position, data)
-    SELECT %s, t.p, t.d FROM unnest(%s::integer[], %s::bytea[]) AS t(p, d)"""
+    SELECT %s, t.p, t.d FROM unnest(%b::integer[], %b::bytea[]) AS t(p, d)"""
 
 
 class _Tail(NamedTuple):

@@ -217,7 +217,7 @@ class PgPlace:
     def _insert(conn: psycopg.Connection[Any], name: str, last: int, lines: list[bytes]) -> None:
         conn.execute(
             f"INSERT INTO {_S}.record_lines (log, seq, line) "
-            "SELECT %s, %s + t.n, t.line FROM unnest(%s::bytea[]) WITH ORDINALITY AS t(line, n)",
+            "SELECT %s, %s + t.n, t.line FROM unnest(%b::bytea[]) WITH ORDINALITY AS t(line, n)",
             (name, last, lines),
         )
         conn.execute(

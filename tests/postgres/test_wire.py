@@ -137,12 +137,39 @@ def test_past_the_limit_statements_are_sent_unnamed(
     assert len(_ours(conn)) == 3
 
 
+def test_b_placeholders_send_arrays_in_binary_with_every_byte_and_null_kept(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    when = _dt.datetime(2026, 12, 7, 8, 0, tzinfo=_dt.UTC)
+    frames = [bytes(range(256)), b'\\"{},NULL', b"", None]
+    sent = send(
+        conn,
+        [
+            (
+                "SELECT %b::bytea[], %b::integer[], %b::timestamptz[], %b::text[]",
+                (
+                    frames,
+                    [0, 2**31 - 1],
+                    [when, None],
+                    ['a"b', "{c,d}", "NULL"],
+                ),
+            ),
+            ("SELECT %b::bigint[], %b::bytea[], %s::text", ([], [None, None], "%b")),
+            ("SELECT count(*) FROM unnest(%b::integer[], %b::bytea[])", ([1, 2], [b"x", b"y"])),
+        ],
+    )
+    assert sent[0].row == (frames, [0, 2**31 - 1], [when, None], ['a"b', "{c,d}", "NULL"])
+    assert sent[1].row == ([], [None, None], "%b")
+    assert sent[2].row == (2,)
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
 def test_placeholders_and_parameters_that_do_not_match_send_nothing(
     conn: psycopg.Connection[tuple[object, ...]],
 ) -> None:
     with pytest.raises(ValueError, match="2 parameters for the 1 placeholders"):
         send(conn, [("INSERT INTO sent VALUES (1, 'a')", ()), ("SELECT %s", (1, 2))])
-    with pytest.raises(ValueError, match="only %s is supported"):
+    with pytest.raises(ValueError, match="only %s and %b are supported"):
         send(conn, [("SELECT %d", (1,))])
     assert _rows(conn) == []
     assert send(conn, [("SELECT 1", ())]) == [Sent(1, (1,))]
