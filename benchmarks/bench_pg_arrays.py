@@ -154,6 +154,8 @@ def main() -> None:
         url, way, what, size = args.child
         print(json.dumps(_measure(url, way, what, int(size))))
         return
+    from governed_memory._postgres import Database, upgrade_schema
+
     cells = [("rewrite", int(n)) for n in args.frames.split(",")]
     cells += [("chain", int(n)) for n in args.entries.split(",")]
     server = PgServer()
@@ -167,8 +169,6 @@ def main() -> None:
             for _ in range(args.rounds):
                 for way in WAYS:  # alternating, each in a fresh database and interpreter
                     url = server.url(server.create_database())
-                    from governed_memory._postgres import Database, upgrade_schema
-
                     db = Database(url, min_size=0)
                     upgrade_schema(db)
                     db.close()
